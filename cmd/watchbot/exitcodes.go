@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// exitCodes is watchbot's exit-code table, printed in the README. The first matching row wins.
+var exitCodes = []struct {
+	code    int
+	meaning string
+	match   func(error) bool
+}{
+	{0, "success; for listen, a clean drain: every message deleted, released or dead-lettered", func(err error) bool { return err == nil }},
+	{130, "stopped at once by a second SIGINT/SIGTERM; running jobs were killed and their messages released", func(err error) bool { return errors.Is(err, supervisor.ErrAborted) }},
+	{2, "bad usage or configuration: unknown flag, missing or invalid value, failed startup check", func(err error) bool {
+		var u usageError
+		var c supervisor.ConfigError
+		return errors.As(err, &u) || errors.As(err, &c)
+	}},
+	{1, "runtime failure: the queue became unreachable at startup, an operation failed", func(error) bool { return true }},
+}
+
+// usageError marks errors in what the user typed.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCode prints err as one line and returns the code the exit-code table gives it.
+func exitCode(err error, stderr io.Writer) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "watchbot: %v\n", err)
+	}
+	for _, row := range exitCodes {
+		if row.match(err) {
+			return row.code
+		}
+	}
+	return 1
+}

@@ -1,0 +1,85 @@
+// Command watchbot supervises queue workers on Amazon SQS and ships the operator tools around
+// them. This package only translates: flags and environment into config structs, signals into
+// contexts, errors into exit codes. The packages decide.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the process exit code. The first SIGINT/SIGTERM cancels
+// the context handed to the command (a graceful stop); a second one closes abort (stop now).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	abort := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		n := 0
+		for range sigs {
+			n++
+			switch n {
+			case 1:
+				stop()
+			case 2:
+				close(abort)
+				return
+			}
+		}
+	}()
+
+	app := newApp(stdin, stdout, stderr, abort)
+	err := app.RunContext(ctx, args)
+	return exitCode(err, stderr)
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *cli.App {
+	return &cli.App{
+		Name:    "watchbot",
+		Usage:   "supervise queue workers on Amazon SQS",
+		Version: version,
+		Description: "watchbot long-polls an SQS queue, runs a worker command per message, deletes on success,\n" +
+			"backs failures off through the visibility timeout and lets the redrive policy move poison\n" +
+			"messages to a dead-letter queue. See https://github.com/watchbot/watchbot#readme.",
+		Reader:          stdin,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		// Errors are printed once, by exitCode; urfave/cli must not exit or print them itself.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{
+			listenCommand(abort),
+			versionCommand(),
+		},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version",
+		Action: func(c *cli.Context) error {
+			_, err := fmt.Fprintf(c.App.Writer, "watchbot %s\n", version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,23 @@
+// Starts the pinned fauxqs SQS emulator quietly on FAUXQS_PORT (0 = any free port) and prints
+// one line, "fauxqs listening on port N", once it accepts requests. Used by scripts/local-sqs
+// and by the Go test environment (internal/testenv). Exits when stdin closes or on SIGTERM, so
+// a parent that dies never leaves it behind.
+import { startFauxqs } from "fauxqs";
+
+const port = Number.parseInt(process.env.FAUXQS_PORT ?? "0", 10);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`fauxqs-server: FAUXQS_PORT must be a port number, got ${process.env.FAUXQS_PORT}`);
+  process.exit(2);
+}
+const server = await startFauxqs({ port, logger: false });
+console.log(`fauxqs listening on port ${server.port}`);
+
+const stop = async () => {
+  try { await server.stop(); } finally { process.exit(0); }
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
+if (process.env.FAUXQS_EXIT_ON_STDIN_CLOSE === "1") {
+  process.stdin.on("end", stop);
+  process.stdin.resume();
+}
