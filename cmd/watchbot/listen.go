@@ -1,7 +1,98 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/supervisor"
+)
 
 func listenCommand(abort <-chan struct{}) *cli.Command {
-	return &cli.Command{Name: "listen", Usage: "supervise workers on a queue (being built)"}
+	def := supervisor.DefaultConfig()
+	return &cli.Command{
+		Name:      "listen",
+		Usage:     "long-poll a queue and run a worker command per message",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		Description: "The command is exec'd directly (no shell; use -- sh -c '...' for one) in its own process group,\n" +
+			"with the message in its environment, on stdin and in $WATCHBOT_MESSAGE_FILE. Exit 0 deletes the\n" +
+			"message, 3 rejects it (dead-letter), 4 releases it for a retry, anything else retries with backoff.",
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's URL", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}},
+			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "worker processes running at once (1..1000)", EnvVars: []string{"WATCHBOT_CONCURRENCY"}},
+			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
+			&cli.BoolFlag{Name: "allow-no-dlq", Usage: "run on a queue without a redrive policy; dead-lettered messages are then logged and deleted"},
+			durationFlag("backoff-base", def.Backoff.Base, "delay after failed attempt n is base·2^(n-1)"),
+			durationFlag("backoff-min", def.Backoff.Min, "shortest retry delay"),
+			durationFlag("backoff-max", def.Backoff.Max, "longest retry delay (at most 12h)"),
+			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal"},
+			durationFlag("visibility-timeout", def.VisibilityTimeout, "lease taken on receive and renewed by the heartbeat"),
+			withDefaultText(durationFlag("heartbeat-interval", 0, "lease renewal period"), "visibility timeout / 2"),
+			durationFlag("max-job-duration", 0, "stop a worker after this long (0 = no limit)", "maxJobDuration"),
+			durationFlag("kill-grace", def.KillGrace, "wait between SIGTERM and SIGKILL when a worker is stopped"),
+			durationFlag("shutdown-timeout", def.ShutdownTimeout, "how long running workers may finish after SIGTERM"),
+			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
+			durationFlag("max-message-age", 0, "dead-letter messages sent longer ago without running them (0 = off)"),
+			&cli.StringFlag{Name: "volumes", Usage: "comma-separated directories emptied after every job", EnvVars: []string{"Volumes"}},
+			&cli.BoolFlag{Name: "once", Usage: "process one message, then exit", EnvVars: []string{"writableFilesystem"}},
+			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "json or text (Watchbot's structuredLogging=false means text)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
+			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := listenConfig(c)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(c, logFormat(c), c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
+			awsCfg, err := awsenv.Load(c.Context, opts)
+			if err != nil {
+				return err
+			}
+			return supervisor.Run(c.Context, cfg, supervisor.Deps{
+				SQS:    awsenv.SQS(awsCfg, opts),
+				Logger: log.With("queue", cfg.QueueURL),
+				Abort:  abort,
+			})
+		},
+	}
+}
+
+// listenConfig copies the flags into a validated supervisor.Config.
+func listenConfig(c *cli.Context) (supervisor.Config, error) {
+	cfg := supervisor.DefaultConfig()
+	cfg.QueueURL = strings.TrimSpace(c.String("queue-url"))
+	cfg.Command = c.Args().Slice()
+	cfg.Concurrency = c.Int("concurrency")
+	cfg.MaxAttempts = c.Int("max-attempts")
+	cfg.AllowNoDLQ = c.Bool("allow-no-dlq")
+	cfg.Backoff = backoff.Exponential{
+		Base:   durationOf(c, "backoff-base"),
+		Min:    durationOf(c, "backoff-min"),
+		Max:    durationOf(c, "backoff-max"),
+		Jitter: backoff.Jitter(c.String("backoff-jitter")),
+	}
+	cfg.VisibilityTimeout = durationOf(c, "visibility-timeout")
+	cfg.HeartbeatInterval = durationOf(c, "heartbeat-interval")
+	cfg.MaxJobDuration = durationOf(c, "max-job-duration")
+	cfg.KillGrace = durationOf(c, "kill-grace")
+	cfg.ShutdownTimeout = durationOf(c, "shutdown-timeout")
+	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
+	cfg.MaxMessageAge = durationOf(c, "max-message-age")
+	for _, v := range strings.Split(c.String("volumes"), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			cfg.Volumes = append(cfg.Volumes, v)
+		}
+	}
+	cfg.Once = c.Bool("once")
+	cfg.LogBodies = c.Bool("log-bodies")
+	return cfg, cfg.Validate()
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// duration is a flag value that takes a Go duration ("90s", "5m") or a plain integer meaning
+// seconds, as Watchbot's maxJobDuration=300 does.
+type duration struct{ d time.Duration }
+
+func (v *duration) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	v.d = d
+	return nil
+}
+
+func (v *duration) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > int64(100*365*24*time.Hour/time.Second) {
+			return 0, fmt.Errorf("%q seconds is out of range", s)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (use 90s, 5m, 1h30m or whole seconds)", s)
+	}
+	return d, nil
+}
+
+// durationFlag declares a duration flag with a default.
+func durationFlag(name string, def time.Duration, usage string, envVars ...string) *cli.GenericFlag {
+	return &cli.GenericFlag{Name: name, Value: &duration{def}, Usage: usage, EnvVars: envVars, DefaultText: durationText(def)}
+}
+
+func durationText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+func durationOf(c *cli.Context, name string) time.Duration {
+	if v, ok := c.Generic(name).(*duration); ok && v != nil {
+		return v.d
+	}
+	return 0
+}
+
+// newLogger builds the one logger a command uses, on stderr.
+func newLogger(c *cli.Context, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
+	}
+	return nil, usagef("--log-format: %q is not json or text", format)
+}
+
+// logFormat returns --log-format, or Watchbot's structuredLogging when the flag is not set.
+func logFormat(c *cli.Context) string {
+	if c.IsSet("log-format") {
+		return c.String("log-format")
+	}
+	switch strings.ToLower(os.Getenv("structuredLogging")) {
+	case "false", "0", "no":
+		return "text"
+	}
+	return c.String("log-format")
+}
+
+func withDefaultText(f *cli.GenericFlag, text string) *cli.GenericFlag {
+	f.DefaultText = text
+	return f
+}

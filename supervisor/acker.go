@@ -1,0 +1,208 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// maxBatch is SQS's limit on entries in one batch call.
+const maxBatch = 10
+
+type ackKind int
+
+const (
+	ackDelete ackKind = iota
+	ackVisibility
+)
+
+// ackOp is one delete or visibility change waiting to be batched.
+type ackOp struct {
+	kind       ackKind
+	handle     string
+	visibility int32
+	done       chan error // buffered, receives exactly one result
+}
+
+// acker batches deletes and visibility changes: an op waits at most linger for others to
+// join it, and every batch is sent with a context detached from shutdown, so finished work
+// is acknowledged even while the supervisor stops. Each entry's failure is reported to its
+// own caller.
+type acker struct {
+	api      sqsAPI
+	queueURL string
+	linger   time.Duration
+	timeout  time.Duration
+
+	in      chan ackOp
+	flights sync.WaitGroup // batch calls under way
+	stopped chan struct{}
+}
+
+func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker {
+	return &acker{api: api, queueURL: queueURL, linger: linger, timeout: timeout,
+		in: make(chan ackOp), stopped: make(chan struct{})}
+}
+
+// submit queues an op and returns where its result arrives.
+func (a *acker) submit(kind ackKind, handle string, visibility int32) <-chan error {
+	op := ackOp{kind: kind, handle: handle, visibility: visibility, done: make(chan error, 1)}
+	a.in <- op
+	return op.done
+}
+
+func (a *acker) delete(handle string) error { return <-a.submit(ackDelete, handle, 0) }
+
+func (a *acker) changeVisibility(handle string, seconds int32) error {
+	return <-a.submit(ackVisibility, handle, seconds)
+}
+
+// run batches until close is called, then sends what is pending and waits for every call.
+func (a *acker) run(ctx context.Context) {
+	defer close(a.stopped)
+	ctx = context.WithoutCancel(ctx)
+	var pending [2][]ackOp
+	var timer *time.Timer
+	var fire <-chan time.Time
+	flush := func(kind ackKind) {
+		if len(pending[kind]) == 0 {
+			return
+		}
+		batch := pending[kind]
+		pending[kind] = nil
+		a.flights.Add(1)
+		go func() {
+			defer a.flights.Done()
+			a.send(ctx, kind, batch)
+		}()
+	}
+	for {
+		select {
+		case op, ok := <-a.in:
+			if !ok {
+				flush(ackDelete)
+				flush(ackVisibility)
+				a.flights.Wait()
+				return
+			}
+			pending[op.kind] = append(pending[op.kind], op)
+			if len(pending[op.kind]) == maxBatch || a.linger == 0 {
+				flush(op.kind)
+			}
+			if fire == nil && len(pending[ackDelete])+len(pending[ackVisibility]) > 0 {
+				timer = time.NewTimer(a.linger)
+				fire = timer.C
+			}
+		case <-fire:
+			fire = nil
+			flush(ackDelete)
+			flush(ackVisibility)
+		}
+		if fire != nil && len(pending[ackDelete])+len(pending[ackVisibility]) == 0 {
+			timer.Stop()
+			fire = nil
+		}
+	}
+}
+
+// close stops accepting ops and waits until every pending one has been sent.
+func (a *acker) close() {
+	close(a.in)
+	<-a.stopped
+}
+
+func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if len(ops) == 1 {
+		ops[0].done <- a.sendOne(ctx, ops[0])
+		return
+	}
+	var failed []types.BatchResultErrorEntry
+	var err error
+	switch kind {
+	case ackDelete:
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(ops))
+		for i, op := range ops {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle)}
+		}
+		var out *sqs.DeleteMessageBatchOutput
+		out, err = a.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
+		if out != nil {
+			failed = out.Failed
+		}
+	case ackVisibility:
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ops))
+		for i, op := range ops {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+				ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility}
+		}
+		var out *sqs.ChangeMessageVisibilityBatchOutput
+		out, err = a.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
+		if out != nil {
+			failed = out.Failed
+		}
+	}
+	if err != nil {
+		for _, op := range ops {
+			op.done <- err
+		}
+		return
+	}
+	errs := make([]error, len(ops))
+	for _, f := range failed {
+		i, convErr := strconv.Atoi(aws.ToString(f.Id))
+		if convErr != nil || i < 0 || i >= len(ops) {
+			continue
+		}
+		errs[i] = &entryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	}
+	for i, op := range ops {
+		if errs[i] != nil && !errs[i].(*entryError).SenderFault {
+			// A server-side failure of one entry: one more try on its own.
+			errs[i] = a.sendOne(ctx, op)
+		}
+		op.done <- errs[i]
+	}
+}
+
+func (a *acker) sendOne(ctx context.Context, op ackOp) error {
+	var err error
+	switch op.kind {
+	case ackDelete:
+		_, err = a.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(a.queueURL), ReceiptHandle: aws.String(op.handle)})
+	case ackVisibility:
+		_, err = a.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(a.queueURL),
+			ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility})
+	}
+	return err
+}
+
+// entryError is the failure of one entry of a batch call.
+type entryError struct {
+	Code, Message string
+	SenderFault   bool
+}
+
+func (e *entryError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// ErrorCode returns the entry's error code, so smithy.APIError checks see it.
+func (e *entryError) ErrorCode() string { return e.Code }
+
+// ErrorMessage and ErrorFault complete smithy.APIError.
+func (e *entryError) ErrorMessage() string { return e.Message }
+
+// ErrorFault says whose fault the failure was.
+func (e *entryError) ErrorFault() smithy.ErrorFault {
+	if e.SenderFault {
+		return smithy.FaultClient
+	}
+	return smithy.FaultServer
+}

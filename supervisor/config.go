@@ -1,0 +1,188 @@
+// Package supervisor is watchbot's listen loop: it long-polls an SQS queue, runs one worker
+// process per message in its own process group, keeps each running message leased with a
+// heartbeat, turns the worker's result into an outcome (delete, retry with backoff, release,
+// dead-letter) and drains in two bounded phases when asked to stop.
+package supervisor
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// RejectAction is what exit code 3 does (--on-reject).
+type RejectAction string
+
+// The --on-reject values.
+const (
+	// RejectDeadLetter sends the message to the DLQ with a reason, then deletes it.
+	RejectDeadLetter RejectAction = "dead-letter"
+	// RejectDelete deletes the message, as Mapbox's Watchbot does.
+	RejectDelete RejectAction = "delete"
+)
+
+// Config is everything `watchbot listen` is told. The zero value is not valid: start from
+// DefaultConfig.
+type Config struct {
+	// QueueURL is the work queue (--queue-url).
+	QueueURL string
+	// Command is the worker, exec'd directly with no shell (the words after --).
+	Command []string
+	// Concurrency is how many workers run at once (1..1000).
+	Concurrency int
+	// MaxAttempts is how many attempts a message gets; 0 means the queue's maxReceiveCount
+	// (or 10 with AllowNoDLQ and no redrive policy).
+	MaxAttempts int
+	// AllowNoDLQ permits a queue without a redrive policy.
+	AllowNoDLQ bool
+	// Backoff is the delay after a failed attempt.
+	Backoff backoff.Exponential
+	// VisibilityTimeout is the lease taken on receive and renewed by the heartbeat.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often running messages' leases are renewed; 0 means
+	// VisibilityTimeout/2.
+	HeartbeatInterval time.Duration
+	// MaxJobDuration stops a worker that runs longer (0: no limit).
+	MaxJobDuration time.Duration
+	// KillGrace is the wait between SIGTERM and SIGKILL when a worker is stopped.
+	KillGrace time.Duration
+	// ShutdownTimeout is how long running workers may go on after a stop request.
+	ShutdownTimeout time.Duration
+	// OnReject is what exit code 3 does.
+	OnReject RejectAction
+	// MaxMessageAge dead-letters messages sent longer ago without running them (0: off).
+	MaxMessageAge time.Duration
+	// Volumes are directories emptied after every job (Watchbot's Volumes).
+	Volumes []string
+	// Once processes a single message, then returns.
+	Once bool
+	// LogBodies adds message bodies to log lines (off by default: bodies may hold secrets).
+	LogBodies bool
+	// WaitTime is the receive long poll (SQS allows 0..20 s).
+	WaitTime time.Duration
+	// AckTimeout bounds each delete, visibility change or dead-letter send, which run on a
+	// context detached from shutdown.
+	AckTimeout time.Duration
+	// AckLinger is how long deletes and visibility changes wait to be batched.
+	AckLinger time.Duration
+	// ReceiveGather is how long the loop waits for more slots to free up before it receives
+	// fewer than 10 messages, trading a little latency for fewer SQS requests.
+	ReceiveGather time.Duration
+	// TempDir holds each job's message and result files ("" = the OS default).
+	TempDir string
+}
+
+// DefaultConfig returns the defaults of DESIGN §2.
+func DefaultConfig() Config {
+	return Config{
+		Concurrency:       1,
+		Backoff:           backoff.Default(),
+		VisibilityTimeout: 3 * time.Minute,
+		KillGrace:         5 * time.Second,
+		ShutdownTimeout:   20 * time.Second,
+		OnReject:          RejectDeadLetter,
+		WaitTime:          20 * time.Second,
+		AckTimeout:        15 * time.Second,
+		AckLinger:         20 * time.Millisecond,
+		ReceiveGather:     20 * time.Millisecond,
+	}
+}
+
+// maxInFlight is SQS's ceiling on a message's time in flight since it was received.
+const maxInFlight = 12 * time.Hour
+
+// Validate checks the configuration without any I/O. Errors name the flag.
+func (c Config) Validate() error {
+	bad := func(flag, format string, args ...any) error {
+		return ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
+	}
+	if c.QueueURL == "" {
+		return bad("--queue-url", "is required (or set WATCHBOT_QUEUE_URL / QueueUrl)")
+	}
+	if err := queueattr.ValidateURL(c.QueueURL); err != nil {
+		return bad("--queue-url", "%v", err)
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		return bad("", "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh")
+	}
+	if c.Concurrency < 1 || c.Concurrency > 1000 {
+		return bad("--concurrency", "(%d) must be between 1 and 1000", c.Concurrency)
+	}
+	if c.MaxAttempts < 0 || c.MaxAttempts > 1000 {
+		return bad("--max-attempts", "(%d) must be between 1 and 1000 (0 = the queue's maxReceiveCount)", c.MaxAttempts)
+	}
+	if err := c.Backoff.Validate(); err != nil {
+		return ConfigError{Msg: err.Error()}
+	}
+	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > maxInFlight {
+		return bad("--visibility-timeout", "(%v) must be between 1s and 12h", c.VisibilityTimeout)
+	}
+	if hb := c.heartbeat(); hb <= 0 || hb >= c.VisibilityTimeout {
+		return bad("--heartbeat-interval", "(%v) must be shorter than --visibility-timeout (%v)", hb, c.VisibilityTimeout)
+	}
+	if c.MaxJobDuration < 0 {
+		return bad("--max-job-duration", "(%v) must not be negative", c.MaxJobDuration)
+	}
+	if c.MaxJobDuration > maxInFlight {
+		return bad("--max-job-duration", "(%v) must not exceed 12h, SQS's longest time in flight", c.MaxJobDuration)
+	}
+	if c.KillGrace < 0 {
+		return bad("--kill-grace", "(%v) must not be negative", c.KillGrace)
+	}
+	if c.ShutdownTimeout < 0 {
+		return bad("--shutdown-timeout", "(%v) must not be negative", c.ShutdownTimeout)
+	}
+	if c.OnReject != RejectDeadLetter && c.OnReject != RejectDelete {
+		return bad("--on-reject", "(%q) must be dead-letter or delete", c.OnReject)
+	}
+	if c.MaxMessageAge < 0 {
+		return bad("--max-message-age", "(%v) must not be negative", c.MaxMessageAge)
+	}
+	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
+		return bad("", "receive wait time (%v) must be between 0 and 20s", c.WaitTime)
+	}
+	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
+		return bad("", "ack timeout must be positive and linger/gather not negative")
+	}
+	for _, v := range c.Volumes {
+		if err := checkVolume(v); err != nil {
+			return bad("--volumes", "%v", err)
+		}
+	}
+	if len(c.Volumes) > 0 && c.Concurrency > 1 {
+		return bad("--volumes", "needs --concurrency 1: emptying them after one job would delete the files of the others still running")
+	}
+	return nil
+}
+
+// heartbeat returns the effective heartbeat interval.
+func (c Config) heartbeat() time.Duration {
+	if c.HeartbeatInterval == 0 {
+		return c.VisibilityTimeout / 2
+	}
+	return c.HeartbeatInterval
+}
+
+// checkVolume refuses paths that must never be emptied.
+func checkVolume(v string) error {
+	if v == "" || !filepath.IsAbs(v) {
+		return fmt.Errorf("%q must be an absolute directory path", v)
+	}
+	clean := filepath.Clean(v)
+	if clean == "/" || strings.Count(clean, "/") == 1 && isSystemDir(clean) {
+		return fmt.Errorf("refusing to empty %q after every job", v)
+	}
+	return nil
+}
+
+func isSystemDir(p string) bool {
+	switch p {
+	case "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/proc", "/root", "/sbin", "/sys", "/usr", "/var":
+		return true
+	}
+	return false
+}

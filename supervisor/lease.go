@@ -1,0 +1,132 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/smithy-go"
+)
+
+// job is one message being worked on: its lease, and how to stop its worker.
+type job struct {
+	msg        message
+	receivedAt time.Time
+	log        *slog.Logger
+	// stop cancels the worker's context with a cause (errLeaseLost, errCeiling, errShutdown).
+	stop context.CancelCauseFunc
+
+	// mu is held by the heartbeat while a renewal for this job is under way, and by the job
+	// when it settles the message, so a renewal can never land after the outcome's own
+	// visibility change.
+	mu      sync.Mutex
+	settled bool
+	pgid    int // 0 until the worker runs
+}
+
+// jobs is the set of messages held, for the heartbeat and for shutdown.
+type jobs struct {
+	mu sync.Mutex
+	m  map[*job]struct{}
+}
+
+func (js *jobs) add(j *job) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.m == nil {
+		js.m = map[*job]struct{}{}
+	}
+	js.m[j] = struct{}{}
+}
+
+func (js *jobs) remove(j *job) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	delete(js.m, j)
+}
+
+func (js *jobs) list() []*job {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	out := make([]*job, 0, len(js.m))
+	for j := range js.m {
+		out = append(out, j)
+	}
+	return out
+}
+
+// ceilingMargin is how long before SQS's 12 h in-flight limit a job is stopped, leaving room
+// to stop the worker and release the message.
+func (s *Supervisor) ceilingMargin() time.Duration {
+	return s.cfg.heartbeat() + s.cfg.KillGrace + time.Minute
+}
+
+// heartbeat renews the lease of every held message each interval until ctx is done.
+func (s *Supervisor) heartbeat(ctx context.Context) {
+	t := time.NewTicker(s.cfg.heartbeat())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.renew(s.jobs.list())
+		}
+	}
+}
+
+// renew extends each job's visibility to the visibility timeout, or to what is left before
+// the 12 h limit. Jobs that are about to reach the limit, or whose lease is gone, are stopped.
+func (s *Supervisor) renew(js []*job) {
+	type pending struct {
+		j    *job
+		done <-chan error
+	}
+	var waits []pending
+	now := time.Now()
+	for _, j := range js {
+		j.mu.Lock()
+		if j.settled {
+			j.mu.Unlock()
+			continue
+		}
+		left := maxInFlight - now.Sub(j.receivedAt)
+		if left <= s.ceilingMargin() {
+			j.mu.Unlock()
+			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
+				"in_flight", now.Sub(j.receivedAt).Round(time.Second).String())
+			j.stop(errCeiling)
+			continue
+		}
+		vis := min(s.cfg.VisibilityTimeout, left-time.Second)
+		waits = append(waits, pending{j, s.acks.submit(ackVisibility, j.msg.ReceiptHandle, seconds(vis))})
+	}
+	for _, p := range waits {
+		err := <-p.done
+		p.j.mu.Unlock()
+		if err == nil {
+			continue
+		}
+		if leaseGone(err) {
+			p.j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
+			p.j.stop(errLeaseLost)
+			continue
+		}
+		p.j.log.Warn("lease renewal failed; will retry at the next heartbeat", "error", err)
+	}
+}
+
+// leaseGone reports errors meaning the receipt handle no longer holds the message.
+func leaseGone(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue", "AWS.SimpleQueueService.MessageNotInflight":
+		return true
+	}
+	return false
+}

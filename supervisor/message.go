@@ -1,0 +1,179 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// maxEnvMessage is the largest body placed in the Message variable. Linux limits one
+// environment string to 128 KiB; larger bodies are read from WATCHBOT_MESSAGE_FILE or stdin.
+const maxEnvMessage = 64 * 1024
+
+// message is a received SQS message as the worker sees it.
+type message struct {
+	ID            string
+	ReceiptHandle string
+	// Raw is the body exactly as received.
+	Raw string
+	// Body is what the worker gets: Raw, or the inner Message of an SNS notification.
+	Body    string
+	Subject string
+	// Attributes are the String and Number message attributes (SNS's when unwrapped).
+	Attributes map[string]string
+	// SQSAttributes are the message attributes as received, kept for dead-lettering.
+	SQSAttributes map[string]types.MessageAttributeValue
+	Attempt       int
+	SentAt        time.Time
+	FirstReceive  time.Time
+	GroupID       string
+	DedupID       string
+}
+
+// parseMessage turns an SQS message into a message. It never fails: a body that is not an
+// SNS envelope, or an envelope that is malformed, is passed on as it is.
+func parseMessage(m types.Message) message {
+	msg := message{
+		ID:            aws.ToString(m.MessageId),
+		ReceiptHandle: aws.ToString(m.ReceiptHandle),
+		Raw:           aws.ToString(m.Body),
+		SQSAttributes: m.MessageAttributes,
+		Attributes:    map[string]string{},
+	}
+	msg.Body = msg.Raw
+	sys := m.Attributes
+	msg.Attempt, _ = strconv.Atoi(sys[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	if msg.Attempt < 1 {
+		msg.Attempt = 1
+	}
+	msg.SentAt = epochMillis(sys[string(types.MessageSystemAttributeNameSentTimestamp)])
+	msg.FirstReceive = epochMillis(sys[string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp)])
+	msg.GroupID = sys[string(types.MessageSystemAttributeNameMessageGroupId)]
+	msg.DedupID = sys[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
+	for name, v := range m.MessageAttributes {
+		if v.StringValue != nil && !strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
+			msg.Attributes[name] = *v.StringValue
+		}
+	}
+	if env, ok := parseSNS(msg.Raw); ok {
+		msg.Body = env.Message
+		msg.Subject = env.Subject
+		for name, a := range env.MessageAttributes {
+			if a.Type == "String" || a.Type == "Number" || strings.HasPrefix(a.Type, "String.") || strings.HasPrefix(a.Type, "Number.") {
+				msg.Attributes[name] = a.Value
+			}
+		}
+	}
+	return msg
+}
+
+// snsEnvelope is the JSON SNS delivers to an SQS subscription without raw delivery.
+type snsEnvelope struct {
+	Type              string  `json:"Type"`
+	MessageID         string  `json:"MessageId"`
+	TopicArn          string  `json:"TopicArn"`
+	Subject           string  `json:"Subject"`
+	Message           *string `json:"Message"`
+	MessageAttributes map[string]struct {
+		Type  string `json:"Type"`
+		Value string `json:"Value"`
+	} `json:"MessageAttributes"`
+}
+
+type snsMessage struct {
+	Message, Subject  string
+	MessageAttributes map[string]struct{ Type, Value string }
+}
+
+// parseSNS recognises an SNS notification envelope: a JSON object with Type "Notification",
+// a TopicArn and a string Message. Anything else is not unwrapped.
+func parseSNS(body string) (snsMessage, bool) {
+	if !strings.HasPrefix(strings.TrimSpace(body), "{") || !strings.Contains(body, "Notification") {
+		return snsMessage{}, false
+	}
+	var env snsEnvelope
+	if err := json.Unmarshal([]byte(body), &env); err != nil {
+		return snsMessage{}, false
+	}
+	if env.Type != "Notification" || env.TopicArn == "" || env.Message == nil {
+		return snsMessage{}, false
+	}
+	out := snsMessage{Message: *env.Message, Subject: env.Subject, MessageAttributes: map[string]struct{ Type, Value string }{}}
+	for k, v := range env.MessageAttributes {
+		out.MessageAttributes[k] = struct{ Type, Value string }{v.Type, v.Value}
+	}
+	return out, true
+}
+
+func epochMillis(s string) time.Time {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// jobEnv is what a worker's environment is built from, beyond the message itself.
+type jobEnv struct {
+	QueueURL    string
+	MaxAttempts int
+	MessageFile string
+	ResultFile  string
+	Deadline    time.Time // zero: none
+}
+
+// buildEnv returns the worker's variables (DESIGN §2.2), to be appended to the supervisor's
+// own environment. Values never pass through a shell.
+func buildEnv(m message, j jobEnv) []string {
+	env := []string{
+		"MessageId=" + m.ID,
+		"ApproximateReceiveCount=" + strconv.Itoa(m.Attempt),
+		"WATCHBOT_MESSAGE_FILE=" + j.MessageFile,
+		"WATCHBOT_RESULT_FILE=" + j.ResultFile,
+		"WATCHBOT_ATTEMPT=" + strconv.Itoa(m.Attempt),
+		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(j.MaxAttempts),
+		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
+	}
+	if len(m.Body) <= maxEnvMessage && envSafe(m.Body) {
+		env = append(env, "Message="+m.Body)
+	}
+	if m.Subject != "" && envSafe(m.Subject) {
+		env = append(env, "Subject="+m.Subject)
+	}
+	if !m.SentAt.IsZero() {
+		env = append(env, "SentTimestamp="+m.SentAt.Format(time.RFC3339Nano))
+	}
+	if !m.FirstReceive.IsZero() {
+		env = append(env, "ApproximateFirstReceiveTimestamp="+m.FirstReceive.Format(time.RFC3339Nano))
+	}
+	if !j.Deadline.IsZero() {
+		env = append(env, "WATCHBOT_DEADLINE="+j.Deadline.UTC().Format(time.RFC3339))
+	}
+	if m.GroupID != "" {
+		env = append(env, "WATCHBOT_GROUP_ID="+m.GroupID)
+	}
+	for name, v := range m.Attributes {
+		if envSafe(v) && len(v) <= maxEnvMessage {
+			env = append(env, "WATCHBOT_ATTR_"+envName(name)+"="+v)
+		}
+	}
+	return env
+}
+
+// envName upper-cases an attribute name and replaces every non-alphanumeric byte with _.
+func envName(name string) string {
+	b := []byte(strings.ToUpper(name))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// envSafe reports whether s can be an environment value (no NUL byte).
+func envSafe(s string) bool { return !strings.ContainsRune(s, 0) }

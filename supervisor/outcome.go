@@ -1,0 +1,184 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Exit codes with a meaning of their own (DESIGN §2.3).
+const (
+	exitReject  = 3
+	exitRelease = 4
+)
+
+// runEnd is how a worker run ended.
+type runEnd int
+
+const (
+	endExited     runEnd = iota // the process exited on its own
+	endSignaled                 // killed by a signal it was not sent by watchbot (e.g. OOM)
+	endTimedOut                 // stopped by --max-job-duration
+	endSpawnError               // could not be started
+	endShutdown                 // stopped by watchbot because the shutdown window closed
+	endLeaseLost                // stopped because the message's lease could not be kept
+	endNotRun                   // not started: the message was too old (--max-message-age)
+	endCeiling                  // stopped before the 12 h in-flight limit
+)
+
+// result is everything outcomeFor needs to decide.
+type result struct {
+	End       runEnd
+	ExitCode  int
+	Directive *directive // from WATCHBOT_RESULT_FILE, nil when absent
+	Attempt   int
+	// MaxAttempts is the effective --max-attempts.
+	MaxAttempts int
+	// MaxReceiveCount is the redrive policy's, 0 when the queue has none.
+	MaxReceiveCount int
+	OnReject        RejectAction
+}
+
+// action is what happens to the message.
+type action int
+
+const (
+	actDelete     action = iota // delete: done
+	actRetry                    // visibility = Delay (backoff when DelayFromBackoff)
+	actRelease                  // visibility 0: visible again at once
+	actDeadLetter               // send to the DLQ (or log, with no DLQ), then delete
+	actRedrive                  // visibility 0 on the last receive: the redrive policy moves it
+	actAbandon                  // touch nothing: someone else holds the message now
+)
+
+func (a action) String() string {
+	return [...]string{"delete", "retry", "release", "dead-letter", "redrive", "abandon"}[a]
+}
+
+// outcome is the decision for one message.
+type outcome struct {
+	Action action
+	// Delay applies to actRetry; DelayFromBackoff says to use the backoff policy instead.
+	Delay            time.Duration
+	DelayFromBackoff bool
+	Reason           string
+	// Metric counts.
+	Success, WorkerError, SpawnError, DeadLetter bool
+}
+
+// outcomeFor is watchbot's outcome table (DESIGN §2.3), one decision per run. The README's
+// exit-code table is this function, row by row.
+func outcomeFor(r result) outcome {
+	var o outcome
+	switch {
+	case r.End == endShutdown:
+		return outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}
+	case r.End == endCeiling:
+		return outcome{Action: actRelease, Reason: "stopped before SQS's 12h in-flight limit; released"}
+	case r.End == endLeaseLost:
+		return outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
+	case r.End == endNotRun:
+		// Too old: dead-lettered without running, whatever the attempt.
+		return outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}
+	case r.Directive != nil:
+		o = r.Directive.outcome()
+		if o.Action == actDelete {
+			o.Success = true
+			return o
+		}
+	case r.End == endSpawnError:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}
+	case r.End == endTimedOut:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}
+	case r.End == endSignaled:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker killed by signal %d", r.ExitCode), WorkerError: true}
+	case r.ExitCode == 0:
+		return outcome{Action: actDelete, Success: true}
+	case r.ExitCode == exitReject:
+		if r.OnReject == RejectDelete {
+			return outcome{Action: actDelete, Reason: "worker rejected the message (exit 3, --on-reject delete)", WorkerError: true}
+		}
+		return outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}
+	case r.ExitCode == exitRelease:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}
+	default:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker exited %d", r.ExitCode), WorkerError: true}
+	}
+	if o.Action == actDeadLetter {
+		o.DeadLetter = true
+		return o
+	}
+	// A retry on the last attempt is a dead letter.
+	if r.Attempt >= r.MaxAttempts {
+		o.DeadLetter = true
+		o.WorkerError = o.WorkerError || !o.SpawnError
+		o.Reason = fmt.Sprintf("%s on the last attempt (%d of %d)", o.Reason, r.Attempt, r.MaxAttempts)
+		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount {
+			o.Action = actRedrive
+		} else {
+			o.Action = actDeadLetter
+		}
+	}
+	return o
+}
+
+// directive is a worker's outcome override, written as JSON to WATCHBOT_RESULT_FILE.
+type directive struct {
+	Action       string   `json:"action"`
+	DelaySeconds *float64 `json:"delaySeconds,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+func (d *directive) outcome() outcome {
+	switch d.Action {
+	case "ack":
+		return outcome{Action: actDelete, Reason: "worker wrote ack"}
+	case "retry":
+		if d.DelaySeconds == nil {
+			return outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker asked for a retry"}
+		}
+		return outcome{Action: actRetry, Delay: time.Duration(*d.DelaySeconds * float64(time.Second)), Reason: "worker asked for a retry"}
+	default: // "dead-letter", checked by readDirective
+		reason := d.Reason
+		if reason == "" {
+			reason = "worker asked to dead-letter the message"
+		}
+		return outcome{Action: actDeadLetter, Reason: reason, WorkerError: true}
+	}
+}
+
+// maxDirectiveSize bounds how much of a result file is read.
+const maxDirectiveSize = 64 * 1024
+
+// readDirective reads the result file. A missing or empty file is no directive; a malformed
+// one is an error that the caller logs before following the exit code.
+func readDirective(path string) (*directive, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read result file: %w", err)
+	}
+	if len(data) == 0 {
+		return nil, nil
+	}
+	if len(data) > maxDirectiveSize {
+		return nil, fmt.Errorf("result file is %d bytes, more than %d", len(data), maxDirectiveSize)
+	}
+	var d directive
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("result file is not a JSON object: %w", err)
+	}
+	switch d.Action {
+	case "ack", "dead-letter":
+	case "retry":
+		if d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > maxInFlight.Seconds()) {
+			return nil, fmt.Errorf("result file: delaySeconds %v must be between 0 and 43200", *d.DelaySeconds)
+		}
+	default:
+		return nil, fmt.Errorf("result file: unknown action %q (want ack, retry or dead-letter)", d.Action)
+	}
+	return &d, nil
+}

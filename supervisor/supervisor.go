@@ -1,0 +1,521 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// sqsAPI is the part of the SQS client the supervisor calls.
+type sqsAPI interface {
+	queueattr.API
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ sqsAPI = (*sqs.Client)(nil)
+
+// Deps are what Run needs from outside: the SQS client, the logger, the metrics recorder,
+// and the channel that says "stop now".
+type Deps struct {
+	// SQS is the client, usually *sqs.Client.
+	SQS sqsAPI
+	// Logger receives every log line; nil discards them.
+	Logger *slog.Logger
+	// Metrics receives measurements; nil is alarms.Discard.
+	Metrics alarms.Recorder
+	// Abort, when closed, ends a drain at once: workers are killed, their messages released.
+	Abort <-chan struct{}
+	// Random returns numbers in [0, 1) for jitter; nil uses math/rand/v2.
+	Random func() float64
+}
+
+// Supervisor runs one listen loop. Build it with Run.
+type Supervisor struct {
+	cfg     Config
+	api     sqsAPI
+	log     *slog.Logger
+	metrics alarms.Recorder
+	random  func() float64
+
+	maxAttempts     int
+	maxReceiveCount int // 0 without a redrive policy
+	dlqURL          string
+	command         []string // Command with its path resolved
+
+	acks    *acker
+	jobs    jobs
+	running sync.WaitGroup
+}
+
+// Run checks the queue and the command, then receives and supervises until ctx is done, and
+// drains: running workers may finish within cfg.ShutdownTimeout, then they are stopped and
+// their messages released. It returns nil after a clean drain, a ConfigError when a startup
+// check fails (before any message is received), and ErrAborted when deps.Abort closed.
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if deps.SQS == nil {
+		return errors.New("supervisor: no SQS client")
+	}
+	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.metrics == nil {
+		s.metrics = alarms.Discard
+	}
+	if s.random == nil {
+		s.random = rand.Float64
+	}
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	s.log.Info("watchbot listening", "queue", cfg.QueueURL, "concurrency", cfg.Concurrency,
+		"max_attempts", s.maxAttempts, "dead_letter_queue", s.dlqURL, "command", s.command)
+	return s.run(ctx, deps.Abort)
+}
+
+// check runs the startup checks of DESIGN §2.4, before anything is received.
+func (s *Supervisor) check(ctx context.Context) error {
+	path, err := exec.LookPath(s.cfg.Command[0])
+	if err != nil {
+		return ConfigError{Msg: fmt.Sprintf("worker command %q: %v", s.cfg.Command[0], unwrapExec(err))}
+	}
+	s.command = append([]string{path}, s.cfg.Command[1:]...)
+	for _, v := range s.cfg.Volumes {
+		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+			return ConfigError{Flag: "--volumes", Msg: fmt.Sprintf("%q is not a directory", v)}
+		}
+	}
+	if s.cfg.TempDir != "" {
+		if fi, err := os.Stat(s.cfg.TempDir); err != nil || !fi.IsDir() {
+			return ConfigError{Msg: fmt.Sprintf("temporary directory %q is not a directory", s.cfg.TempDir)}
+		}
+	}
+	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)
+	if err != nil {
+		return fmt.Errorf("--queue-url: queue not reachable: %w", err)
+	}
+	switch {
+	case info.Redrive != nil:
+		s.maxReceiveCount = info.Redrive.MaxReceiveCount
+		s.dlqURL, err = queueattr.DeadLetterQueue(ctx, s.api, info)
+		if err != nil {
+			return fmt.Errorf("--queue-url: %w", err)
+		}
+		s.maxAttempts = s.cfg.MaxAttempts
+		if s.maxAttempts == 0 {
+			s.maxAttempts = s.maxReceiveCount
+		}
+		if s.maxAttempts > s.maxReceiveCount {
+			return ConfigError{Flag: "--max-attempts", Msg: fmt.Sprintf("(%d) is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", s.maxAttempts, s.maxReceiveCount)}
+		}
+	case s.cfg.AllowNoDLQ:
+		s.maxAttempts = s.cfg.MaxAttempts
+		if s.maxAttempts == 0 {
+			s.maxAttempts = 10
+		}
+		s.log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
+	default:
+		return ConfigError{Flag: "--queue-url", Msg: "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq"}
+	}
+	return nil
+}
+
+func unwrapExec(err error) error {
+	var e *exec.Error
+	if errors.As(err, &e) {
+		return e.Err
+	}
+	return err
+}
+
+func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
+	// Work outlives ctx (the stop request): jobs and acks run on base, which ends only when
+	// the drain is over.
+	base := context.WithoutCancel(ctx)
+	jobsCtx, stopJobs := context.WithCancelCause(base)
+	defer stopJobs(nil)
+
+	s.acks = newAcker(s.api, s.cfg.QueueURL, s.cfg.AckLinger, s.cfg.AckTimeout)
+	var owned sync.WaitGroup
+	owned.Add(1)
+	go func() { defer owned.Done(); s.acks.run(base) }()
+	hbCtx, stopHeartbeat := context.WithCancel(base)
+	owned.Add(1)
+	go func() { defer owned.Done(); s.heartbeat(hbCtx) }()
+
+	received := s.receiveLoop(ctx, jobsCtx)
+
+	drained := make(chan struct{})
+	go func() { s.running.Wait(); close(drained) }()
+	if s.cfg.Once && ctx.Err() == nil {
+		// --once: the one job runs to its end unless a stop is requested.
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
+	}
+	// Drain: the loop has stopped receiving. Running jobs go on until the window closes.
+	aborted := false
+	if n := len(s.jobs.list()); n > 0 && ctx.Err() != nil {
+		s.log.Info("stop requested: draining running jobs", "running", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
+	}
+	window := time.NewTimer(s.cfg.ShutdownTimeout)
+	defer window.Stop()
+	select {
+	case <-drained:
+	case <-window.C:
+		s.log.Warn("shutdown window closed: stopping running jobs; their messages will be released", "running", len(s.jobs.list()))
+		stopJobs(errShutdown)
+		select {
+		case <-drained:
+		case <-abort:
+			aborted = true
+		}
+	case <-abort:
+		aborted = true
+	}
+	if aborted {
+		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
+		stopJobs(errShutdown)
+		for _, j := range s.jobs.list() {
+			j.mu.Lock()
+			if j.pgid != 0 {
+				_ = signalGroup(j.pgid, syscall.SIGKILL)
+			}
+			j.mu.Unlock()
+		}
+		<-drained
+	}
+	stopHeartbeat()
+	s.acks.close()
+	owned.Wait()
+	s.log.Info("watchbot stopped", "received", received)
+	if aborted {
+		return ErrAborted
+	}
+	return nil
+}
+
+// receiveLoop receives while ctx is live and there are free slots, starting a job per
+// message. It returns the number of messages received.
+func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
+	slots := s.cfg.Concurrency
+	if s.cfg.Once {
+		slots = 1
+	}
+	freed := make(chan struct{}, slots)
+	free := slots
+	want := min(maxBatch, slots)
+	lastEmpty := true
+	receiveErrors := 0
+	var lastErrLog time.Time
+	received := 0
+	errPolicy := backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
+
+	// reclaim counts finished jobs' slots; with wait it blocks until one frees up first.
+	reclaim := func(wait bool) {
+		if wait {
+			select {
+			case <-freed:
+				free++
+			case <-ctx.Done():
+				return
+			}
+		}
+		for {
+			select {
+			case <-freed:
+				free++
+			default:
+				return
+			}
+		}
+	}
+	for ctx.Err() == nil {
+		reclaim(free == 0)
+		if ctx.Err() != nil {
+			break
+		}
+		// Fewer than a full receive's worth free: wait a moment for more, unless the queue
+		// was empty last time (then the long poll waits anyway).
+		if free < want && !lastEmpty && s.cfg.ReceiveGather > 0 {
+			s.gather(ctx, freed, &free, want)
+		}
+		n := min(maxBatch, free)
+		out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(s.cfg.QueueURL),
+			MaxNumberOfMessages:         int32(n),
+			WaitTimeSeconds:             int32(s.cfg.WaitTime / time.Second),
+			VisibilityTimeout:           seconds(s.cfg.VisibilityTimeout),
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			receiveErrors++
+			delay := errPolicy.Delay(receiveErrors, s.random)
+			if time.Since(lastErrLog) > 30*time.Second || receiveErrors == 1 {
+				s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", receiveErrors, "retry_in", delay.Round(time.Millisecond).String())
+				lastErrLog = time.Now()
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if receiveErrors > 0 {
+			s.log.Info("receive recovered", "after_failures", receiveErrors)
+			receiveErrors = 0
+		}
+		lastEmpty = len(out.Messages) == 0
+		now := time.Now()
+		for _, m := range out.Messages {
+			free--
+			received++
+			s.metrics.Add(alarms.MessageReceives, 1)
+			s.start(jobsCtx, parseMessage(m), now, freed)
+		}
+		if s.cfg.Once && received > 0 {
+			break
+		}
+	}
+	return received
+}
+
+// gather waits up to ReceiveGather for free to reach want, so a busy supervisor receives
+// several messages per call instead of one per freed slot.
+func (s *Supervisor) gather(ctx context.Context, freed <-chan struct{}, free *int, want int) {
+	t := time.NewTimer(s.cfg.ReceiveGather)
+	defer t.Stop()
+	for *free < want {
+		select {
+		case <-freed:
+			*free++
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// start runs one job in its own goroutine, owned by s.running.
+func (s *Supervisor) start(ctx context.Context, m message, receivedAt time.Time, freed chan<- struct{}) {
+	jobCtx, stop := context.WithCancelCause(ctx)
+	j := &job{msg: m, receivedAt: receivedAt, stop: stop,
+		log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
+	s.jobs.add(j)
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		defer func() { freed <- struct{}{} }()
+		defer s.jobs.remove(j)
+		defer stop(nil)
+		s.process(jobCtx, j)
+	}()
+}
+
+// process runs the worker for one message and settles the message by the outcome table.
+func (s *Supervisor) process(ctx context.Context, j *job) {
+	m := j.msg
+	r := result{Attempt: m.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
+	if s.cfg.MaxMessageAge > 0 && !m.SentAt.IsZero() && time.Since(m.SentAt) > s.cfg.MaxMessageAge {
+		r.End = endNotRun
+		j.log.Warn("message older than --max-message-age: dead-lettering without running it", "sent", m.SentAt.Format(time.RFC3339))
+	} else {
+		run, dir := s.runJob(ctx, j)
+		r.End, r.ExitCode = run.End, run.ExitCode
+		if run.End == endExited || run.End == endSignaled || run.End == endTimedOut {
+			d, err := readDirective(filepath.Join(dir, "result.json"))
+			if err != nil {
+				j.log.Error("ignoring the worker's result file; following its exit code", "error", err)
+			}
+			r.Directive = d
+		}
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		s.emptyVolumes(j.log)
+		s.logRun(j, run)
+	}
+	o := outcomeFor(r)
+	s.count(o)
+	s.settle(ctx, j, o)
+}
+
+// runJob prepares the job's files and runs its worker. dir is the job's temporary
+// directory, for the caller to read the result file from and remove.
+func (s *Supervisor) runJob(ctx context.Context, j *job) (run workerRun, dir string) {
+	m := j.msg
+	dir, err := os.MkdirTemp(s.cfg.TempDir, "watchbot-job-")
+	if err != nil {
+		return workerRun{End: endSpawnError, Err: fmt.Errorf("create job directory: %w", err)}, ""
+	}
+	msgFile := filepath.Join(dir, "message")
+	if err := os.WriteFile(msgFile, []byte(m.Body), 0o600); err != nil {
+		return workerRun{End: endSpawnError, Err: fmt.Errorf("write message file: %w", err)}, dir
+	}
+	var deadline time.Time
+	if s.cfg.MaxJobDuration > 0 {
+		deadline = time.Now().Add(s.cfg.MaxJobDuration)
+	}
+	env := append(os.Environ(), buildEnv(m, jobEnv{
+		QueueURL: s.cfg.QueueURL, MaxAttempts: s.maxAttempts,
+		MessageFile: msgFile, ResultFile: filepath.Join(dir, "result.json"), Deadline: deadline,
+	})...)
+	if !m.SentAt.IsZero() {
+		s.metrics.Add(alarms.MessageAge, float64(time.Since(m.SentAt).Milliseconds()))
+	}
+	if s.cfg.LogBodies {
+		j.log.Info("starting worker", "body", m.Body)
+	} else {
+		j.log.Debug("starting worker")
+	}
+	run = runWorker(ctx, workerSpec{
+		Command: s.command, Env: env, StdinPath: msgFile,
+		MaxDuration: s.cfg.MaxJobDuration, KillGrace: s.cfg.KillGrace,
+		Started: func(pgid int) { j.mu.Lock(); j.pgid = pgid; j.mu.Unlock() },
+	}, j.log)
+	return run, dir
+}
+
+func (s *Supervisor) logRun(j *job, run workerRun) {
+	if run.End != endSpawnError {
+		s.metrics.Add(alarms.WorkerDuration, float64(run.Duration.Milliseconds()))
+	}
+	switch run.End {
+	case endSpawnError:
+		j.log.Error("worker could not start", "error", run.Err)
+	case endSignaled:
+		j.log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
+	case endTimedOut:
+		j.log.Error("worker stopped: it ran longer than --max-job-duration", "limit", s.cfg.MaxJobDuration.String())
+	case endShutdown, endCeiling, endLeaseLost:
+		j.log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
+	default:
+		j.log.Info("worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
+	}
+}
+
+func (s *Supervisor) count(o outcome) {
+	add := func(ok bool, m alarms.Metric) {
+		if ok {
+			s.metrics.Add(m, 1)
+		}
+	}
+	add(o.WorkerError, alarms.WorkerErrors)
+	add(o.SpawnError, alarms.WorkerSpawnErrors)
+	add(o.DeadLetter, alarms.DeadLetter)
+}
+
+// settle applies the outcome to the message. It holds the job's lock so no heartbeat renewal
+// can land after it.
+func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.settled = true
+	log := j.log.With("outcome", o.Action.String())
+	switch o.Action {
+	case actDelete:
+		if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {
+			log.Error("delete failed: the message will be delivered again after its visibility timeout", "error", err)
+			return
+		}
+		if o.Success {
+			s.metrics.Add(alarms.MessagesProcessed, 1)
+			log.Info("message done")
+		} else {
+			log.Warn("message deleted", "reason", o.Reason)
+		}
+	case actRetry:
+		delay := o.Delay
+		if o.DelayFromBackoff {
+			delay = s.cfg.Backoff.Delay(j.msg.Attempt, s.random)
+		}
+		s.setVisibility(j, log, delay, o.Reason)
+	case actRelease:
+		s.setVisibility(j, log, 0, o.Reason)
+	case actRedrive:
+		s.setVisibility(j, log.With("dead_letter", true), 0, o.Reason+"; the redrive policy moves it to the dead-letter queue on its next receive")
+	case actDeadLetter:
+		s.deadLetter(ctx, j, log, o.Reason)
+	case actAbandon:
+		log.Warn("message left alone", "reason", o.Reason)
+	}
+}
+
+// setVisibility makes the message visible again after delay, never past the 12 h limit.
+func (s *Supervisor) setVisibility(j *job, log *slog.Logger, delay time.Duration, reason string) {
+	left := maxInFlight - time.Since(j.receivedAt) - time.Second
+	delay = max(0, min(delay, left))
+	secs := seconds(delay)
+	if err := s.acks.changeVisibility(j.msg.ReceiptHandle, secs); err != nil {
+		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
+		return
+	}
+	log.Info("message will be retried", "reason", reason, "visible_in_seconds", secs)
+}
+
+// deadLetter records the message in the DLQ (or, with --allow-no-dlq and no DLQ, in the
+// log), then deletes it. A message whose send failed is never deleted.
+func (s *Supervisor) deadLetter(ctx context.Context, j *job, log *slog.Logger, reason string) {
+	if s.dlqURL == "" {
+		log.Error("dead-lettering without a dead-letter queue: this log line is the only record of the message",
+			"reason", reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
+	} else if err := s.sendToDLQ(ctx, j, reason); err != nil {
+		log.Error("could not dead-letter the message; it stays in the queue and will be retried", "error", err, "reason", reason)
+		s.setVisibility(j, log, s.cfg.Backoff.Delay(j.msg.Attempt, s.random), "dead-letter send failed")
+		return
+	}
+	if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {
+		log.Error("dead-lettered but the delete failed: the message will be delivered again", "error", err)
+		return
+	}
+	log.Warn("message dead-lettered", "reason", reason, "dead_letter_queue", s.dlqURL)
+}
+
+// emptyVolumes removes everything inside each --volumes directory.
+func (s *Supervisor) emptyVolumes(log *slog.Logger) {
+	for _, v := range s.cfg.Volumes {
+		entries, err := os.ReadDir(v)
+		if err != nil {
+			log.Error("could not empty volume", "volume", v, "error", err)
+			continue
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(v, e.Name())); err != nil {
+				log.Error("could not empty volume", "volume", v, "error", err)
+			}
+		}
+	}
+}
+
+// seconds converts a duration to SQS's whole seconds, rounding up.
+func seconds(d time.Duration) int32 { return backoff.Seconds(d) }
