@@ -29,23 +29,47 @@ const (
 	Milliseconds Unit = "Milliseconds"
 )
 
+// Kind says how a metric's values combine within a flush window.
+type Kind string
+
+// The kinds of metric.
+const (
+	// Counter values count events: a window publishes their sum.
+	Counter Kind = "counter"
+	// Distribution values are observations (a duration, an age): a window keeps every sample.
+	Distribution Kind = "distribution"
+	// Gauge values are samples of a level (a queue's depth), taken once per window.
+	Gauge Kind = "gauge"
+)
+
 // MetricDefinition describes one metric.
 type MetricDefinition struct {
 	Name    Metric `json:"name"`
 	Unit    Unit   `json:"unit"`
+	Kind    Kind   `json:"kind"`
 	Meaning string `json:"meaning"`
 }
 
 // Metrics lists every metric watchbot publishes.
 var Metrics = []MetricDefinition{
-	{WorkerErrors, Count, "worker runs that failed: non-zero exit other than 4, killed by a signal or by --max-job-duration, or rejected with exit 3"},
-	{WorkerSpawnErrors, Count, "worker commands that could not be started"},
-	{DeadLetter, Count, "messages this supervisor sent to the dead-letter queue, or left for the redrive policy to move there"},
-	{MessagesProcessed, Count, "messages whose worker succeeded and that were deleted"},
-	{WorkerDuration, Milliseconds, "wall-clock time of each worker run"},
-	{MessageAge, Milliseconds, "time from a message's send to the start of its worker"},
-	{MessageReceives, Count, "messages received from the queue"},
-	{DeadLetterQueueDepth, Count, "visible messages in the dead-letter queue, sampled once a minute"},
+	{Name: WorkerErrors, Unit: Count, Kind: Counter, Meaning: "worker runs that failed: non-zero exit other than 4, killed by a signal or by --max-job-duration, or rejected with exit 3"},
+	{Name: WorkerSpawnErrors, Unit: Count, Kind: Counter, Meaning: "worker commands that could not be started"},
+	{Name: DeadLetter, Unit: Count, Kind: Counter, Meaning: "messages this supervisor sent to the dead-letter queue, or left for the redrive policy to move there"},
+	{Name: MessagesProcessed, Unit: Count, Kind: Counter, Meaning: "messages whose worker succeeded and that were deleted"},
+	{Name: WorkerDuration, Unit: Milliseconds, Kind: Distribution, Meaning: "wall-clock time of each worker run"},
+	{Name: MessageAge, Unit: Milliseconds, Kind: Distribution, Meaning: "time from a message's send to the start of its worker"},
+	{Name: MessageReceives, Unit: Count, Kind: Counter, Meaning: "messages received from the queue"},
+	{Name: DeadLetterQueueDepth, Unit: Count, Kind: Gauge, Meaning: "visible messages in the dead-letter queue, sampled once a minute"},
+}
+
+// Lookup returns the definition of m.
+func Lookup(m Metric) (MetricDefinition, bool) {
+	for _, d := range Metrics {
+		if d.Name == m {
+			return d, true
+		}
+	}
+	return MetricDefinition{}, false
 }
 
 // Recorder receives the supervisor's measurements. v is in the metric's unit.

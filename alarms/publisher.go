@@ -1,0 +1,375 @@
+package alarms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+)
+
+// The publisher modes (--metrics).
+const (
+	ModeCloudWatch = "cloudwatch"
+	ModeEMF        = "emf"
+	ModeNone       = "none"
+)
+
+// CloudWatch's limits on what watchbot publishes.
+const (
+	maxNamespaceLen      = 255
+	maxDimensions        = 30
+	maxDimensionNameLen  = 255
+	maxDimensionValueLen = 1024
+)
+
+// CloudWatchAPI is the part of the CloudWatch client the publisher uses.
+type CloudWatchAPI interface {
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
+}
+
+var _ CloudWatchAPI = (*cloudwatch.Client)(nil)
+
+// Dimension is one CloudWatch dimension every published metric carries.
+type Dimension struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// dimensionFlags names the flag behind a dimension, for error messages.
+var dimensionFlags = map[string]string{"QueueName": "--queue-url", "Service": "--metrics-service"}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// Mode is ModeCloudWatch, ModeEMF or ModeNone (--metrics).
+	Mode string
+	// Namespace is the CloudWatch namespace (--metrics-namespace).
+	Namespace string
+	// Dimensions every metric carries, at least one: {QueueName, <queue>} first, then e.g.
+	// {Service, <name>} for --metrics-service. When there are several, each metric is also
+	// published with the first dimension alone, which is the set the alarms of Definitions
+	// watch; so every task's values reach the alarms whatever other dimensions it adds.
+	Dimensions []Dimension
+	// Interval is the flush period: one window of aggregated values per Interval.
+	Interval time.Duration
+	// FlushTimeout bounds one flush, the PutMetricData calls with the SDK's retries included,
+	// and the DLQDepth sample; the flush at shutdown uses it too, so --shutdown-timeout plus
+	// FlushTimeout must fit within the container's stop timeout.
+	FlushTimeout time.Duration
+	// MaxBufferedWindows is how many windows CloudWatch may fail to take before the oldest is
+	// dropped (counted in Stats.Dropped and logged with the values lost).
+	MaxBufferedWindows int
+	// Stdout receives the EMF lines, one JSON object per line, each in one Write.
+	Stdout io.Writer
+	// CloudWatch is the client for ModeCloudWatch, normally a *cloudwatch.Client.
+	CloudWatch CloudWatchAPI
+	// DLQDepth, when set, is sampled once per Interval into DeadLetterQueueDepth.
+	DLQDepth func(ctx context.Context) (int64, error)
+	// Logger receives warnings about failed flushes, refused values and dropped data. Nil
+	// discards them.
+	Logger *slog.Logger
+	// Now is the clock stamped on published values. Nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultPublisherConfig returns the defaults: EMF on os.Stdout is set by the caller, so Stdout,
+// CloudWatch, Dimensions and DLQDepth are left empty.
+func DefaultPublisherConfig() PublisherConfig {
+	return PublisherConfig{
+		Mode:               ModeEMF,
+		Namespace:          "Watchbot",
+		Interval:           60 * time.Second,
+		FlushTimeout:       10 * time.Second,
+		MaxBufferedWindows: 15,
+		Now:                time.Now,
+	}
+}
+
+// Validate reports the first setting CloudWatch or the publisher would refuse.
+func (c PublisherConfig) Validate() error {
+	switch c.Mode {
+	case ModeCloudWatch, ModeEMF, ModeNone:
+	default:
+		return fmt.Errorf("--metrics (%q) must be %s, %s or %s", c.Mode, ModeCloudWatch, ModeEMF, ModeNone)
+	}
+	if err := validateNamespace(c.Namespace); err != nil {
+		return err
+	}
+	if err := validateDimensions(c.Dimensions); err != nil {
+		return err
+	}
+	if c.Interval < time.Second || c.Interval > time.Hour {
+		return fmt.Errorf("metrics interval (%s) must be between 1s and 1h", c.Interval)
+	}
+	if c.FlushTimeout <= 0 {
+		return fmt.Errorf("metrics flush timeout (%s) must be positive", c.FlushTimeout)
+	}
+	if c.MaxBufferedWindows < 1 {
+		return fmt.Errorf("metrics buffered windows (%d) must be at least 1", c.MaxBufferedWindows)
+	}
+	if c.Mode == ModeEMF && c.Stdout == nil {
+		return errors.New("--metrics emf needs an output for its lines")
+	}
+	if c.Mode == ModeCloudWatch && c.CloudWatch == nil {
+		return errors.New("--metrics cloudwatch needs a CloudWatch client")
+	}
+	return nil
+}
+
+func validateNamespace(ns string) error {
+	switch {
+	case strings.TrimSpace(ns) == "":
+		return errors.New("--metrics-namespace must not be empty")
+	case len(ns) > maxNamespaceLen:
+		return fmt.Errorf("--metrics-namespace (%d characters) must be at most %d characters", len(ns), maxNamespaceLen)
+	case strings.HasPrefix(ns, "AWS/"):
+		return fmt.Errorf("--metrics-namespace (%q) must not start with AWS/, which AWS services reserve", ns)
+	case strings.HasPrefix(ns, ":"):
+		return fmt.Errorf("--metrics-namespace (%q) must not start with a colon", ns)
+	}
+	for _, r := range ns {
+		if !namespaceRune(r) {
+			return fmt.Errorf("--metrics-namespace (%q) may hold only letters, digits, spaces and . - _ / # :", ns)
+		}
+	}
+	return nil
+}
+
+func namespaceRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(" .-_/#:", r)
+}
+
+func validateDimensions(dims []Dimension) error {
+	if len(dims) == 0 {
+		return errors.New("metrics need at least one dimension (QueueName)")
+	}
+	if len(dims) > maxDimensions {
+		return fmt.Errorf("metrics carry %d dimensions; CloudWatch allows %d", len(dims), maxDimensions)
+	}
+	seen := make(map[string]bool, len(dims))
+	for _, d := range dims {
+		name := fmt.Sprintf("metrics dimension %q", d.Name)
+		if flag := dimensionFlags[d.Name]; flag != "" {
+			name += " (" + flag + ")"
+		}
+		switch {
+		case strings.TrimSpace(d.Name) == "" || len(d.Name) > maxDimensionNameLen:
+			return fmt.Errorf("%s: name must have 1 to %d characters", name, maxDimensionNameLen)
+		case !printableASCII(d.Name) || strings.HasPrefix(d.Name, ":"):
+			return fmt.Errorf("%s: name must be printable ASCII and not start with a colon", name)
+		case d.Name == "_aws":
+			return fmt.Errorf("%s: name is reserved by the embedded metric format", name)
+		case seen[d.Name]:
+			return fmt.Errorf("%s: given twice", name)
+		case strings.TrimSpace(d.Value) == "" || len(d.Value) > maxDimensionValueLen:
+			return fmt.Errorf("%s: value (%q) must have 1 to %d characters, not only spaces", name, d.Value, maxDimensionValueLen)
+		case !printableUTF8(d.Value) || strings.HasPrefix(d.Value, ":"):
+			return fmt.Errorf("%s: value (%q) must be printable UTF-8 and not start with a colon", name, d.Value)
+		}
+		if _, ok := Lookup(Metric(d.Name)); ok {
+			return fmt.Errorf("%s: name is a metric's name", name)
+		}
+		seen[d.Name] = true
+	}
+	return nil
+}
+
+func printableUTF8(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Stats counts what a Publisher did, for logs and tests.
+type Stats struct {
+	// Published counts datums CloudWatch accepted, or metric values written as EMF.
+	Published int64
+	// Dropped counts datums given up on: the buffer of failed windows overflowed, CloudWatch
+	// rejected them as invalid, the final flush failed, or the EMF line could not be written.
+	// Every drop is also logged with the metrics and sums lost.
+	Dropped int64
+	// Refused counts values Add refused: NaN, ±Inf, beyond ±2^360, or an unknown metric.
+	Refused int64
+	// Failures counts PutMetricData calls (after the SDK's retries) and EMF writes that failed.
+	Failures int64
+}
+
+// Publisher aggregates the supervisor's measurements in memory and publishes them once per
+// Interval: to CloudWatch with PutMetricData, or as embedded-metric-format lines on Stdout.
+// Add never waits for the publishing.
+type Publisher struct {
+	cfg     PublisherConfig
+	log     *slog.Logger
+	dimSets [][]Dimension // the first is Dimensions, the primary set; the second, if any, the alarms' set
+
+	mu      sync.Mutex
+	window  map[Metric]*aggregate
+	refused map[Metric]int64
+
+	flushMu sync.Mutex // serialises flushes; guards pending
+	pending []batch    // windows (or what is left of them) CloudWatch has not taken yet
+
+	published, dropped, refusedTotal, failures atomic.Int64
+}
+
+var _ Recorder = (*Publisher)(nil)
+
+// NewPublisher checks cfg and returns a Publisher. It does no I/O.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Dimensions = slices.Clone(cfg.Dimensions)
+	dimSets := [][]Dimension{cfg.Dimensions}
+	if len(cfg.Dimensions) > 1 {
+		dimSets = append(dimSets, cfg.Dimensions[:1])
+	}
+	return &Publisher{
+		cfg:     cfg,
+		log:     log.With("metrics", cfg.Mode),
+		dimSets: dimSets,
+		window:  make(map[Metric]*aggregate),
+		refused: make(map[Metric]int64),
+	}, nil
+}
+
+// Add records v for m in the current window. It never blocks on publishing and is safe for
+// concurrent use. NaN, ±Inf, values beyond ±2^360 and unknown metrics are refused: counted in
+// Stats.Refused and logged at the next flush.
+func (p *Publisher) Add(m Metric, v float64) {
+	if p.cfg.Mode == ModeNone {
+		return
+	}
+	_, known := Lookup(m)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !known || !validValue(v) {
+		p.refused[m]++
+		p.refusedTotal.Add(1)
+		return
+	}
+	a := p.window[m]
+	if a == nil {
+		a = newAggregate()
+		p.window[m] = a
+	}
+	a.add(v)
+}
+
+// Stats returns the publisher's counters.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		Published: p.published.Load(),
+		Dropped:   p.dropped.Load(),
+		Refused:   p.refusedTotal.Load(),
+		Failures:  p.failures.Load(),
+	}
+}
+
+// Run samples DLQDepth and flushes once per Interval until ctx is done, then flushes once more
+// with a context detached from ctx and bounded by FlushTimeout, and returns nil. Whatever that
+// last flush cannot publish is counted in Stats.Dropped and logged.
+func (p *Publisher) Run(ctx context.Context) error {
+	if p.cfg.Mode == ModeNone {
+		<-ctx.Done()
+		return nil
+	}
+	ticker := time.NewTicker(p.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
+			_ = p.Flush(fctx) // failures are logged and counted by Flush
+			cancel()
+			p.dropPending("the final flush failed")
+			return nil
+		case <-ticker.C:
+			p.sampleDLQ(ctx)
+			fctx, cancel := context.WithTimeout(ctx, p.cfg.FlushTimeout)
+			_ = p.Flush(fctx)
+			cancel()
+		}
+	}
+}
+
+// sampleDLQ records the dead-letter queue's depth, when DLQDepth is set.
+func (p *Publisher) sampleDLQ(ctx context.Context) {
+	if p.cfg.DLQDepth == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.FlushTimeout)
+	defer cancel()
+	n, err := p.cfg.DLQDepth(sctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("sample dead-letter queue depth", "error", err)
+		}
+		return
+	}
+	p.Add(DeadLetterQueueDepth, float64(n))
+}
+
+// Flush publishes the current window now (and, for CloudWatch, windows that earlier flushes
+// failed to send). Run calls it; it is exported for callers that need a flush at a given
+// point. It returns the first error; values that could not be sent stay buffered (CloudWatch)
+// or are dropped (EMF), as counted in Stats and logged.
+func (p *Publisher) Flush(ctx context.Context) error {
+	if p.cfg.Mode == ModeNone {
+		return nil
+	}
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	now := p.cfg.Now()
+
+	p.mu.Lock()
+	window, refused := p.window, p.refused
+	p.window, p.refused = make(map[Metric]*aggregate), make(map[Metric]int64)
+	p.mu.Unlock()
+
+	for _, m := range sortedKeys(refused) {
+		p.log.Warn("metric values refused: not finite, beyond ±2^360, or an unknown metric",
+			"metric", string(m), "refused", refused[m])
+	}
+	if p.cfg.Mode == ModeEMF {
+		return p.writeEMF(now, window)
+	}
+	return p.putCloudWatch(ctx, now, window)
+}
+
+// sortedKeys returns a map's metrics in a stable order.
+func sortedKeys[V any](m map[Metric]V) []Metric {
+	return slices.Sorted(maps.Keys(m))
+}
