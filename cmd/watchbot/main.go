@@ -65,6 +65,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			listenCommand(abort),
+			deadLetterCommand(),
+			sendCommand(),
+			statusCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
