@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/producer"
+)
+
+func sendCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "send",
+		Usage:     "send messages: --body, --file, or one message per line on stdin",
+		UsageText: "watchbot send --queue-url URL [--body S | --file F | < lines] [--attr K=V]... [--delay D] [--group-id G]",
+		Description: "Lines on stdin are read to the end and checked before anything is sent: one bad line sends\n" +
+			"nothing. They are sent with SendMessageBatch (10 per call, 1 MiB at most). The message ids are\n" +
+			"printed one per line, in input order.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", Required: true},
+			&cli.StringFlag{Name: "body", Usage: "send one message with body `S`"},
+			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F`"},
+			&cli.GenericFlag{Name: "attr", Value: &opRepeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
+			&cli.StringFlag{Name: "delay", Usage: "deliver after `D` (Go duration or seconds, at most 15m; standard queues)"},
+			&cli.StringFlag{Name: "group-id", Usage: "message group id `G` (required on FIFO queues, refused on standard ones)"},
+			opEndpointFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			req := producer.Request{QueueURL: c.String("queue-url"), GroupID: c.String("group-id")}
+			if err := parseSendAttrs(c.Generic("attr").(*opRepeated).values, &req); err != nil {
+				return usageError{err}
+			}
+			if c.IsSet("delay") {
+				d, err := parseDelay(c.String("delay"))
+				if err != nil {
+					return usagef("--delay: %v", err)
+				}
+				req.Delay = d
+			}
+			switch {
+			case c.IsSet("body") && c.IsSet("file"):
+				return usagef("give --body or --file, not both")
+			case c.IsSet("body"):
+				req.Bodies = []producer.Body{{Text: c.String("body"), Source: "--body"}}
+			case c.IsSet("file"):
+				b, err := os.ReadFile(c.String("file"))
+				if err != nil {
+					return usagef("--file: %v", err)
+				}
+				req.Bodies = []producer.Body{{Text: string(b), Source: "--file " + c.String("file")}}
+			default:
+				bodies, err := producer.ReadLines(c.App.Reader, "stdin")
+				if err != nil {
+					return usageError{err}
+				}
+				if len(bodies) == 0 {
+					return usagef("nothing to send: stdin is empty (give --body, --file or lines on stdin)")
+				}
+				req.Bodies = bodies
+			}
+			if err := req.Validate(); err != nil {
+				return usageError{err}
+			}
+			client, err := operatorSQS(c, req.QueueURL)
+			if err != nil {
+				return err
+			}
+			results, err := producer.Deliver(c.Context, client, req)
+			var bad *producer.InputError
+			if errors.As(err, &bad) {
+				for _, p := range bad.Problems {
+					fmt.Fprintf(c.App.ErrWriter, "watchbot: %s\n", p)
+				}
+				return usagef("nothing sent: %d bad input(s), listed above", len(bad.Problems))
+			}
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for i, r := range results {
+				if r.Err != nil {
+					failed++
+					fmt.Fprintf(c.App.ErrWriter, "watchbot: %s: not sent: %v\n", req.Bodies[i].Source, r.Err)
+					continue
+				}
+				fmt.Fprintln(c.App.Writer, r.MessageID)
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d messages not sent (listed above); the others were", failed, len(results))
+			}
+			return nil
+		},
+	}
+}
+
+func parseSendAttrs(values []string, req *producer.Request) error {
+	for _, s := range values {
+		name, v, err := producer.ParseAttribute(s)
+		if err != nil {
+			return fmt.Errorf("--attr %w", err)
+		}
+		if req.Attributes == nil {
+			req.Attributes = map[string]types.MessageAttributeValue{}
+		}
+		if _, dup := req.Attributes[name]; dup {
+			return fmt.Errorf("--attr %s is given twice", name)
+		}
+		req.Attributes[name] = v
+	}
+	return nil
+}
+
+// parseDelay takes a Go duration ("90s", "5m") or a plain number of seconds.
+func parseDelay(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("%q is neither a duration (90s, 5m) nor a number of seconds", s)
+	}
+	if d < 0 || d > producer.MaxDelay {
+		return 0, fmt.Errorf("%v is outside 0..%v", d, producer.MaxDelay)
+	}
+	return d, nil
+}

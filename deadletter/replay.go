@@ -1,0 +1,326 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/producer"
+)
+
+// Progress is told about each message handled by a long operation. *progressbar.ProgressBar
+// satisfies it; NoProgress is the quiet one.
+type Progress interface {
+	Add(n int) error
+	Finish() error
+}
+
+// NoProgress reports nothing.
+type NoProgress struct{}
+
+// Add does nothing.
+func (NoProgress) Add(int) error { return nil }
+
+// Finish does nothing.
+func (NoProgress) Finish() error { return nil }
+
+// DefaultHold is how long a walk over the DLQ keeps the messages it received invisible; kept
+// messages are made visible again as soon as the walk ends, so this only matters when watchbot
+// is killed mid-walk.
+const DefaultHold = 5 * time.Minute
+
+// Filter selects messages. The zero Filter selects every message.
+type Filter struct {
+	// Body, when set, must match somewhere in the body.
+	Body *regexp.Regexp
+	// Attrs must all be present with exactly these values (String and Number values as
+	// written, Binary values in base64). watchbot-reason, watchbot-source-queue and
+	// watchbot-attempts are also found inside the packed watchbot-deadletter attribute.
+	Attrs map[string]string
+}
+
+// ParseFilter compiles --match-body and --match-attr (K=V, repeatable).
+func ParseFilter(body string, attrs []string) (Filter, error) {
+	var f Filter
+	if body != "" {
+		re, err := regexp.Compile(body)
+		if err != nil {
+			return Filter{}, fmt.Errorf("--match-body %q is not a valid regular expression: %w", body, err)
+		}
+		f.Body = re
+	}
+	for _, kv := range attrs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return Filter{}, fmt.Errorf("--match-attr %q: want NAME=VALUE", kv)
+		}
+		if f.Attrs == nil {
+			f.Attrs = map[string]string{}
+		}
+		if prev, dup := f.Attrs[k]; dup && prev != v {
+			return Filter{}, fmt.Errorf("--match-attr %s is given twice with different values (%q, %q): no message can match", k, prev, v)
+		}
+		f.Attrs[k] = v
+	}
+	return f, nil
+}
+
+// Match reports whether m is selected.
+func (f Filter) Match(m Message) bool {
+	if f.Body != nil && !f.Body.MatchString(m.Body) {
+		return false
+	}
+	for k, want := range f.Attrs {
+		if got, ok := m.attrValue(k); !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// ReplayConfig says which messages replay sends back, how fast, and whether it only reports.
+type ReplayConfig struct {
+	// Limit is the most messages to replay; 0 means all that match.
+	Limit int
+	// MatchBody is a regular expression (RE2 syntax) the body must match; "" matches all.
+	MatchBody string
+	// MatchAttrs are NAME=VALUE pairs that must all match.
+	MatchAttrs []string
+	// Rate is the most messages sent per second; 0 means as fast as SQS takes them.
+	Rate float64
+	// DryRun receives and lists what would be replayed, then gives every message back.
+	DryRun bool
+	// Hold is how long received messages stay invisible during the walk (DefaultHold).
+	Hold time.Duration
+	// Out receives one line per message replayed (or, in a dry run, that would be).
+	Out io.Writer
+	// Errs receives one line per message that could not be replayed.
+	Errs io.Writer
+	// Progress counts handled messages.
+	Progress Progress
+	// Now stamps watchbot-replayed-at; time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultReplayConfig returns a ReplayConfig that replays every message as fast as SQS allows.
+func DefaultReplayConfig() ReplayConfig {
+	return ReplayConfig{Hold: DefaultHold, Out: io.Discard, Errs: io.Discard, Progress: NoProgress{}, Now: time.Now}
+}
+
+// Validate checks the configuration, compiling the filters, without any I/O.
+func (c ReplayConfig) Validate() error {
+	if c.Limit < 0 {
+		return fmt.Errorf("--limit (%d) must not be negative", c.Limit)
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		return fmt.Errorf("--rate (%v) must be a positive number of messages per second", c.Rate)
+	}
+	if c.Hold < time.Second || c.Hold > 12*time.Hour {
+		return fmt.Errorf("hold (%v) must be between 1s and 12h", c.Hold)
+	}
+	_, err := ParseFilter(c.MatchBody, c.MatchAttrs)
+	return err
+}
+
+// Summary counts what replay did.
+type Summary struct {
+	// Replayed were sent to the target and deleted from the DLQ (in a dry run: would be).
+	Replayed int `json:"replayed"`
+	// Skipped did not match the filters and were left in the DLQ.
+	Skipped int `json:"skipped"`
+	// Failed could not be sent and were left in the DLQ.
+	Failed int `json:"failed"`
+	// NotDeleted were sent to the target but could not be deleted from the DLQ, so they are in
+	// both queues now.
+	NotDeleted int `json:"notDeleted"`
+	DryRun     bool `json:"dryRun"`
+}
+
+// Err is non-nil when some message was not replayed as asked.
+func (s Summary) Err() error {
+	var parts []string
+	if s.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d could not be sent and are still in the dead-letter queue", s.Failed))
+	}
+	if s.NotDeleted > 0 {
+		parts = append(parts, fmt.Sprintf("%d were replayed but could not be deleted from the dead-letter queue, so they are in both queues", s.NotDeleted))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return errors.New("replay: " + strings.Join(parts, "; "))
+}
+
+// Replay sends the DLQ's matching messages to the replay target (see replayMessage for what is
+// sent) and deletes each from the DLQ only after its send succeeded. Messages that do not match,
+// and messages whose send failed, are left in the DLQ and made visible again when the walk ends.
+// The walk ends when the DLQ returns nothing more, when Limit messages were replayed, or when
+// ctx is cancelled.
+//
+// On a FIFO DLQ, SQS hands out a group's messages in order only: a message left in the DLQ holds
+// back the rest of its group until the walk ends, so the filters see only the first message of
+// such a group in one run.
+func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summary, err error) {
+	sum = Summary{DryRun: cfg.DryRun}
+	if err := cfg.Validate(); err != nil {
+		return sum, err
+	}
+	filter, _ := ParseFilter(cfg.MatchBody, cfg.MatchAttrs)
+	target, terr := q.Target()
+	if terr != nil {
+		return sum, terr
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	chunk := producer.MaxBatchEntries
+	if cfg.Rate > 0 && cfg.Rate < float64(chunk) {
+		chunk = max(1, int(cfg.Rate))
+	}
+	pace := newPacer(cfg.Rate)
+	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
+	defer func() {
+		if rerr := sc.release(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	targetName := queueattr.NameFromURL(target.URL)
+
+	for cfg.Limit == 0 || sum.Replayed < cfg.Limit {
+		want := producer.MaxBatchEntries
+		if cfg.Limit > 0 {
+			// Receive no more than can be replayed, so nothing is held for no reason.
+			want = min(want, cfg.Limit-sum.Replayed)
+		}
+		batch, err := sc.next(ctx, want)
+		if err != nil {
+			return sum, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		var selected []Message
+		for _, m := range batch {
+			if filter.Match(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
+				selected = append(selected, m)
+				continue
+			}
+			sc.keep(m)
+			sum.Skipped++
+			_ = cfg.Progress.Add(1)
+		}
+		if cfg.DryRun {
+			for _, m := range selected {
+				sc.keep(m)
+				sum.Replayed++
+				_ = cfg.Progress.Add(1)
+				fmt.Fprintf(cfg.Out, "would replay %s to %s%s\n", m.ID, targetName, describeCause(m))
+			}
+			continue
+		}
+		for start := 0; start < len(selected); start += chunk {
+			part := selected[start:min(start+chunk, len(selected))]
+			if err := pace.wait(ctx, len(part)); err != nil {
+				for _, m := range selected[start:] {
+					sc.keep(m)
+				}
+				return sum, err
+			}
+			if err := replayPart(ctx, api, q.DLQ.URL, target, part, now(), sc, &sum, cfg); err != nil {
+				for _, m := range selected[start+len(part):] {
+					sc.keep(m)
+				}
+				return sum, err
+			}
+		}
+	}
+	return sum, ctx.Err()
+}
+
+// replayPart sends part to the target, then deletes what was sent from the DLQ.
+func replayPart(ctx context.Context, api API, dlqURL string, target queueattr.Info, part []Message, now time.Time, sc *scanner, sum *Summary, cfg ReplayConfig) error {
+	out := make([]producer.Message, len(part))
+	for i, m := range part {
+		out[i] = replayMessage(m, target.FIFO, target.MaximumMessageSize, now)
+	}
+	var sent []Message
+	for _, b := range producer.Batches(out) {
+		for j, r := range producer.SendBatch(ctx, api, target.URL, out[b[0]:b[1]]) {
+			m := part[b[0]+j]
+			if r.Err != nil {
+				sc.keep(m)
+				sum.Failed++
+				_ = cfg.Progress.Add(1)
+				fmt.Fprintf(cfg.Errs, "%s: not replayed, left in the dead-letter queue: %v\n", m.ID, r.Err)
+				continue
+			}
+			sent = append(sent, m)
+		}
+	}
+	if len(sent) == 0 {
+		return nil
+	}
+	failed, err := deleteMessages(context.WithoutCancel(ctx), api, dlqURL, sent)
+	for _, m := range sent {
+		_ = cfg.Progress.Add(1)
+		if ferr, bad := failed[m.ID]; bad {
+			sum.NotDeleted++
+			fmt.Fprintf(cfg.Errs, "%s: replayed to %s but not deleted from the dead-letter queue: %v\n", m.ID, queueattr.NameFromURL(target.URL), ferr)
+			continue
+		}
+		sum.Replayed++
+		fmt.Fprintf(cfg.Out, "replayed %s to %s\n", m.ID, queueattr.NameFromURL(target.URL))
+	}
+	return err
+}
+
+func describeCause(m Message) string {
+	if c, ok := CauseOf(m.Attributes); ok && c.Reason != "" {
+		return fmt.Sprintf(" (reason: %s)", c.Reason)
+	}
+	return ""
+}
+
+// pacer spaces sends so that no more than rate messages go out per second on average.
+type pacer struct {
+	every time.Duration
+	next  time.Time
+}
+
+func newPacer(rate float64) *pacer {
+	if rate <= 0 {
+		return &pacer{}
+	}
+	return &pacer{every: time.Duration(float64(time.Second) / rate)}
+}
+
+// wait blocks until n more messages may be sent.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.every == 0 {
+		return ctx.Err()
+	}
+	now := time.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	delay := p.next.Sub(now)
+	p.next = p.next.Add(time.Duration(n) * p.every)
+	if delay <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

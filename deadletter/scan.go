@@ -1,0 +1,155 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/producer"
+)
+
+// A scanner walks a DLQ once. SQS offers no way to look at a message without receiving it, so
+// every message is received with a visibility timeout (the hold) and either deleted or kept.
+// Kept messages stay invisible while the walk goes on, so that later receives reach the rest of
+// the queue instead of returning the same messages again, and are all made visible again
+// (visibility 0) when the walk ends, including when it fails or is cancelled. Message ids are
+// tracked, so a message whose hold ran out during a long walk is not handled twice.
+type scanner struct {
+	api  API
+	url  string
+	hold time.Duration
+	// kept maps the ids of kept messages to their latest receipt handles.
+	kept map[string]string
+	seen map[string]bool
+	// stale counts consecutive receives that brought nothing new.
+	stale int
+}
+
+// maxStaleReceives ends a walk whose receives only bring back messages it has already handled
+// (their hold ran out): the queue holds nothing new for it.
+const maxStaleReceives = 3
+
+func newScanner(api API, url string, hold time.Duration) *scanner {
+	return &scanner{api: api, url: url, hold: hold, kept: map[string]string{}, seen: map[string]bool{}}
+}
+
+// next receives up to limit (1..10) messages not handled before. It returns none when the walk is
+// over: the DLQ returned nothing (it is drained, for this walk) or only old messages, repeatedly.
+func (s *scanner) next(ctx context.Context, limit int) ([]Message, error) {
+	for {
+		out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(s.url),
+			MaxNumberOfMessages:         int32(min(max(limit, 1), 10)),
+			WaitTimeSeconds:             1, // a long poll asks every SQS server, so "nothing" means empty
+			VisibilityTimeout:           producer.Seconds(s.hold),
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("receive from %s: %w", s.url, err)
+		}
+		if len(out.Messages) == 0 {
+			return nil, nil
+		}
+		var fresh []Message
+		for _, raw := range out.Messages {
+			m := messageFrom(raw)
+			if s.seen[m.ID] {
+				if _, kept := s.kept[m.ID]; kept {
+					s.kept[m.ID] = m.receipt // only the newest receipt handle can release it
+				}
+				continue
+			}
+			s.seen[m.ID] = true
+			fresh = append(fresh, m)
+		}
+		if len(fresh) > 0 {
+			s.stale = 0
+			return fresh, nil
+		}
+		s.stale++
+		if s.stale >= maxStaleReceives {
+			return nil, nil
+		}
+	}
+}
+
+// keep leaves m in the DLQ; it becomes visible again when the walk ends.
+func (s *scanner) keep(m Message) { s.kept[m.ID] = m.receipt }
+
+// release makes every kept message visible again. It runs with a context detached from the
+// walk's, so that a cancelled walk still gives its messages back at once.
+func (s *scanner) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var entries []types.ChangeMessageVisibilityBatchRequestEntry
+	for _, receipt := range s.kept {
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
+			Id:                aws.String("e" + strconv.Itoa(len(entries))),
+			ReceiptHandle:     aws.String(receipt),
+			VisibilityTimeout: 0,
+		})
+	}
+	clear(s.kept)
+	failed := 0
+	var firstErr error
+	for start := 0; start < len(entries); start += 10 {
+		batch := entries[start:min(start+10, len(entries))]
+		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.url), Entries: batch})
+		if err != nil {
+			failed += len(batch)
+			firstErr = firstOf(firstErr, err)
+			continue
+		}
+		for _, f := range out.Failed {
+			failed++
+			firstErr = firstOf(firstErr, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("make %d messages visible again (they stay in the DLQ and reappear within %v): %w", failed, s.hold, firstErr)
+	}
+	return nil
+}
+
+func firstOf(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// deleteMessages deletes msgs from the DLQ and returns those that could not be deleted, with
+// the reason.
+func deleteMessages(ctx context.Context, api API, url string, msgs []Message) (map[string]error, error) {
+	failed := map[string]error{}
+	for start := 0; start < len(msgs); start += 10 {
+		batch := msgs[start:min(start+10, len(msgs))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
+		for i, m := range batch {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String("d" + strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
+		}
+		out, err := api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			for _, m := range batch {
+				failed[m.ID] = err
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(strings.TrimPrefix(aws.ToString(f.Id), "d"))
+			if err != nil || i < 0 || i >= len(batch) {
+				return failed, errors.New("delete batch: SQS answered with an unknown entry id")
+			}
+			failed[batch[i].ID] = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+	}
+	return failed, nil
+}

@@ -1,0 +1,281 @@
+package deadletter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/producer"
+)
+
+// PeekHold is how long peek keeps the messages it shows invisible before giving them back.
+const PeekHold = 30 * time.Second
+
+// Peek shows up to limit messages (1 or more) without consuming them: each is received with a
+// short visibility timeout, handed to each, and made visible again when Peek returns. SQS
+// counts the receive: ApproximateReceiveCount grows by one. It returns how many were shown.
+func Peek(ctx context.Context, api API, q Queues, limit int, each func(Message) error) (n int, err error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("--limit (%d) must be at least 1", limit)
+	}
+	sc := newScanner(api, q.DLQ.URL, PeekHold)
+	defer func() {
+		if rerr := sc.release(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	for n < limit {
+		batch, err := sc.next(ctx, limit-n)
+		if err != nil {
+			return n, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, m := range batch {
+			sc.keep(m)
+			if n == limit {
+				continue
+			}
+			n++
+			if err := each(m); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// SyncWriter is a file export can make durable before it deletes what it wrote.
+type SyncWriter interface {
+	io.Writer
+	Sync() error
+}
+
+// ExportConfig shapes an export.
+type ExportConfig struct {
+	// Delete removes each message from the DLQ once its line is written and synced.
+	Delete bool
+	// Limit is the most messages to export; 0 means all.
+	Limit int
+	// Hold is how long received messages stay invisible during the walk (DefaultHold).
+	Hold time.Duration
+	// Progress counts exported messages.
+	Progress Progress
+}
+
+// ExportSummary counts what export did.
+type ExportSummary struct {
+	Exported int `json:"exported"`
+	// Deleted were removed from the DLQ after being written (with Delete).
+	Deleted int `json:"deleted"`
+	// NotDeleted were written but could not be deleted: they are in the file and the DLQ.
+	NotDeleted int `json:"notDeleted"`
+}
+
+// Export writes the DLQ's messages to w as JSON Lines, one Record per line. With Delete, each
+// batch of lines is written and synced to disk before its messages are deleted, so a crash
+// leaves every message in the file, the DLQ or both, never in neither. Without Delete the
+// messages are made visible again when the export ends.
+func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConfig) (sum ExportSummary, err error) {
+	if cfg.Limit < 0 {
+		return sum, fmt.Errorf("--limit (%d) must not be negative", cfg.Limit)
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = DefaultHold
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = NoProgress{}
+	}
+	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
+	defer func() {
+		if rerr := sc.release(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for cfg.Limit == 0 || sum.Exported < cfg.Limit {
+		want := producer.MaxBatchEntries
+		if cfg.Limit > 0 {
+			want = min(want, cfg.Limit-sum.Exported)
+		}
+		batch, err := sc.next(ctx, want)
+		if err != nil {
+			return sum, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		buf.Reset()
+		for _, m := range batch {
+			sc.keep(m) // until it is deleted
+			if err := enc.Encode(RecordOf(m)); err != nil {
+				return sum, fmt.Errorf("encode message %s: %w", m.ID, err)
+			}
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return sum, fmt.Errorf("write export: %w", err)
+		}
+		sum.Exported += len(batch)
+		_ = cfg.Progress.Add(len(batch))
+		if !cfg.Delete {
+			continue
+		}
+		if err := w.Sync(); err != nil {
+			return sum, fmt.Errorf("sync export (nothing deleted): %w", err)
+		}
+		failed, err := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, batch)
+		for _, m := range batch {
+			if _, bad := failed[m.ID]; bad {
+				sum.NotDeleted++
+				continue
+			}
+			delete(sc.kept, m.ID)
+			sum.Deleted++
+		}
+		if err != nil {
+			return sum, err
+		}
+	}
+	if err := w.Sync(); err != nil {
+		return sum, fmt.Errorf("sync export: %w", err)
+	}
+	return sum, ctx.Err()
+}
+
+// ImportConfig shapes an import.
+type ImportConfig struct {
+	// Name is the file's name in error messages ("dlq.jsonl:12: ...").
+	Name string
+	// Errs receives one line per line that was not imported.
+	Errs io.Writer
+	// Progress counts lines read.
+	Progress Progress
+}
+
+// ImportSummary counts what import did.
+type ImportSummary struct {
+	Imported int `json:"imported"`
+	// Rejected lines were malformed, refused by the checks, or refused by SQS; nothing was sent
+	// for them.
+	Rejected int `json:"rejected"`
+}
+
+// Err is non-nil when some line was not imported.
+func (s ImportSummary) Err() error {
+	if s.Rejected == 0 {
+		return nil
+	}
+	return fmt.Errorf("import: %d lines not imported (listed above); the other %d were sent", s.Rejected, s.Imported)
+}
+
+// maxImportLine bounds one line: a 1 MiB body with every character escaped fits.
+const maxImportLine = 16 << 20
+
+// Import sends the Records read from r (JSON Lines, as Export writes them) to the DLQ: body,
+// message attributes and, on FIFO queues, the group id with a fresh deduplication id. System
+// attributes cannot be set and are not sent. A line that is malformed, that SQS would refuse
+// (empty body, characters outside XML's, larger than the queue's MaximumMessageSize, bad
+// attributes) or that SQS refuses is reported on Errs with its line number and skipped; the
+// other lines are still imported, and the summary's Err reports the count. Blank lines are
+// skipped. Import stops at the first read error or a line longer than 16 MiB.
+func Import(ctx context.Context, api API, q Queues, r io.Reader, cfg ImportConfig) (ImportSummary, error) {
+	var sum ImportSummary
+	if cfg.Errs == nil {
+		cfg.Errs = io.Discard
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = NoProgress{}
+	}
+	limits := producer.Limits{MaxSize: q.DLQ.MaximumMessageSize, FIFO: q.DLQ.FIFO}
+	var pending []producer.Message
+	var lines []int
+	flush := func() {
+		producer.Send(ctx, api, q.DLQ.URL, pending, func(i int, res producer.Result) {
+			if res.Err != nil {
+				sum.Rejected++
+				fmt.Fprintf(cfg.Errs, "%s:%d: not imported: %v\n", cfg.Name, lines[i], res.Err)
+				return
+			}
+			sum.Imported++
+		})
+		pending, lines = pending[:0], lines[:0]
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), maxImportLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		_ = cfg.Progress.Add(1)
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		m, err := parseRecord(line, limits)
+		if err != nil {
+			sum.Rejected++
+			fmt.Fprintf(cfg.Errs, "%s:%d: not imported: %v\n", cfg.Name, n, err)
+			continue
+		}
+		pending = append(pending, m)
+		lines = append(lines, n)
+		if len(pending) == producer.MaxBatchEntries {
+			flush()
+		}
+		if err := ctx.Err(); err != nil {
+			return sum, fmt.Errorf("import stopped after line %d: %w", n, err)
+		}
+	}
+	if len(pending) > 0 {
+		flush()
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return sum, fmt.Errorf("%s:%d: line longer than %d MiB; import stopped here", cfg.Name, n+1, maxImportLine>>20)
+		}
+		return sum, fmt.Errorf("read %s: %w", cfg.Name, err)
+	}
+	return sum, nil
+}
+
+// parseRecord decodes and checks one export line.
+func parseRecord(line []byte, limits producer.Limits) (producer.Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var rec Record
+	if err := dec.Decode(&rec); err != nil {
+		return producer.Message{}, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if dec.More() {
+		return producer.Message{}, errors.New("malformed JSON: more than one value on the line")
+	}
+	for name, a := range rec.MessageAttributes {
+		if strings.HasPrefix(a.DataType, "Binary") && a.StringValue != nil {
+			return producer.Message{}, fmt.Errorf("attribute %s: a Binary attribute has binaryValue (base64), not stringValue", name)
+		}
+		if !strings.HasPrefix(a.DataType, "Binary") && a.BinaryValue != nil {
+			return producer.Message{}, fmt.Errorf("attribute %s: a %s attribute has stringValue, not binaryValue", name, a.DataType)
+		}
+	}
+	m := producer.Message{Body: rec.Body, Attributes: rec.attributes()}
+	if limits.FIFO {
+		m.GroupID = rec.groupID()
+		m.DeduplicationID = producer.NewDeduplicationID()
+	}
+	if err := producer.Check(m, limits); err != nil {
+		return producer.Message{}, err
+	}
+	return m, nil
+}
+
+// queueName is a short name for messages.
+func queueName(info queueattr.Info) string { return queueattr.NameFromURL(info.URL) }

@@ -1,0 +1,143 @@
+package producer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// QueueAPI is the part of the SQS client Deliver calls.
+type QueueAPI interface {
+	API
+	queueattr.API
+}
+
+var _ QueueAPI = (*sqs.Client)(nil)
+
+// Body is one message body and where it came from, for error messages ("stdin line 3").
+type Body struct {
+	Text   string
+	Source string
+}
+
+// Request is what `watchbot send` asks for: bodies that share attributes, delay and group.
+type Request struct {
+	QueueURL   string
+	Bodies     []Body
+	Attributes map[string]types.MessageAttributeValue
+	// Delay postpones delivery; standard queues only, at most MaxDelay.
+	Delay time.Duration
+	// GroupID is the MessageGroupId: required on FIFO queues, refused on standard ones.
+	GroupID string
+}
+
+// Validate checks what can be checked without asking SQS.
+func (r Request) Validate() error {
+	if err := queueattr.ValidateURL(r.QueueURL); err != nil {
+		return fmt.Errorf("--queue-url: %w", err)
+	}
+	if len(r.Bodies) == 0 {
+		return errors.New("nothing to send: give --body, --file or lines on stdin")
+	}
+	if r.Delay < 0 || r.Delay > MaxDelay {
+		return fmt.Errorf("--delay (%v) must be between 0 and %v", r.Delay, MaxDelay)
+	}
+	if err := CheckAttributes(r.Attributes); err != nil {
+		return fmt.Errorf("--attr: %w", err)
+	}
+	return nil
+}
+
+// InputError lists the inputs SQS would refuse; nothing was sent.
+type InputError struct {
+	Problems []string
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("nothing sent: %s", strings.Join(e.Problems, "; "))
+}
+
+// Deliver checks every body against the queue (FIFO or not, MaximumMessageSize, characters)
+// and, only when all pass, sends them in batches. A bad input is an *InputError naming each
+// bad body and nothing is sent. Otherwise it returns one Result per body, in order.
+func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
+	if err := r.Validate(); err != nil {
+		return nil, &InputError{Problems: []string{err.Error()}}
+	}
+	info, err := queueattr.Describe(ctx, api, r.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case info.FIFO && r.GroupID == "":
+		return nil, &InputError{Problems: []string{fmt.Sprintf("--group-id is required: %s is a FIFO queue", queueattr.NameFromURL(r.QueueURL))}}
+	case !info.FIFO && r.GroupID != "":
+		return nil, &InputError{Problems: []string{fmt.Sprintf("--group-id is only for FIFO queues; %s is a standard queue", queueattr.NameFromURL(r.QueueURL))}}
+	case info.FIFO && r.Delay > 0:
+		return nil, &InputError{Problems: []string{fmt.Sprintf("--delay is not allowed: %s is a FIFO queue (set the queue's DelaySeconds instead)", queueattr.NameFromURL(r.QueueURL))}}
+	}
+	contentDedup := false
+	if info.FIFO {
+		out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(r.QueueURL),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameContentBasedDeduplication},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read attributes of %s: %w", r.QueueURL, err)
+		}
+		contentDedup = out.Attributes[string(types.QueueAttributeNameContentBasedDeduplication)] == "true"
+	}
+	limits := Limits{MaxSize: info.MaximumMessageSize, FIFO: info.FIFO}
+	msgs := make([]Message, len(r.Bodies))
+	var problems []string
+	for i, b := range r.Bodies {
+		m := Message{Body: b.Text, Attributes: r.Attributes, GroupID: r.GroupID, Delay: r.Delay}
+		if info.FIFO && !contentDedup {
+			m.DeduplicationID = NewDeduplicationID()
+		}
+		if err := Check(m, limits); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", b.Source, err))
+		}
+		msgs[i] = m
+	}
+	if len(problems) > 0 {
+		return nil, &InputError{Problems: problems}
+	}
+	results := make([]Result, len(msgs))
+	Send(ctx, api, r.QueueURL, msgs, func(i int, res Result) { results[i] = res })
+	return results, nil
+}
+
+// maxLine is the longest stdin line ReadLines accepts: a 1 MiB body and its line ending.
+const maxLine = 1<<20 + 2
+
+// ReadLines reads one body per line ("\n" or "\r\n" ends a line), naming each "<name> line N".
+// Empty lines are kept so that Deliver refuses them by line number rather than skipping input
+// silently.
+func ReadLines(r io.Reader, name string) ([]Body, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), maxLine)
+	var bodies []Body
+	n := 0
+	for sc.Scan() {
+		n++
+		bodies = append(bodies, Body{Text: strings.TrimSuffix(sc.Text(), "\r"), Source: fmt.Sprintf("%s line %d", name, n)})
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s line %d: longer than 1 MiB, SQS's largest message", name, n+1)
+		}
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return bodies, nil
+}
