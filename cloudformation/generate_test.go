@@ -1,0 +1,682 @@
+package cloudformation
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// example is one set of options the tests generate, lint and compare with golden files.
+type example struct {
+	name    string
+	formats []Format
+	opts    func() Options
+}
+
+func examples(t *testing.T) []example {
+	t.Helper()
+	extra, err := ParseStatements([]byte(`{
+		"Version": "2012-10-17",
+		"Statement": [
+			{"Sid": "ReadInputs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::example-inputs/*"},
+			{"Effect": "Deny", "NotAction": "s3:*", "NotResource": ["arn:aws:s3:::example-inputs", "arn:aws:s3:::example-inputs/*"],
+			 "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+		]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []example{
+		{name: "default", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.Command = []string{"/app/worker", "--mode", "thumbnail"}
+			return o
+		}},
+		{name: "fifo", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "orders"
+			o.FIFO = true
+			o.MaxAttempts = 5
+			o.VisibilityTimeout = 10 * time.Minute
+			o.QueueRetention = 7 * 24 * time.Hour
+			o.Command = []string{"sh", "-c", "exec /app/process-order"}
+			o.Concurrency = 4
+			o.CPU, o.Memory = 1024, 4096
+			o.MinTasks, o.MaxTasks = 1, 20
+			return o
+		}},
+		{name: "cloudwatch", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.QueueName = "thumbnails"
+			o.Metrics = MetricsCloudWatch
+			o.MetricsNamespace = "Thumbnails/Workers"
+			o.Command = []string{"/app/worker"}
+			o.Environment = map[string]string{"LOG_LEVEL": "debug", "BUCKET": "example-inputs"}
+			o.ExtraStatements = extra
+			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 600}
+			o.ShutdownTimeout, o.KillGrace = 90*time.Second, 20*time.Second
+			return o
+		}},
+		{name: "no-metrics", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.Metrics = MetricsNone
+			o.Command = []string{"/app/worker"}
+			return o
+		}},
+	}
+}
+
+func generate(t *testing.T, o Options) *Template {
+	t.Helper()
+	tpl, err := Generate(o)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	return tpl
+}
+
+func render(t *testing.T, tpl *Template, f Format) []byte {
+	t.Helper()
+	out, err := tpl.Render(f)
+	if err != nil {
+		t.Fatalf("Render(%s): %v", f, err)
+	}
+	return out
+}
+
+func TestGolden(t *testing.T) {
+	for _, ex := range examples(t) {
+		for _, f := range ex.formats {
+			t.Run(ex.name+"."+string(f), func(t *testing.T) {
+				got := render(t, generate(t, ex.opts()), f)
+				// Generating twice gives the same bytes (no map-order leaks).
+				if again := render(t, generate(t, ex.opts()), f); !bytes.Equal(got, again) {
+					t.Fatal("two renders of the same options differ")
+				}
+				path := filepath.Join("testdata", ex.name+"."+string(f))
+				if *update {
+					if err := os.WriteFile(path, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./cloudformation -update)", err)
+				}
+				if diff := cmp.Diff(string(want), string(got)); diff != "" {
+					t.Errorf("%s differs (-want +got); if intended, run go test ./cloudformation -update:\n%s", path, diff)
+				}
+			})
+		}
+	}
+}
+
+// TestYAMLAndJSONAgree checks that both formats carry the same template.
+func TestYAMLAndJSONAgree(t *testing.T) {
+	for _, ex := range examples(t) {
+		tpl := generate(t, ex.opts())
+		var fromJSON, fromYAML any
+		if err := json.Unmarshal(render(t, tpl, JSON), &fromJSON); err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(render(t, tpl, YAML), &fromYAML); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(fromJSON, fromYAML); diff != "" {
+			t.Errorf("%s: JSON and YAML differ (-json +yaml):\n%s", ex.name, diff)
+		}
+	}
+}
+
+func resource[P any](t *testing.T, tpl *Template, id, typ string) P {
+	t.Helper()
+	r, ok := tpl.Resources[id]
+	if !ok {
+		t.Fatalf("no resource %s", id)
+	}
+	if r.Type != typ {
+		t.Fatalf("%s is a %s, want %s", id, r.Type, typ)
+	}
+	p, ok := r.Properties.(P)
+	if !ok {
+		t.Fatalf("%s properties are %T", id, r.Properties)
+	}
+	return p
+}
+
+func TestQueues(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			o := ex.opts()
+			tpl := generate(t, o)
+			queue := resource[*Queue](t, tpl, ResQueue, "AWS::SQS::Queue")
+			dlq := resource[*Queue](t, tpl, ResDeadLetterQueue, "AWS::SQS::Queue")
+
+			if queue.RedrivePolicy == nil || queue.RedrivePolicy.MaxReceiveCount != o.MaxAttempts {
+				t.Errorf("redrive policy %+v, want maxReceiveCount %d", queue.RedrivePolicy, o.MaxAttempts)
+			}
+			if diff := cmp.Diff(GetAtt(ResDeadLetterQueue, "Arn"), queue.RedrivePolicy.DeadLetterTargetArn); diff != "" {
+				t.Errorf("deadLetterTargetArn (-want +got):\n%s", diff)
+			}
+			if dlq.MessageRetentionPeriod <= queue.MessageRetentionPeriod {
+				t.Errorf("DLQ retention %ds is not longer than the queue's %ds", dlq.MessageRetentionPeriod, queue.MessageRetentionPeriod)
+			}
+			if dlq.MessageRetentionPeriod != 14*24*3600 || queue.MessageRetentionPeriod != int(o.QueueRetention/time.Second) {
+				t.Errorf("retentions %d/%d", queue.MessageRetentionPeriod, dlq.MessageRetentionPeriod)
+			}
+			if queue.VisibilityTimeout != int(o.VisibilityTimeout/time.Second) {
+				t.Errorf("visibility %d, want %v", queue.VisibilityTimeout, o.VisibilityTimeout)
+			}
+			if !queue.SqsManagedSseEnabled || !dlq.SqsManagedSseEnabled {
+				t.Error("SSE-SQS is not enabled on both queues")
+			}
+			if queue.FifoQueue != o.FIFO || dlq.FifoQueue != o.FIFO {
+				t.Errorf("FifoQueue %v/%v, want %v", queue.FifoQueue, dlq.FifoQueue, o.FIFO)
+			}
+			if dlq.RedrivePolicy != nil || queue.RedriveAllowPolicy != nil {
+				t.Error("the DLQ must not redrive and the work queue needs no redrive-allow policy")
+			}
+			// The redrive-allow policy names exactly the work queue, by the name it is given.
+			allow := dlq.RedriveAllowPolicy
+			if allow == nil || allow.RedrivePermission != "byQueue" || len(allow.SourceQueueArns) != 1 {
+				t.Fatalf("redrive-allow policy %+v", allow)
+			}
+			wantArn := Sub("arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + subString(queue.QueueName))
+			if diff := cmp.Diff(wantArn, allow.SourceQueueArns[0]); diff != "" {
+				t.Errorf("sourceQueueArns (-want +got):\n%s", diff)
+			}
+			if o.FIFO {
+				for _, q := range []*Queue{queue, dlq} {
+					if !strings.HasSuffix(subString(q.QueueName), ".fifo") {
+						t.Errorf("FIFO queue name %v does not end in .fifo", q.QueueName)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestTaskRoleIsLeastPrivilege(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			o := ex.opts()
+			tpl := generate(t, o)
+			role := resource[*Role](t, tpl, ResTaskRole, "AWS::IAM::Role")
+			var own []Statement
+			for _, p := range role.Policies {
+				if p.PolicyName == "watchbot-listen" {
+					own = p.PolicyDocument.Statement
+				}
+			}
+			queueArn, dlqArn := GetAtt(ResQueue, "Arn"), GetAtt(ResDeadLetterQueue, "Arn")
+			sqsActions := map[string][]string{} // resource → actions
+			for _, s := range own {
+				if s.Effect != "Allow" || len(s.NotAction) > 0 || len(s.NotResource) > 0 {
+					t.Errorf("statement %s: only plain Allow statements expected", s.Sid)
+				}
+				for _, a := range s.Action {
+					if !strings.HasPrefix(a, "sqs:") {
+						continue
+					}
+					if len(s.Resource) != 1 {
+						t.Fatalf("statement %s: SQS actions on %v", s.Sid, s.Resource)
+					}
+					switch {
+					case cmp.Equal(s.Resource[0], queueArn):
+						sqsActions["queue"] = append(sqsActions["queue"], a)
+					case cmp.Equal(s.Resource[0], dlqArn):
+						sqsActions["dlq"] = append(sqsActions["dlq"], a)
+					default:
+						t.Errorf("statement %s: SQS action %s on %v, which is not one of this stack's queues", s.Sid, a, s.Resource[0])
+					}
+				}
+			}
+			want := map[string][]string{
+				"queue": {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"},
+				"dlq":   {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"},
+			}
+			for k := range sqsActions {
+				slices.Sort(sqsActions[k])
+			}
+			if diff := cmp.Diff(want, sqsActions); diff != "" {
+				t.Errorf("task role SQS actions (-want +got):\n%s", diff)
+			}
+
+			var metrics []Statement
+			for _, s := range own {
+				if slices.Contains(s.Action, "cloudwatch:PutMetricData") {
+					metrics = append(metrics, s)
+				}
+			}
+			if o.Metrics != MetricsCloudWatch {
+				if len(metrics) > 0 || len(own) != 2 {
+					t.Errorf("metrics %s needs only the two SQS statements, got %+v", o.Metrics, own)
+				}
+			} else {
+				wantMetrics := []Statement{{Sid: "PublishMetrics", Effect: "Allow", Action: []string{"cloudwatch:PutMetricData"}, Resource: []any{"*"},
+					Condition: map[string]map[string]any{"StringEquals": {"cloudwatch:namespace": o.MetricsNamespace}}}}
+				if diff := cmp.Diff(wantMetrics, metrics); diff != "" {
+					t.Errorf("metrics statement (-want +got):\n%s", diff)
+				}
+			}
+
+			var extra []Statement
+			for _, p := range role.Policies {
+				if p.PolicyName == "extra" {
+					extra = p.PolicyDocument.Statement
+				}
+			}
+			if diff := cmp.Diff(o.ExtraStatements, extra); diff != "" {
+				t.Errorf("extra statements (-want +got):\n%s", diff)
+			}
+			exec := resource[*Role](t, tpl, ResExecutionRole, "AWS::IAM::Role")
+			wantManaged := []any{Sub("arn:${AWS::Partition}:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy")}
+			if diff := cmp.Diff(wantManaged, exec.ManagedPolicyArns); diff != "" || len(exec.Policies) > 0 {
+				t.Errorf("execution role (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTaskDefinition(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			o := ex.opts()
+			tpl := generate(t, o)
+			td := resource[*TaskDefinition](t, tpl, ResTaskDefinition, "AWS::ECS::TaskDefinition")
+			if len(td.ContainerDefinitions) != 1 {
+				t.Fatalf("%d containers", len(td.ContainerDefinitions))
+			}
+			c := td.ContainerDefinitions[0]
+			if !slices.Equal(c.EntryPoint, []string{WatchbotPath}) {
+				t.Errorf("entry point %v", c.EntryPoint)
+			}
+			// The command ends with "--" and exactly the worker command.
+			tail := c.Command[len(c.Command)-len(o.Command)-1:]
+			want := []any{"--"}
+			for _, s := range o.Command {
+				want = append(want, s)
+			}
+			if diff := cmp.Diff(want, tail); diff != "" {
+				t.Errorf("command tail (-want +got):\n%s", diff)
+			}
+			if c.Command[0] != "listen" {
+				t.Errorf("command starts with %v", c.Command[0])
+			}
+			flags := map[string]any{}
+			for i := 1; i+1 < len(c.Command)-len(o.Command)-1; i += 2 {
+				flags[c.Command[i].(string)] = c.Command[i+1]
+			}
+			wantFlags := map[string]any{
+				"--queue-url":          Ref(ResQueue),
+				"--max-attempts":       strconv.Itoa(o.MaxAttempts),
+				"--concurrency":        strconv.Itoa(o.Concurrency),
+				"--visibility-timeout": strconv.Itoa(int(o.VisibilityTimeout/time.Second)) + "s",
+				"--shutdown-timeout":   strconv.Itoa(int(o.ShutdownTimeout/time.Second)) + "s",
+				"--kill-grace":         strconv.Itoa(int(o.KillGrace/time.Second)) + "s",
+				"--metrics":            string(o.Metrics),
+			}
+			if o.Metrics != MetricsNone {
+				wantFlags["--metrics-namespace"] = o.MetricsNamespace
+			}
+			if diff := cmp.Diff(wantFlags, flags); diff != "" {
+				t.Errorf("listen flags (-want +got):\n%s", diff)
+			}
+			// watchbot drains and escalates inside the stop timeout, with time left to release.
+			if got, budget := time.Duration(c.StopTimeout)*time.Second, o.ShutdownTimeout+o.KillGrace; got < budget+StopMargin || got > MaxStopTimeout {
+				t.Errorf("StopTimeout %v does not fit --shutdown-timeout + --kill-grace (%v) + margin", got, budget)
+			}
+			if !c.ReadonlyRootFilesystem {
+				t.Error("root file system is writable")
+			}
+			if len(c.MountPoints) != 1 || c.MountPoints[0].ContainerPath != ScratchPath || c.MountPoints[0].ReadOnly ||
+				len(td.Volumes) != 1 || td.Volumes[0].Name != c.MountPoints[0].SourceVolume {
+				t.Errorf("scratch volume: %+v %+v", c.MountPoints, td.Volumes)
+			}
+			if c.LogConfiguration == nil || c.LogConfiguration.LogDriver != "awslogs" || c.LogConfiguration.Options["mode"] != "non-blocking" {
+				t.Errorf("log configuration %+v", c.LogConfiguration)
+			}
+			env := map[string]any{}
+			for _, kv := range c.Environment {
+				env[kv.Name] = kv.Value
+			}
+			for k, v := range o.Environment {
+				if env[k] != v {
+					t.Errorf("environment %s = %v, want %q", k, env[k], v)
+				}
+			}
+			if td.Cpu != strconv.Itoa(o.CPU) || td.Memory != strconv.Itoa(o.Memory) || !slices.Equal(td.RequiresCompatibilities, []string{"FARGATE"}) {
+				t.Errorf("task size %s/%s %v", td.Cpu, td.Memory, td.RequiresCompatibilities)
+			}
+		})
+	}
+}
+
+func TestServiceAndAutoscaling(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			o := ex.opts()
+			tpl := generate(t, o)
+			raw, err := json.Marshal(tpl.Resources[ResService])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(raw, []byte("DesiredCount")) {
+				t.Errorf("the service sets DesiredCount: %s", raw)
+			}
+			target := resource[*ScalableTarget](t, tpl, ResScalableTarget, "AWS::ApplicationAutoScaling::ScalableTarget")
+			if target.MinCapacity != o.MinTasks || target.MaxCapacity != o.MaxTasks {
+				t.Errorf("capacity %d..%d, want %d..%d", target.MinCapacity, target.MaxCapacity, o.MinTasks, o.MaxTasks)
+			}
+			out := resource[*Alarm](t, tpl, ResScaleOutAlarm, "AWS::CloudWatch::Alarm")
+			if out.MetricName != "ApproximateNumberOfMessagesVisible" || out.ComparisonOperator != "GreaterThanThreshold" || out.Threshold != 0 {
+				t.Errorf("scale-out alarm %+v", out)
+			}
+			outPolicy := resource[*ScalingPolicy](t, tpl, ResScaleOutPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+			if outPolicy.StepScalingPolicyConfiguration.AdjustmentType != "ChangeInCapacity" {
+				t.Errorf("scale-out adjusts %s", outPolicy.StepScalingPolicyConfiguration.AdjustmentType)
+			}
+			in := resource[*Alarm](t, tpl, ResScaleInAlarm, "AWS::CloudWatch::Alarm")
+			metrics := map[string]string{}
+			var expr string
+			for _, m := range in.Metrics {
+				if m.MetricStat != nil {
+					metrics[m.Id] = m.MetricStat.Metric.MetricName
+				}
+				if m.ReturnData {
+					expr = m.Expression
+				}
+			}
+			if metrics["visible"] != "ApproximateNumberOfMessagesVisible" || metrics["inflight"] != "ApproximateNumberOfMessagesNotVisible" ||
+				expr != "visible + inflight" || in.Threshold != 0 || in.ComparisonOperator != "LessThanOrEqualToThreshold" {
+				t.Errorf("scale-in alarm %+v", in)
+			}
+			inPolicy := resource[*ScalingPolicy](t, tpl, ResScaleInPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+			cfg := inPolicy.StepScalingPolicyConfiguration
+			if cfg.AdjustmentType != "ExactCapacity" || len(cfg.StepAdjustments) != 1 || cfg.StepAdjustments[0].ScalingAdjustment != o.MinTasks {
+				t.Errorf("scale-in policy %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestScaleOutStepsCoverEveryBacklog(t *testing.T) {
+	for _, c := range []struct{ concurrency, maxTasks int }{{1, 1}, {1, 10}, {4, 20}, {1000, 5000}} {
+		steps := ScaleOutSteps(c.concurrency, c.maxTasks)
+		// Contiguous from 0 to unbounded, every step adds at least one task.
+		if *steps[0].MetricIntervalLowerBound != 0 || steps[len(steps)-1].MetricIntervalUpperBound != nil {
+			t.Errorf("%+v: steps do not cover [0, ∞)", c)
+		}
+		for i, s := range steps {
+			if s.ScalingAdjustment < 1 {
+				t.Errorf("%+v: step %d adds %d", c, i, s.ScalingAdjustment)
+			}
+			if i > 0 && *s.MetricIntervalLowerBound != *steps[i-1].MetricIntervalUpperBound {
+				t.Errorf("%+v: gap before step %d", c, i)
+			}
+		}
+	}
+}
+
+func TestAlarmsAreTheDefinitions(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			o := ex.opts()
+			tpl := generate(t, o)
+			defs := alarms.Definitions(o.Alarms)
+			rendered := 0
+			for _, d := range defs {
+				r, ok := tpl.Resources[AlarmLogicalID(d)]
+				if d.Namespace == "" && o.Metrics == MetricsNone {
+					if ok {
+						t.Errorf("%s: rendered although --metrics none publishes nothing", d.Name)
+					}
+					continue
+				}
+				if !ok {
+					t.Errorf("alarm %s is missing", d.Name)
+					continue
+				}
+				rendered++
+				a := r.Properties.(*Alarm)
+				wantNamespace := d.Namespace
+				if wantNamespace == "" {
+					wantNamespace = o.MetricsNamespace
+				}
+				queue := map[alarms.Subject]string{alarms.WorkQueue: ResQueue, alarms.DeadLetterQueue: ResDeadLetterQueue}[d.Subject]
+				want := Alarm{
+					AlarmName:          a.AlarmName,
+					AlarmDescription:   d.Description,
+					Namespace:          wantNamespace,
+					MetricName:         d.Metric,
+					Dimensions:         []Dimension{{Name: "QueueName", Value: GetAtt(queue, "QueueName")}},
+					Statistic:          d.Statistic,
+					Period:             d.PeriodSeconds,
+					EvaluationPeriods:  d.EvaluationPeriods,
+					Threshold:          d.Threshold,
+					ComparisonOperator: string(d.Comparison),
+					TreatMissingData:   d.TreatMissingData,
+					AlarmActions:       a.AlarmActions,
+					OKActions:          a.OKActions,
+				}
+				if diff := cmp.Diff(want, *a); diff != "" {
+					t.Errorf("alarm %s (-definition +template):\n%s", d.Name, diff)
+				}
+				if !strings.HasSuffix(subString(a.AlarmName), "-"+d.Name) {
+					t.Errorf("alarm %s is named %v", d.Name, a.AlarmName)
+				}
+				actions := If(CondUseAlarmTopicArn, []any{Ref(ParamAlarmTopicArn)}, If(CondCreateAlarmTopic, []any{Ref(ResAlarmTopic)}, NoValue))
+				if !cmp.Equal(actions, a.AlarmActions) {
+					t.Errorf("alarm %s notifies %v", d.Name, a.AlarmActions)
+				}
+			}
+			if rendered == 0 {
+				t.Fatal("no alarm rendered")
+			}
+			// The thresholds come from the options: a changed threshold changes the alarm.
+			if o.Metrics != MetricsNone {
+				a := tpl.Resources["WorkerErrorsAlarm"].Properties.(*Alarm)
+				if a.Threshold != float64(o.Alarms.WorkerErrorsPerMinute) {
+					t.Errorf("WorkerErrors threshold %v, want %d", a.Threshold, o.Alarms.WorkerErrorsPerMinute)
+				}
+			}
+		})
+	}
+}
+
+// subString returns a literal string or the text of an Fn::Sub.
+func subString(v any) string {
+	if fn, ok := v.(Fn); ok {
+		v = fn["Fn::Sub"]
+	}
+	s, _ := v.(string)
+	return s
+}
+
+func TestAlarmTargetIsExactlyOne(t *testing.T) {
+	tpl := generate(t, examples(t)[0].opts())
+	// Evaluate the conditions for the four combinations of the two parameters.
+	for _, c := range []struct {
+		email, topic      string
+		create, use, fail bool
+	}{
+		{"", "", false, false, true},
+		{"ops@example.com", "", true, false, false},
+		{"", "arn:aws:sns:eu-west-1:000000000000:alarms", false, true, false},
+		{"ops@example.com", "arn:aws:sns:eu-west-1:000000000000:alarms", false, false, true},
+	} {
+		params := map[string]string{ParamAlarmEmail: c.email, ParamAlarmTopicArn: c.topic}
+		eval := func(name string) bool { return evalCondition(t, tpl.Conditions, params, name) }
+		if eval(CondCreateAlarmTopic) != c.create || eval(CondUseAlarmTopicArn) != c.use || eval(CondAlarmTargetInvalid) != c.fail {
+			t.Errorf("email=%q topic=%q: create=%v use=%v fail=%v", c.email, c.topic, eval(CondCreateAlarmTopic), eval(CondUseAlarmTopicArn), eval(CondAlarmTargetInvalid))
+		}
+	}
+	check := tpl.Resources[ResAlarmTargetCheck]
+	if check.Condition != CondAlarmTargetInvalid {
+		t.Errorf("check resource condition %q", check.Condition)
+	}
+	p := check.Properties.(*SSMParameter)
+	if regexp.MustCompile(p.AllowedPattern).MatchString(p.Value) {
+		t.Errorf("check value %q matches its pattern %q, so it would not fail", p.Value, p.AllowedPattern)
+	}
+	if topic := tpl.Resources[ResAlarmTopic]; topic.Condition != CondCreateAlarmTopic {
+		t.Errorf("topic condition %q", topic.Condition)
+	}
+}
+
+// evalCondition evaluates the named condition as CloudFormation would for these parameters.
+func evalCondition(t *testing.T, conds map[string]any, params map[string]string, name string) bool {
+	t.Helper()
+	var value func(v any) any
+	value = func(v any) any {
+		fn, ok := v.(Fn)
+		if !ok {
+			return v
+		}
+		for k, arg := range fn {
+			switch k {
+			case "Ref":
+				return params[arg.(string)]
+			case "Condition":
+				return evalCondition(t, conds, params, arg.(string))
+			case "Fn::Equals":
+				return value(arg.([]any)[0]) == value(arg.([]any)[1])
+			case "Fn::Not":
+				return !value(arg.([]any)[0]).(bool)
+			case "Fn::Or":
+				for _, a := range arg.([]any) {
+					if value(a).(bool) {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		t.Fatalf("cannot evaluate %v", v)
+		return nil
+	}
+	return value(conds[name]).(bool)
+}
+
+func TestOutputs(t *testing.T) {
+	tpl := generate(t, examples(t)[0].opts())
+	want := map[string]any{
+		"QueueUrl":           Ref(ResQueue),
+		"QueueArn":           GetAtt(ResQueue, "Arn"),
+		"DeadLetterQueueUrl": Ref(ResDeadLetterQueue),
+		"DeadLetterQueueArn": GetAtt(ResDeadLetterQueue, "Arn"),
+		"LogGroupName":       Ref(ResLogGroup),
+		"AlarmTopicArn":      If(CondUseAlarmTopicArn, Ref(ParamAlarmTopicArn), Ref(ResAlarmTopic)),
+	}
+	for name, v := range want {
+		if diff := cmp.Diff(v, tpl.Outputs[name].Value); diff != "" {
+			t.Errorf("output %s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestParameters(t *testing.T) {
+	tpl := generate(t, examples(t)[0].opts())
+	want := map[string]string{
+		ParamContainerImage: "String",
+		ParamCluster:        "String",
+		ParamSubnets:        "List<AWS::EC2::Subnet::Id>",
+		ParamSecurityGroups: "List<AWS::EC2::SecurityGroup::Id>",
+		ParamAlarmEmail:     "String",
+		ParamAlarmTopicArn:  "String",
+		ParamAssignPublicIP: "String",
+	}
+	got := map[string]string{}
+	for name, p := range tpl.Parameters {
+		got[name] = p.Type
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parameters (-want +got):\n%s", diff)
+	}
+	if ip := tpl.Parameters[ParamAssignPublicIP]; !slices.Equal(ip.AllowedValues, []string{"DISABLED", "ENABLED"}) {
+		t.Errorf("AssignPublicIp allows %v", ip.AllowedValues)
+	}
+	for _, c := range []struct {
+		param, value string
+		ok           bool
+	}{
+		{ParamAlarmEmail, "", true},
+		{ParamAlarmEmail, "ops@example.com", true},
+		{ParamAlarmEmail, "not an address", false},
+		{ParamAlarmTopicArn, "", true},
+		{ParamAlarmTopicArn, "arn:aws:sns:eu-west-1:000000000000:alarms", true},
+		{ParamAlarmTopicArn, "arn:aws-cn:sns:cn-north-1:000000000000:alarms", true},
+		{ParamAlarmTopicArn, "alarms", false},
+		{ParamCluster, "workers", true},
+		{ParamCluster, "arn:aws:ecs:eu-west-1:000000000000:cluster/workers", false},
+	} {
+		if got := regexp.MustCompile(tpl.Parameters[c.param].AllowedPattern).MatchString(c.value); got != c.ok {
+			t.Errorf("%s %q accepted=%v, want %v", c.param, c.value, got, c.ok)
+		}
+	}
+}
+
+// TestPortable checks that no account id, region or image is baked into any output.
+func TestPortable(t *testing.T) {
+	accountID := regexp.MustCompile(`\b\d{12}\b`)
+	region := regexp.MustCompile(`\b(us|eu|ap|sa|ca|me|af|il|mx|cn)(-gov)?-(north|south|east|west|central|northeast|southeast|northwest|southwest)-\d\b`)
+	for _, ex := range examples(t) {
+		tpl := generate(t, ex.opts())
+		for _, f := range []Format{JSON, YAML} {
+			out := render(t, tpl, f)
+			if m := accountID.Find(out); m != nil {
+				t.Errorf("%s.%s: account id %s", ex.name, f, m)
+			}
+			if m := region.Find(out); m != nil {
+				t.Errorf("%s.%s: region %s", ex.name, f, m)
+			}
+			for _, s := range []string{"dkr.ecr", "vpc-", "subnet-", "sg-"} {
+				if bytes.Contains(out, []byte(s)) && !(s == "dkr.ecr" && bytes.Contains(out, []byte("ACCOUNT.dkr.ecr.REGION"))) {
+					t.Errorf("%s.%s: contains %q", ex.name, f, s)
+				}
+			}
+			for _, pseudo := range []string{"AWS::Region", "AWS::AccountId", "AWS::Partition"} {
+				if !bytes.Contains(out, []byte(pseudo)) {
+					t.Errorf("%s.%s: does not use %s", ex.name, f, pseudo)
+				}
+			}
+		}
+	}
+}
+
+func TestRenderUnknownFormat(t *testing.T) {
+	tpl := generate(t, examples(t)[0].opts())
+	if _, err := tpl.Render("toml"); err == nil {
+		t.Error("rendered toml")
+	}
+	for _, s := range []string{"yaml", "json"} {
+		if _, err := ParseFormat(s); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := ParseFormat("yml"); err == nil || !strings.Contains(err.Error(), "--format") {
+		t.Errorf("ParseFormat(yml) = %v", err)
+	}
+}
+
+func TestGenerateRefusesInvalidOptions(t *testing.T) {
+	o := examples(t)[0].opts()
+	o.MaxAttempts = 0
+	if tpl, err := Generate(o); err == nil || tpl != nil {
+		t.Fatalf("Generate with --max-attempts 0 = %v, %v", tpl, err)
+	}
+}

@@ -1,0 +1,252 @@
+package cloudformation
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+// MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
+type MetricsMode string
+
+// The metrics modes.
+const (
+	// MetricsEMF writes CloudWatch embedded-metric-format lines to stdout; the awslogs driver
+	// ships them and CloudWatch Logs turns them into metrics. No API calls, no IAM.
+	MetricsEMF MetricsMode = "emf"
+	// MetricsCloudWatch calls PutMetricData, allowed only in the metrics namespace.
+	MetricsCloudWatch MetricsMode = "cloudwatch"
+	// MetricsNone publishes nothing; alarms on watchbot's own metrics are left out.
+	MetricsNone MetricsMode = "none"
+)
+
+// Options are the generation-time choices of a template. Deploy-time values (image, cluster,
+// network, alarm destination) are the template's Parameters instead.
+type Options struct {
+	// NamePrefix starts the names of the queues, the task family and the alarms. Empty means
+	// the stack's name (${AWS::StackName}).
+	NamePrefix string
+	// QueueName names the work queue; empty means "<prefix>-queue" (".fifo" appended for FIFO).
+	// The dead-letter queue is "<queue name>-dead-letter" (before ".fifo").
+	QueueName string
+	// FIFO makes both queues FIFO queues with content-based deduplication.
+	FIFO bool
+	// MaxAttempts is the redrive policy's maxReceiveCount and watchbot listen's --max-attempts.
+	MaxAttempts int
+	// VisibilityTimeout is the queue's visibility timeout and listen's --visibility-timeout.
+	VisibilityTimeout time.Duration
+	// QueueRetention is the work queue's message retention. The dead-letter queue always keeps
+	// messages 14 days, the maximum, so a dead-lettered message (which keeps its original
+	// enqueue time) outlives its stay in the work queue.
+	QueueRetention time.Duration
+	// Command is the worker command and its arguments, run by listen after "--".
+	Command []string
+	// Concurrency is listen's --concurrency: worker processes per task.
+	Concurrency int
+	// CPU and Memory size each Fargate task (CPU units, MiB); see FargateSizes.
+	CPU, Memory int
+	// MinTasks and MaxTasks bound the service's autoscaling.
+	MinTasks, MaxTasks int
+	// Metrics is listen's --metrics; MetricsNamespace its --metrics-namespace.
+	Metrics          MetricsMode
+	MetricsNamespace string
+	// Environment holds extra environment variables of the container.
+	Environment map[string]string
+	// ExtraStatements are added to the task role's permissions (see ParseStatements).
+	ExtraStatements []Statement
+	// Alarms are the thresholds of the alarms in alarms.Definitions.
+	Alarms alarms.Thresholds
+	// LogRetentionDays is the log group's retention; one of LogRetentionDaysAllowed.
+	LogRetentionDays int
+	// ShutdownTimeout and KillGrace are listen's --shutdown-timeout and --kill-grace. The
+	// container's StopTimeout is their sum plus StopMargin, at most 120 s (Fargate's limit).
+	ShutdownTimeout, KillGrace time.Duration
+}
+
+// DefaultOptions returns the options of `watchbot template` without flags. Command is empty
+// and must be set.
+func DefaultOptions() Options {
+	return Options{
+		MaxAttempts:       10,
+		VisibilityTimeout: 3 * time.Minute,
+		QueueRetention:    4 * 24 * time.Hour,
+		Concurrency:       1,
+		CPU:               256,
+		Memory:            512,
+		MinTasks:          0,
+		MaxTasks:          10,
+		Metrics:           MetricsEMF,
+		MetricsNamespace:  "Watchbot",
+		Alarms:            alarms.DefaultThresholds(),
+		LogRetentionDays:  30,
+		ShutdownTimeout:   20 * time.Second,
+		KillGrace:         5 * time.Second,
+	}
+}
+
+// Limits of SQS, ECS and CloudWatch Logs the options must respect.
+const (
+	// DeadLetterRetention is the dead-letter queue's retention: SQS's maximum.
+	DeadLetterRetention = 14 * 24 * time.Hour
+	// MaxVisibility is SQS's longest visibility timeout.
+	MaxVisibility = 12 * time.Hour
+	// MaxStopTimeout is the longest container StopTimeout Fargate allows.
+	MaxStopTimeout = 120 * time.Second
+	// StopMargin is left after --shutdown-timeout and --kill-grace inside the StopTimeout for
+	// releasing the stopped jobs' messages.
+	StopMargin = 5 * time.Second
+
+	maxQueueName   = 80
+	deadLetterPart = "-dead-letter"
+	fifoSuffix     = ".fifo"
+)
+
+// LogRetentionDaysAllowed are the retention periods CloudWatch Logs accepts.
+var LogRetentionDaysAllowed = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+
+// FargateSizes maps each Fargate task CPU value (units) to the memory values (MiB) it allows.
+var FargateSizes = map[int][]int{
+	256:   {512, 1024, 2048},
+	512:   steps(1024, 4096, 1024),
+	1024:  steps(2048, 8192, 1024),
+	2048:  steps(4096, 16384, 1024),
+	4096:  steps(8192, 30720, 1024),
+	8192:  steps(16384, 61440, 4096),
+	16384: steps(32768, 122880, 8192),
+}
+
+func steps(from, to, step int) []int {
+	var out []int
+	for v := from; v <= to; v += step {
+		out = append(out, v)
+	}
+	return out
+}
+
+var (
+	namePattern     = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	namespaceFormat = regexp.MustCompile(`^[A-Za-z0-9.\-_/#:]{1,255}$`)
+)
+
+// reservedEnvironment are variables the template sets itself or passes as listen flags, which
+// --env must not override.
+var reservedEnvironment = []string{
+	"AWS_REGION", "WATCHBOT_QUEUE_URL", "QueueUrl", "WATCHBOT_CONCURRENCY", "WATCHBOT_MAX_ATTEMPTS",
+}
+
+// Validate reports the first option that cannot produce a working stack, naming the
+// `watchbot template` flag.
+func (o Options) Validate() error {
+	if o.NamePrefix != "" {
+		if !namePattern.MatchString(o.NamePrefix) {
+			return fmt.Errorf("--name-prefix (%q) may contain only letters, digits, - and _", o.NamePrefix)
+		}
+		if n := len(o.NamePrefix); n > maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue") {
+			return fmt.Errorf("--name-prefix (%q) must be at most %d characters so that queue names fit SQS's 80", o.NamePrefix, maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue"))
+		}
+	}
+	if o.QueueName != "" {
+		base, isFIFO := strings.CutSuffix(o.QueueName, fifoSuffix)
+		switch {
+		case o.FIFO && !isFIFO:
+			return fmt.Errorf("--queue-name (%q) must end in .fifo with --fifo", o.QueueName)
+		case !o.FIFO && isFIFO:
+			return fmt.Errorf("--queue-name (%q) ends in .fifo: add --fifo for a FIFO queue", o.QueueName)
+		case !namePattern.MatchString(base):
+			return fmt.Errorf("--queue-name (%q) may contain only letters, digits, - and _ (and end in .fifo)", o.QueueName)
+		case len(base) > maxQueueName-len(deadLetterPart+fifoSuffix):
+			return fmt.Errorf("--queue-name (%q) must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", o.QueueName, maxQueueName-len(deadLetterPart+fifoSuffix))
+		}
+	}
+	if o.MaxAttempts < 1 || o.MaxAttempts > 1000 {
+		return fmt.Errorf("--max-attempts (%d) must be between 1 and 1000", o.MaxAttempts)
+	}
+	if o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility {
+		return fmt.Errorf("--visibility-timeout (%v) must be between 1s and 12h", o.VisibilityTimeout)
+	}
+	if o.VisibilityTimeout%time.Second != 0 {
+		return fmt.Errorf("--visibility-timeout (%v) must be a whole number of seconds", o.VisibilityTimeout)
+	}
+	if o.QueueRetention < time.Minute || o.QueueRetention >= DeadLetterRetention {
+		return fmt.Errorf("--queue-retention (%v) must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention", o.QueueRetention)
+	}
+	if o.QueueRetention%time.Second != 0 {
+		return fmt.Errorf("--queue-retention (%v) must be a whole number of seconds", o.QueueRetention)
+	}
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		return errors.New("the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
+	}
+	if o.Concurrency < 1 || o.Concurrency > 1000 {
+		return fmt.Errorf("--concurrency (%d) must be between 1 and 1000", o.Concurrency)
+	}
+	memories, ok := FargateSizes[o.CPU]
+	if !ok {
+		return fmt.Errorf("--cpu (%d) must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384", o.CPU)
+	}
+	if !slices.Contains(memories, o.Memory) {
+		return fmt.Errorf("--memory (%d) is not a Fargate size for --cpu %d: use one of %s (MiB)", o.Memory, o.CPU, joinInts(memories))
+	}
+	if o.MaxTasks < 1 || o.MaxTasks > 5000 {
+		return fmt.Errorf("--max-tasks (%d) must be between 1 and 5000", o.MaxTasks)
+	}
+	if o.MinTasks < 0 || o.MinTasks > o.MaxTasks {
+		return fmt.Errorf("--min-tasks (%d) must be between 0 and --max-tasks (%d)", o.MinTasks, o.MaxTasks)
+	}
+	switch o.Metrics {
+	case MetricsEMF, MetricsCloudWatch, MetricsNone:
+	default:
+		return fmt.Errorf("--metrics (%q) must be emf, cloudwatch or none", o.Metrics)
+	}
+	if !namespaceFormat.MatchString(o.MetricsNamespace) || strings.HasPrefix(o.MetricsNamespace, "AWS/") {
+		return fmt.Errorf("--metrics-namespace (%q) must be 1 to 255 letters, digits or .-_/#: and not start with AWS/", o.MetricsNamespace)
+	}
+	for name := range o.Environment {
+		if !envNamePattern.MatchString(name) {
+			return fmt.Errorf("--env %q: the name must be letters, digits and _, not starting with a digit", name)
+		}
+		if slices.Contains(reservedEnvironment, name) {
+			return fmt.Errorf("--env %s: set by the template itself (the queue, concurrency and attempts come from their own options)", name)
+		}
+	}
+	for i, s := range o.ExtraStatements {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("--extra-policy statement %d: %w", i+1, err)
+		}
+	}
+	if err := o.Alarms.Validate(); err != nil {
+		return fmt.Errorf("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold): %w", err)
+	}
+	if !slices.Contains(LogRetentionDaysAllowed, o.LogRetentionDays) {
+		return fmt.Errorf("--log-retention-days (%d) must be one of CloudWatch Logs' periods: %s", o.LogRetentionDays, joinInts(LogRetentionDaysAllowed))
+	}
+	if o.ShutdownTimeout < 0 || o.ShutdownTimeout%time.Second != 0 {
+		return fmt.Errorf("--shutdown-timeout (%v) must be a whole, non-negative number of seconds", o.ShutdownTimeout)
+	}
+	if o.KillGrace < 0 || o.KillGrace%time.Second != 0 {
+		return fmt.Errorf("--kill-grace (%v) must be a whole, non-negative number of seconds", o.KillGrace)
+	}
+	if stop := o.StopTimeout(); stop > MaxStopTimeout {
+		return fmt.Errorf("--shutdown-timeout (%v) + --kill-grace (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",
+			o.ShutdownTimeout, o.KillGrace, StopMargin, MaxStopTimeout)
+	}
+	return nil
+}
+
+// StopTimeout is the container's stop timeout: time for listen to drain, escalate and release.
+func (o Options) StopTimeout() time.Duration {
+	return o.ShutdownTimeout + o.KillGrace + StopMargin
+}
+
+func joinInts(vs []int) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ", ")
+}
