@@ -81,7 +81,9 @@ func messageFrom(m types.Message) Message {
 }
 
 // GroupID is the FIFO MessageGroupId, or "".
-func (m Message) GroupID() string { return m.System[string(types.MessageSystemAttributeNameMessageGroupId)] }
+func (m Message) GroupID() string {
+	return m.System[string(types.MessageSystemAttributeNameMessageGroupId)]
+}
 
 // SentAt is when the message was first sent (a dead-lettered message keeps its original time).
 func (m Message) SentAt() time.Time {

@@ -138,7 +138,7 @@ type Summary struct {
 	Failed int `json:"failed"`
 	// NotDeleted were sent to the target but could not be deleted from the DLQ, so they are in
 	// both queues now.
-	NotDeleted int `json:"notDeleted"`
+	NotDeleted int  `json:"notDeleted"`
 	DryRun     bool `json:"dryRun"`
 }
 
