@@ -71,7 +71,8 @@ const MaxLatency = 10 * time.Minute
 // eligible when the rule's schedule is open: the time since the rules took effect is in
 // [From, Until) and, counting only matching requests inside that time window from 0, its
 // index n satisfies After <= n < After+For. An eligible request is faulted with
-// probability Rate. Rules are tried in order; the first that faults a request wins.
+// probability Rate. Rules are tried in order and the first that faults a request wins;
+// every rule whose window is open still counts the request towards its After and For.
 type Rule struct {
 	// Operations the rule applies to: names from Operations, or AnyOperation.
 	Operations []string
@@ -98,7 +99,9 @@ type Rule struct {
 type Config struct {
 	// Rules to apply, in order.
 	Rules []Rule
-	// Seed of the random source that decides which eligible requests are faulted.
+	// Seed of the one random source that decides which eligible requests are faulted: the
+	// same seed and the same sequence of requests give the same faults. Concurrent clients
+	// make the sequence depend on scheduling (see the package documentation).
 	Seed int64
 }
 

@@ -92,6 +92,15 @@ func TestDecideSchedule(t *testing.T) {
 			ops:  repeat("ReceiveMessage", 3),
 			want: []Fault{Throttle, E, E},
 		},
+		{
+			name: "a request faulted by an earlier rule still counts for later ones",
+			rules: []Rule{
+				{Operations: []string{"*"}, Fault: Throttle, Rate: 1, For: 2},
+				{Operations: []string{"*"}, Fault: E, Rate: 1, After: 2, For: 1},
+			},
+			ops:  repeat("ReceiveMessage", 4),
+			want: []Fault{Throttle, Throttle, E, ""},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,10 @@
 //	defer p.Close()
 //	// run watchbot with AWS_ENDPOINT_URL_SQS=url (or --endpoint-url url)
 //
+// The SDK retries 500s, throttles and dropped connections (three attempts by default), so
+// a caller sees a fault only when every attempt of a call is faulted; a DropAfter that the
+// SDK retries repeats a request that already took effect (a SendMessage sent twice).
+//
 // At the end the scenario reads Stats (requests, forwarded and faults per operation, for
 // its table) and Injections (which requests were faulted, with their bodies: the receipt
 // handles of DeleteMessage calls whose answers were lost tell which messages may rightly

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,6 @@ const MaxBufferedBody = 16 << 20
 // Proxy is a fault-injecting reverse proxy in front of an SQS endpoint. Its methods are
 // safe for concurrent use.
 type Proxy struct {
-	upstream  *url.URL
 	transport *http.Transport
 	reverse   *httputil.ReverseProxy
 
@@ -114,7 +114,6 @@ func New(upstream string, cfg Config) (*Proxy, error) {
 	discard := log.New(io.Discard, "", 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		upstream:  u,
 		transport: transport,
 		ctx:       ctx,
 		cancel:    cancel,
@@ -245,6 +244,7 @@ func (p *Proxy) Stall(d time.Duration) error {
 		return errors.New("faultproxy: Stall needs a started, open proxy")
 	}
 	now := time.Now()
+	p.stalls = slices.DeleteFunc(p.stalls, func(w stallWindow) bool { return !w.until.After(now) })
 	p.stalls = append(p.stalls, stallWindow{from: now, until: now.Add(d)})
 	return nil
 }
@@ -292,9 +292,10 @@ func (p *Proxy) decide(op string, now time.Time) decision {
 		if !r.matches(op) || !r.inWindow(elapsed) {
 			continue
 		}
+		// Every rule counts the request, even one an earlier rule already faulted.
 		n := rs.counts[i]
 		rs.counts[i]++
-		if n < r.After || (r.For > 0 && n >= r.After+r.For) {
+		if d.fault != "" || n < r.After || (r.For > 0 && n >= r.After+r.For) {
 			continue
 		}
 		if p.rand.Float64() >= r.Rate {
@@ -304,7 +305,6 @@ func (p *Proxy) decide(op string, now time.Time) decision {
 		if r.Fault == Stall {
 			d.holdUntil, d.release = rs.since.Add(r.Until), rs.replaced
 		}
-		return d
 	}
 	return d
 }
@@ -411,7 +411,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	})
 	p.mu.Unlock()
 	if err != nil {
-		return // the client went away
+		drop(w) // the client went away
+		return
 	}
 	if len(body) > MaxBufferedBody {
 		writeAPIError(w, d.seq, apiError{status: http.StatusRequestEntityTooLarge,
@@ -435,14 +436,21 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case DropAfter:
 		p.forward(w, r, forwardState{op: op, dropAfter: true})
 	case Latency:
-		if wait(r.Context(), d.rule.Latency, nil) {
-			p.forward(w, r, forwardState{op: op})
-		}
+		p.forwardAfter(w, r, op, wait(r.Context(), d.rule.Latency, nil))
 	case Stall:
-		if wait(r.Context(), time.Until(d.holdUntil), d.release) {
-			p.forward(w, r, forwardState{op: op})
-		}
+		p.forwardAfter(w, r, op, wait(r.Context(), time.Until(d.holdUntil), d.release))
 	}
+}
+
+// forwardAfter forwards r after a wait, or, when the wait was cut short because the client
+// left or the proxy is closing, drops the connection: a handler that returns without
+// answering would send an empty 200, which the SDK takes for a success.
+func (p *Proxy) forwardAfter(w http.ResponseWriter, r *http.Request, op string, waited bool) {
+	if !waited {
+		drop(w)
+		return
+	}
+	p.forward(w, r, forwardState{op: op})
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, st forwardState) {

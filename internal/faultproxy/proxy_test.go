@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -462,10 +464,32 @@ func TestCloseCutsLongPolls(t *testing.T) {
 			t.Error("a call in flight at Close succeeded")
 		}
 	}
+	// A handler's goroutine belongs to net/http and may still be returning from the frame
+	// whose deferred bookkeeping let Close return: give it a moment.
+	g := proxyGoroutines()
+	for deadline := time.Now().Add(2 * time.Second); len(g) != 0 && time.Now().Before(deadline); g = proxyGoroutines() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(g) != 0 {
+		t.Errorf("goroutines of the proxy still running after Close:\n%s", strings.Join(g, "\n\n"))
+	}
 	if _, err := p.Start(); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 	if err := p.Stall(time.Second); err == nil {
 		t.Error("Stall after Close succeeded")
 	}
+}
+
+// proxyGoroutines returns the stacks of running goroutines that are in the proxy's code.
+func proxyGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "faultproxy.(*Proxy)") || strings.Contains(g, "faultproxy.roundTripper") || strings.Contains(g, "faultproxy.wait(") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
