@@ -68,6 +68,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			deadLetterCommand(),
 			sendCommand(),
 			statusCommand(),
+			templateCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/cloudformation"
+)
+
+func templateCommand() *cli.Command {
+	d := cloudformation.DefaultOptions()
+	return &cli.Command{
+		Name:      "template",
+		Usage:     "print the CloudFormation stack that runs a worker: queue, DLQ, Fargate service, autoscaling, IAM, alarms",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		// A bad flag value is bad usage: exit 2, the message once, no help text.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
+		Description: "The worker command after -- becomes the container command\n" +
+			"  /usr/local/bin/watchbot listen --queue-url <queue> ... -- COMMAND [ARG...]\n" +
+			"so the image (a deploy-time parameter) must hold the watchbot binary at /usr/local/bin/watchbot.\n" +
+			"Deploy-time values are the template's parameters: ContainerImage, Cluster, Subnets,\n" +
+			"SecurityGroups, AssignPublicIp, and exactly one of AlarmEmail and AlarmTopicArn.\n" +
+			"Deploy with: aws cloudformation deploy --template-file FILE --stack-name NAME --capabilities CAPABILITY_IAM --parameter-overrides ...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: string(cloudformation.YAML), Usage: "output `FORMAT`: yaml or json"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the template to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "name-prefix", Usage: "`PREFIX` of queue, task family and alarm names (default: the stack's name)"},
+			&cli.StringFlag{Name: "queue-name", Usage: "work queue `NAME` (default: PREFIX-queue); the DLQ is NAME-dead-letter"},
+			&cli.BoolFlag{Name: "fifo", Usage: "FIFO queues (content-based deduplication); a --queue-name must end in .fifo"},
+			&cli.IntFlag{Name: "max-attempts", Value: d.MaxAttempts, Usage: "attempts before a message is dead-lettered: the redrive maxReceiveCount and listen's --max-attempts (1..1000)"},
+			durationFlag("visibility-timeout", d.VisibilityTimeout, "the queue's visibility timeout and listen's lease (1s..12h)"),
+			durationFlag("queue-retention", d.QueueRetention, "message retention of the work queue (1m up to, not including, 14 days; the DLQ keeps 14 days)"),
+			&cli.IntFlag{Name: "concurrency", Value: d.Concurrency, Usage: "worker processes per task (listen's --concurrency, 1..1000)"},
+			&cli.IntFlag{Name: "cpu", Value: d.CPU, Usage: "Fargate task CPU `UNITS`: 256, 512, 1024, 2048, 4096, 8192 or 16384"},
+			&cli.IntFlag{Name: "memory", Value: d.Memory, Usage: "Fargate task memory in `MiB`, one of the values Fargate allows for --cpu"},
+			&cli.IntFlag{Name: "min-tasks", Value: d.MinTasks, Usage: "tasks kept running when the queue is empty"},
+			&cli.IntFlag{Name: "max-tasks", Value: d.MaxTasks, Usage: "most tasks autoscaling starts"},
+			&cli.StringFlag{Name: "metrics", Value: string(d.Metrics), Usage: "listen's --metrics `MODE`: emf, cloudwatch (adds cloudwatch:PutMetricData) or none (no alarms on watchbot's metrics)"},
+			&cli.StringFlag{Name: "metrics-namespace", Value: d.MetricsNamespace, Usage: "CloudWatch `NAMESPACE` of watchbot's metrics and alarms"},
+			&cli.StringSliceFlag{Name: "env", Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
+			&cli.StringFlag{Name: "extra-policy", Usage: "JSON `FILE` of IAM statements added to the task role (a policy document, an array of statements, or one)"},
+			&cli.IntFlag{Name: "worker-errors-threshold", Value: d.Alarms.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
+			durationFlag("oldest-message-age-threshold", time.Duration(d.Alarms.OldestMessageAgeSeconds)*time.Second, "alarm when the oldest message has waited longer than this (1m..14 days)"),
+			&cli.IntFlag{Name: "log-retention-days", Value: d.LogRetentionDays, Usage: "log group retention in `DAYS` (a CloudWatch Logs period: 1, 3, 5, 7, 14, 30, 60, 90, ...)"},
+			durationFlag("shutdown-timeout", d.ShutdownTimeout, "listen's drain window after SIGTERM; with --kill-grace + 5s it sets the container's StopTimeout (at most 120s)"),
+			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
+		},
+		Action: func(c *cli.Context) error {
+			format, err := cloudformation.ParseFormat(c.String("format"))
+			if err != nil {
+				return usageError{err}
+			}
+			o, err := templateOptions(c)
+			if err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return usageError{err}
+			}
+			tpl, err := cloudformation.Generate(o)
+			if err != nil {
+				return fmt.Errorf("generate template: %w", err)
+			}
+			out, err := tpl.Render(format)
+			if err != nil {
+				return err
+			}
+			if path := c.String("output"); path != "" {
+				return writeFileAtomic(path, out)
+			}
+			_, err = c.App.Writer.Write(out)
+			return err
+		},
+	}
+}
+
+// templateOptions copies the flags into cloudformation.Options.
+func templateOptions(c *cli.Context) (cloudformation.Options, error) {
+	o := cloudformation.DefaultOptions()
+	o.NamePrefix = c.String("name-prefix")
+	o.QueueName = c.String("queue-name")
+	o.FIFO = c.Bool("fifo")
+	o.MaxAttempts = c.Int("max-attempts")
+	o.VisibilityTimeout = durationOf(c, "visibility-timeout")
+	o.QueueRetention = durationOf(c, "queue-retention")
+	o.Command = c.Args().Slice()
+	o.Concurrency = c.Int("concurrency")
+	o.CPU = c.Int("cpu")
+	o.Memory = c.Int("memory")
+	o.MinTasks = c.Int("min-tasks")
+	o.MaxTasks = c.Int("max-tasks")
+	o.Metrics = cloudformation.MetricsMode(c.String("metrics"))
+	o.MetricsNamespace = c.String("metrics-namespace")
+	o.Alarms.WorkerErrorsPerMinute = c.Int("worker-errors-threshold")
+	age := durationOf(c, "oldest-message-age-threshold")
+	if age%time.Second != 0 {
+		return o, usagef("--oldest-message-age-threshold (%v) must be a whole number of seconds", age)
+	}
+	o.Alarms.OldestMessageAgeSeconds = int(age / time.Second)
+	o.LogRetentionDays = c.Int("log-retention-days")
+	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")
+	o.KillGrace = durationOf(c, "kill-grace")
+
+	for _, kv := range c.StringSlice("env") {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return o, usagef("--env %q: expected NAME=VALUE", kv)
+		}
+		if o.Environment == nil {
+			o.Environment = map[string]string{}
+		}
+		if _, dup := o.Environment[name]; dup {
+			return o, usagef("--env %s: given twice", name)
+		}
+		o.Environment[name] = value
+	}
+
+	if path := c.String("extra-policy"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return o, usagef("--extra-policy: %v", err)
+		}
+		statements, err := cloudformation.ParseStatements(data)
+		if err != nil {
+			return o, usagef("--extra-policy %s: %v", path, err)
+		}
+		o.ExtraStatements = statements
+	}
+	return o, nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same directory, so that
+// path holds either its old content or the whole template, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write --output: %w", err)
+	}
+	defer os.Remove(f.Name()) // no-op after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write --output: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("write --output: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write --output: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write --output: %w", err)
+	}
+	return nil
+}

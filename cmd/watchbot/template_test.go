@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/cloudformation"
+)
+
+// runTemplate runs `watchbot template args...` and returns the exit code and both streams.
+func runTemplate(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"watchbot", "template"}, args...), strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func renderOptions(t *testing.T, o cloudformation.Options, f cloudformation.Format) string {
+	t.Helper()
+	tpl, err := cloudformation.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tpl.Render(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+func TestTemplateDefaults(t *testing.T) {
+	code, stdout, stderr := runTemplate(t, "--", "/app/worker", "--mode", "fast")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	o := cloudformation.DefaultOptions()
+	o.Command = []string{"/app/worker", "--mode", "fast"}
+	if diff := cmp.Diff(renderOptions(t, o, cloudformation.YAML), stdout); diff != "" {
+		t.Errorf("default YAML (-want +got):\n%s", diff)
+	}
+}
+
+// TestTemplateFlags checks that every option flag reaches cloudformation.Options.
+func TestTemplateFlags(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(policy, []byte(`[{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::inputs/*"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "stack.json")
+	code, stdout, stderr := runTemplate(t,
+		"--format", "json", "--output", out,
+		"--name-prefix", "orders", "--queue-name", "orders-in.fifo", "--fifo",
+		"--max-attempts", "7", "--visibility-timeout", "600", "--queue-retention", "72h",
+		"--concurrency", "3", "--cpu", "1024", "--memory", "3072", "--min-tasks", "1", "--max-tasks", "30",
+		"--metrics", "cloudwatch", "--metrics-namespace", "Orders",
+		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b",
+		"--extra-policy", policy,
+		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m",
+		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s",
+		"--", "sh", "-c", "exec /app/orders",
+	)
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	o := cloudformation.DefaultOptions()
+	o.NamePrefix, o.QueueName, o.FIFO = "orders", "orders-in.fifo", true
+	o.MaxAttempts, o.VisibilityTimeout, o.QueueRetention = 7, 10*time.Minute, 72*time.Hour
+	o.Concurrency, o.CPU, o.Memory, o.MinTasks, o.MaxTasks = 3, 1024, 3072, 1, 30
+	o.Metrics, o.MetricsNamespace = cloudformation.MetricsCloudWatch, "Orders"
+	o.Environment = map[string]string{"LOG_LEVEL": "debug", "DSN": "postgres://db/x?a=b"}
+	o.ExtraStatements = []cloudformation.Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: []any{"arn:aws:s3:::inputs/*"}}}
+	o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 900}
+	o.LogRetentionDays, o.ShutdownTimeout, o.KillGrace = 90, time.Minute, 10*time.Second
+	o.Command = []string{"sh", "-c", "exec /app/orders"}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(renderOptions(t, o, cloudformation.JSON), string(got)); diff != "" {
+		t.Errorf("template from flags (-want +got):\n%s", diff)
+	}
+	if info, err := os.Stat(out); err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("output file mode: %v %v", info.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+func TestTemplateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	notJSON := write("not-json.json", "Effect: Allow")
+	principal := write("principal.json", `{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}`)
+	lowercase := write("lowercase.json", `{"Version": "2012-10-17", "Statement": [{"Effect": "allow", "Action": "s3:GetObject", "Resource": "*"}]}`)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"max attempts 0", []string{"--max-attempts", "0"}, "--max-attempts (0) must be between 1 and 1000"},
+		{"max attempts 1001", []string{"--max-attempts", "1001"}, "--max-attempts (1001) must be between 1 and 1000"},
+		{"max attempts not a number", []string{"--max-attempts", "ten"}, "max-attempts"},
+		{"visibility over 12h", []string{"--visibility-timeout", "13h"}, "--visibility-timeout (13h0m0s) must be between 1s and 12h"},
+		{"visibility negative", []string{"--visibility-timeout", "-5s"}, "--visibility-timeout (-5s)"},
+		{"visibility not a duration", []string{"--visibility-timeout", "soon"}, "visibility-timeout"},
+		{"retention 14 days", []string{"--queue-retention", "336h"}, "--queue-retention (336h0m0s)"},
+		{"fifo with non-fifo name", []string{"--fifo", "--queue-name", "orders"}, `--queue-name ("orders") must end in .fifo with --fifo`},
+		{"fifo name without --fifo", []string{"--queue-name", "orders.fifo"}, "add --fifo"},
+		{"unknown format", []string{"--format", "toml"}, `--format ("toml") must be yaml or json`},
+		{"cpu/memory", []string{"--cpu", "512", "--memory", "512"}, "--memory (512) is not a Fargate size for --cpu 512"},
+		{"metrics", []string{"--metrics", "prometheus"}, `--metrics ("prometheus")`},
+		{"env without =", []string{"--env", "DEBUG"}, `--env "DEBUG": expected NAME=VALUE`},
+		{"env twice", []string{"--env", "A=1", "--env", "A=2"}, "--env A: given twice"},
+		{"env reserved", []string{"--env", "WATCHBOT_QUEUE_URL=x"}, "--env WATCHBOT_QUEUE_URL"},
+		{"extra policy missing", []string{"--extra-policy", filepath.Join(dir, "nope.json")}, "--extra-policy: open"},
+		{"extra policy not json", []string{"--extra-policy", notJSON}, "--extra-policy " + notJSON + ": expected a policy document"},
+		{"extra policy principal", []string{"--extra-policy", principal}, "statement 1: Principal is not allowed"},
+		{"extra policy effect", []string{"--extra-policy", lowercase}, `statement 1: Effect ("allow") must be "Allow" or "Deny"`},
+		{"threshold", []string{"--oldest-message-age-threshold", "10s"}, "--oldest-message-age-threshold"},
+		{"threshold fraction", []string{"--oldest-message-age-threshold", "90.5s"}, "--oldest-message-age-threshold (1m30.5s) must be a whole number of seconds"},
+		{"stop timeout", []string{"--shutdown-timeout", "2m"}, "must fit in Fargate's longest stop timeout"},
+		{"log retention", []string{"--log-retention-days", "10"}, "--log-retention-days (10)"},
+		{"no command", nil, "the worker command is required"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			args := append([]string{"--output", out}, c.args...)
+			if c.name != "no command" {
+				args = append(args, "--", "/app/worker")
+			}
+			code, stdout, stderr := runTemplate(t, args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if stdout != "" {
+				t.Errorf("printed %q", stdout)
+			}
+			if !strings.HasPrefix(stderr, "watchbot: ") || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr %q, want one line with %q", stderr, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output file written: %v", err)
+			}
+		})
+	}
+}
+
+func TestTemplateOutputFailure(t *testing.T) {
+	code, stdout, stderr := runTemplate(t, "--output", filepath.Join(t.TempDir(), "missing-dir", "t.yaml"), "--", "/app/worker")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "write --output") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
