@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -116,13 +114,12 @@ func parseSendAttrs(values []string, req *producer.Request) error {
 	return nil
 }
 
-// parseDelay takes a Go duration ("90s", "5m") or a plain number of seconds.
+// parseDelay takes a Go duration ("90s", "5m") or a plain number of seconds, as every duration
+// flag does, and checks SQS's range.
 func parseDelay(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
-		d = time.Duration(n) * time.Second
-	} else if d, err = time.ParseDuration(s); err != nil {
-		return 0, fmt.Errorf("%q is neither a duration (90s, 5m) nor a number of seconds", s)
+	d, err := parseDuration(s)
+	if err != nil {
+		return 0, err
 	}
 	if d < 0 || d > producer.MaxDelay {
 		return 0, fmt.Errorf("%v is outside 0..%v", d, producer.MaxDelay)

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/creack/pty"
+
+	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/testenv"
+)
+
+// operatorEnv points the in-process CLI at the emulator.
+func operatorEnv(t *testing.T) *testenv.Emulator {
+	t.Helper()
+	emu := testenv.SQS(t)
+	for _, kv := range emu.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return emu
+}
+
+func runCLI(t *testing.T, stdin io.Reader, args ...string) (int, string, string) {
+	t.Helper()
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"watchbot"}, args...), stdin, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// sqsCallCounter is a reverse proxy on 127.0.0.1 in front of the emulator that counts calls by
+// their X-Amz-Target.
+func sqsCallCounter(t *testing.T, emu *testenv.Emulator) (string, func(action string) int) {
+	t.Helper()
+	target, err := url.Parse(emu.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")]++
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func(action string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[action]
+	}
+}
+
+func TestSendFromStdinAndStatus(t *testing.T) {
+	emu := operatorEnv(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5})
+	endpoint, calls := sqsCallCounter(t, emu)
+	var lines strings.Builder
+	for i := range 25 {
+		fmt.Fprintf(&lines, `{"n":%d,"text":"naïve, with commas"}`+"\n", i)
+	}
+	code, stdout, stderr := runCLI(t, strings.NewReader(lines.String()),
+		"send", "--queue-url", q.URL, "--endpoint-url", endpoint, "--attr", "kind=a,b", "--attr", "n:Number=7", "--delay", "0")
+	if code != 0 {
+		t.Fatalf("send exit %d: %s", code, stderr)
+	}
+	if ids := strings.Fields(stdout); len(ids) != 25 {
+		t.Errorf("printed %d ids, want 25:\n%s", len(ids), stdout)
+	}
+	if n := calls("SendMessageBatch"); n != 3 {
+		t.Errorf("%d SendMessageBatch calls for 25 lines, want 3", n)
+	}
+	if n := calls("SendMessage"); n != 0 {
+		t.Errorf("%d SendMessage calls, want 0", n)
+	}
+	out, err := emu.Client().ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MessageAttributeNames: []string{"All"}, VisibilityTimeout: 1})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	if got := out.Messages[0].MessageAttributes["kind"]; aws.ToString(got.StringValue) != "a,b" {
+		t.Errorf("--attr kind=a,b arrived as %q", aws.ToString(got.StringValue))
+	}
+	if got := out.Messages[0].MessageAttributes["n"]; aws.ToString(got.DataType) != "Number" {
+		t.Errorf("--attr n:Number=7 arrived as %s", aws.ToString(got.DataType))
+	}
+
+	code, stdout, stderr = runCLI(t, nil, "send", "--queue-url", q.URL, "--body", "one more", "--delay", "2m")
+	if code != 0 || len(strings.Fields(stdout)) != 1 {
+		t.Fatalf("send --body: exit %d, %q, %s", code, stdout, stderr)
+	}
+	file := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(file, []byte("line 1\nline 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr = runCLI(t, nil, "send", "--queue-url", q.URL, "--file", file); code != 0 {
+		t.Fatalf("send --file: exit %d: %s", code, stderr)
+	}
+	deadLetterDirectly(t, emu.Client(), q, 3, nil)
+
+	code, stdout, stderr = runCLI(t, nil, "status", "--queue-url", q.URL, "--json")
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, stderr)
+	}
+	var s deadletter.QueueStatus
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	// 25 lines + the file = 26, one of them received above (in flight); --body was delayed.
+	if s.Visible != 25 || s.InFlight != 1 || s.Delayed != 1 || s.Redrive == nil || s.Redrive.MaxReceiveCount != 5 || s.Redrive.DLQ.Visible != 3 || s.OldestMessageAge != nil {
+		t.Errorf("status = %+v (redrive %+v)", s, s.Redrive)
+	}
+	code, stdout, _ = runCLI(t, nil, "status", "--queue-url", q.URL)
+	if code != 0 || !strings.Contains(stdout, "dlq depth:   3") || !strings.Contains(stdout, "oldest age:  n/a") {
+		t.Errorf("status text: exit %d\n%s", code, stdout)
+	}
+}
+
+// deadLetterDirectly puts n messages into q's DLQ as the supervisor does; kind(i) gives each
+// message's kind attribute.
+func deadLetterDirectly(t *testing.T, c *sqs.Client, q testenv.Queue, n int, kind func(int) string) map[string]bool {
+	t.Helper()
+	bodies := map[string]bool{}
+	for i := range n {
+		k := "ok"
+		if kind != nil {
+			k = kind(i)
+		}
+		body := fmt.Sprintf("job %d — ünïcødé", i)
+		_, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(q.DLQURL), MessageBody: aws.String(body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				"kind":                     {DataType: aws.String("String"), StringValue: aws.String(k)},
+				"blob":                     {DataType: aws.String("Binary"), BinaryValue: []byte{0xde, 0xad, byte(i)}},
+				deadletter.AttrReason:      {DataType: aws.String("String"), StringValue: aws.String("worker exited 3")},
+				deadletter.AttrSourceQueue: {DataType: aws.String("String"), StringValue: aws.String(q.URL)},
+				deadletter.AttrAttempts:    {DataType: aws.String("Number"), StringValue: aws.String("3")},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[body] = true
+	}
+	return bodies
+}
+
+func dlqCount(t *testing.T, c *sqs.Client, url string) (visible, inFlight int64) {
+	t.Helper()
+	info, err := queueattr.Describe(t.Context(), c, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Visible, info.InFlight
+}
+
+func TestDeadLetterVerbs(t *testing.T) {
+	emu := operatorEnv(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	deadLetterDirectly(t, c, q, 25, func(i int) string {
+		if i%5 == 2 {
+			return "bad"
+		}
+		return "ok"
+	})
+
+	code, stdout, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "replay", "--match-attr", "kind=bad", "--dry-run")
+	if code != 0 || strings.Count(stdout, " to "+q.Name+" (reason: worker exited 3)") != 5 || !strings.Contains(stdout, "dry run: would replay 5, skip 20; nothing was changed") {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if v, f := dlqCount(t, c, q.DLQURL); v != 25 || f != 0 {
+		t.Fatalf("after dry run: %d visible, %d in flight", v, f)
+	}
+
+	// Location flags after the verb work too.
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "replay", "--queue-url", q.URL, "--match-attr", "kind=bad", "--rate", "100")
+	if code != 0 || !strings.Contains(stdout, "replayed 5, skipped 20, failed 0") {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if v, _ := dlqCount(t, c, q.URL); v != 5 {
+		t.Errorf("source holds %d, want 5", v)
+	}
+
+	code, stdout, _ = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "count")
+	if code != 0 || !strings.Contains(stdout, "visible:   20") {
+		t.Errorf("count: exit %d\n%s", code, stdout)
+	}
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "peek", "--limit", "3", "--json")
+	if code != 0 {
+		t.Fatalf("peek: exit %d: %s", code, stderr)
+	}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	lines := 0
+	for sc.Scan() {
+		var r deadletter.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("peek --json line %q: %v", sc.Text(), err)
+		}
+		if r.DeadLetter == nil || r.DeadLetter.Reason != "worker exited 3" || len(r.MessageAttributes["blob"].BinaryValue) != 3 {
+			t.Errorf("peek record %+v", r)
+		}
+		lines++
+	}
+	if lines != 3 {
+		t.Errorf("peek --json wrote %d lines, want 3", lines)
+	}
+	code, stdout, _ = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "peek", "--limit", "2")
+	if code != 0 || strings.Count(stdout, "reason:   worker exited 3") != 2 {
+		t.Errorf("peek: exit %d\n%s", code, stdout)
+	}
+	if v, f := dlqCount(t, c, q.DLQURL); v != 20 || f != 0 {
+		t.Errorf("after peek: %d visible, %d in flight; want 20, 0", v, f)
+	}
+
+	file := filepath.Join(t.TempDir(), "dlq.jsonl")
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "export", file)
+	if code != 0 || !strings.Contains(stdout, "exported 20 messages") {
+		t.Fatalf("export: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "export", file); code != 2 || !strings.Contains(stderr, "exists") {
+		t.Errorf("export over an existing file: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "purge"); code != 2 || !strings.Contains(stderr, "--yes") {
+		t.Errorf("purge without --yes: exit %d: %s", code, stderr)
+	}
+	if v, _ := dlqCount(t, c, q.DLQURL); v != 20 {
+		t.Fatalf("DLQ holds %d after export and a refused purge, want 20", v)
+	}
+	if code, _, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "purge", "--yes"); code != 0 {
+		t.Fatalf("purge --yes: exit %d: %s", code, stderr)
+	}
+	if v, _ := dlqCount(t, c, q.DLQURL); v != 0 {
+		t.Fatalf("DLQ holds %d after purge", v)
+	}
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "import", file)
+	if code != 0 || !strings.Contains(stdout, "imported 20 messages") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if v, _ := dlqCount(t, c, q.DLQURL); v != 20 {
+		t.Errorf("DLQ holds %d after import, want 20", v)
+	}
+
+	// A malformed line is reported with its number, the rest still go in, the exit is 1.
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"body\":\"fine\"}\n{\"body\":\n{\"body\":\"also fine\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "import", bad)
+	if code != 1 || !strings.Contains(stderr, "bad.jsonl:2: not imported: malformed JSON") || !strings.Contains(stdout, "imported 2 messages") {
+		t.Errorf("import with a malformed line: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// export --delete empties the DLQ into the file.
+	moved := filepath.Join(t.TempDir(), "moved.jsonl")
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "export", "--delete", moved)
+	if code != 0 || !strings.Contains(stdout, "exported 22 messages") || !strings.Contains(stdout, "deleted 22") {
+		t.Fatalf("export --delete: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(moved)
+	if err != nil || bytes.Count(data, []byte("\n")) != 22 {
+		t.Errorf("export file holds %d lines, %v", bytes.Count(data, []byte("\n")), err)
+	}
+	if v, f := dlqCount(t, c, q.DLQURL); v != 0 || f != 0 {
+		t.Errorf("DLQ holds %d/%d after export --delete", v, f)
+	}
+}
+
+func TestOperatorBadInput(t *testing.T) {
+	emu := operatorEnv(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	plain := emu.NewQueue(t, testenv.QueueOptions{})
+	deadLetterDirectly(t, emu.Client(), q, 2, nil)
+	tests := []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"invalid regex", "", []string{"dead-letter", "--queue-url", q.URL, "replay", "--match-body", "(unclosed"}, 2, "--match-body"},
+		{"rate 0", "", []string{"dead-letter", "--queue-url", q.URL, "replay", "--rate", "0"}, 2, "--rate"},
+		{"no redrive policy", "", []string{"dead-letter", "--queue-url", plain.URL, "count"}, 2, "no redrive policy"},
+		{"work queue as DLQ", "", []string{"dead-letter", "--dlq-url", q.URL, "purge", "--yes"}, 2, "looks like a work queue"},
+		{"DLQ of another queue", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "--to", plain.URL, "replay"}, 2, "not a dead-letter queue"},
+		{"no queue", "", []string{"dead-letter", "count"}, 2, "--queue-url"},
+		{"no verb target", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "replay"}, 1, "--to"},
+		{"triage without terminal", "", []string{"dead-letter", "--queue-url", q.URL, "triage"}, 2, "not a terminal"},
+		{"peek limit 0", "", []string{"dead-letter", "--queue-url", q.URL, "peek", "--limit", "0"}, 2, "--limit"},
+		{"import missing file", "", []string{"dead-letter", "--queue-url", q.URL, "import", "/nonexistent/x.jsonl"}, 2, "import FILE"},
+		{"send empty line", "a\n\nb\n", []string{"send", "--queue-url", q.URL}, 2, "stdin line 2: the body is empty"},
+		{"send bad char", "ok\nnul\x00here\n", []string{"send", "--queue-url", q.URL}, 2, "stdin line 2: body: character U+0000"},
+		{"send nothing", "", []string{"send", "--queue-url", q.URL}, 2, "stdin is empty"},
+		{"send group on standard", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--group-id", "g"}, 2, "--group-id is only for FIFO"},
+		{"send long delay", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--delay", "16m"}, 2, "--delay"},
+		{"send bad attr", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--attr", "n:Number=abc"}, 2, "not a number"},
+		{"send body and file", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--file", "y"}, 2, "not both"},
+		{"status bad url", "", []string{"status", "--queue-url", "jobs"}, 2, "--queue-url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, strings.NewReader(tt.stdin), tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, tt.code, tt.want)
+			}
+		})
+	}
+	// Nothing was lost or sent along the way.
+	c := emu.Client()
+	if v, f := dlqCount(t, c, q.DLQURL); v != 2 || f != 0 {
+		t.Errorf("DLQ holds %d visible, %d in flight; want 2, 0", v, f)
+	}
+	if v, _ := dlqCount(t, c, q.URL); v != 0 {
+		t.Errorf("source holds %d, want 0", v)
+	}
+}
+
+func TestTriageOnATerminal(t *testing.T) {
+	emu := operatorEnv(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	deadLetterDirectly(t, c, q, 2, nil)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	var screen bytes.Buffer
+	var mu sync.Mutex
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// Replay the first message, keep the second.
+	if _, err := ptmx.Write([]byte("r\nk\n")); err != nil {
+		t.Fatal(err)
+	}
+	var code atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code.Store(int32(run([]string{"watchbot", "dead-letter", "--queue-url", q.URL, "triage"}, tty, tty, tty)))
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("triage did not finish")
+	}
+	tty.Close()
+	mu.Lock()
+	out := screen.String()
+	mu.Unlock()
+	if code.Load() != 0 {
+		t.Fatalf("triage exit %d:\n%s", code.Load(), out)
+	}
+	if !strings.Contains(out, "[r]eplay, [k]eep") {
+		t.Errorf("no prompt on the terminal:\n%s", out)
+	}
+	if v, f := dlqCount(t, c, q.DLQURL); v != 1 || f != 0 {
+		t.Errorf("DLQ holds %d visible, %d in flight; want the kept one", v, f)
+	}
+	if v, _ := dlqCount(t, c, q.URL); v != 1 {
+		t.Errorf("source holds %d, want the replayed one", v)
+	}
+}
