@@ -40,6 +40,9 @@ var (
 	startOnce sync.Once
 	shared    *Emulator
 	startErr  error
+	// lifeline is the write end of the emulator's stdin. It must stay reachable: if it were
+	// garbage-collected its finalizer would close it and the emulator would exit.
+	lifeline io.WriteCloser
 )
 
 // SQS returns the shared emulator, starting it on first use. It fails the test under CI=true
@@ -101,7 +104,7 @@ func start() (*Emulator, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start emulator: %w", err)
 	}
-	_ = stdin
+	lifeline = stdin
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)

@@ -1,0 +1,58 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := DefaultConfig()
+	valid.QueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+	valid.Command = []string{"./worker.sh"}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"missing queue", func(c *Config) { c.QueueURL = "" }, "--queue-url: is required (or set WATCHBOT_QUEUE_URL / QueueUrl)"},
+		{"queue not a URL", func(c *Config) { c.QueueURL = "jobs" }, `--queue-url: "jobs" is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)`},
+		{"no command", func(c *Config) { c.Command = nil }, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh"},
+		{"concurrency 0", func(c *Config) { c.Concurrency = 0 }, "--concurrency: (0) must be between 1 and 1000"},
+		{"concurrency 1001", func(c *Config) { c.Concurrency = 1001 }, "--concurrency: (1001) must be between 1 and 1000"},
+		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "--max-attempts: (-1) must be between 1 and 1000 (0 = the queue's maxReceiveCount)"},
+		{"heartbeat equal to visibility", func(c *Config) { c.VisibilityTimeout = time.Minute; c.HeartbeatInterval = time.Minute },
+			"--heartbeat-interval: (1m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"heartbeat above visibility", func(c *Config) { c.VisibilityTimeout = time.Minute; c.HeartbeatInterval = 2 * time.Minute },
+			"--heartbeat-interval: (2m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"visibility above 12h", func(c *Config) { c.VisibilityTimeout = 13 * time.Hour }, "--visibility-timeout: (13h0m0s) must be between 1s and 12h"},
+		{"visibility below 1s", func(c *Config) { c.VisibilityTimeout = 500 * time.Millisecond }, "--visibility-timeout: (500ms) must be between 1s and 12h"},
+		{"backoff", func(c *Config) { c.Backoff.Base = 0 }, "--backoff-base (0s) must be positive"},
+		{"on-reject", func(c *Config) { c.OnReject = "keep" }, `--on-reject: ("keep") must be dead-letter or delete`},
+		{"negative max job duration", func(c *Config) { c.MaxJobDuration = -time.Second }, "--max-job-duration: (-1s) must not be negative"},
+		{"max job duration above 12h", func(c *Config) { c.MaxJobDuration = 13 * time.Hour }, "--max-job-duration: (13h0m0s) must not exceed 12h, SQS's longest time in flight"},
+		{"negative kill grace", func(c *Config) { c.KillGrace = -1 }, "--kill-grace: (-1ns) must not be negative"},
+		{"negative shutdown", func(c *Config) { c.ShutdownTimeout = -1 }, "--shutdown-timeout: (-1ns) must not be negative"},
+		{"negative message age", func(c *Config) { c.MaxMessageAge = -1 }, "--max-message-age: (-1ns) must not be negative"},
+		{"volume root", func(c *Config) { c.Volumes = []string{"/"} }, `--volumes: refusing to empty "/" after every job`},
+		{"volume /etc", func(c *Config) { c.Volumes = []string{"/etc/"} }, `--volumes: refusing to empty "/etc/" after every job`},
+		{"volume relative", func(c *Config) { c.Volumes = []string{"data"} }, `--volumes: "data" must be an absolute directory path`},
+		{"volumes with concurrency", func(c *Config) { c.Volumes = []string{"/scratch"}; c.Concurrency = 2 },
+			"--volumes: needs --concurrency 1: emptying them after one job would delete the files of the others still running"},
+		{"volume ok", func(c *Config) { c.Volumes = []string{"/scratch", "/tmp/work"} }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid
+			tt.edit(&c)
+			err := c.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Fatalf("Validate() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,164 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// leaseRig is a supervisor with only what the heartbeat needs, over a fakeQueue.
+func leaseRig(t *testing.T, cfg Config) (*Supervisor, *fakeQueue, func()) {
+	q := newFakeQueue()
+	s := &Supervisor{cfg: cfg, api: q, log: slog.New(slog.DiscardHandler)}
+	s.acks = newAcker(q, "q", cfg.AckLinger, cfg.AckTimeout)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.acks.run(ctx) })
+	wg.Go(func() { s.heartbeat(ctx) })
+	return s, q, func() { cancel(); s.acks.close(); wg.Wait() }
+}
+
+// hold registers a received message as a running job and returns it with its stop cause.
+func hold(s *Supervisor, q *fakeQueue, id string, receivedAt time.Time) (*job, func() error) {
+	q.add(id, "body")
+	m, _ := q.receive(s.cfg.VisibilityTimeout)
+	ctx, stop := context.WithCancelCause(context.Background())
+	j := &job{msg: parseMessage(m), receivedAt: receivedAt, stop: stop, log: s.log}
+	s.jobs.add(j)
+	return j, func() error { return context.Cause(ctx) }
+}
+
+func heartbeatConfig() Config {
+	cfg := DefaultConfig()
+	cfg.VisibilityTimeout = 30 * time.Second
+	cfg.HeartbeatInterval = 10 * time.Second
+	return cfg
+}
+
+func TestHeartbeatRenewsPastTheVisibilityTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := leaseRig(t, heartbeatConfig())
+		defer stop()
+		_, cause := hold(s, q, "m1", time.Now())
+		// Ten minutes: twenty visibility timeouts. The message must never become visible.
+		for range 60 {
+			time.Sleep(10 * time.Second)
+			synctest.Wait()
+			if q.visible("m1") {
+				t.Fatalf("message became visible at %v while its job runs", time.Now())
+			}
+		}
+		if err := cause(); err != nil {
+			t.Fatalf("job stopped: %v", err)
+		}
+		if n := q.count("ChangeMessageVisibility"); n < 55 {
+			t.Fatalf("%d renewals in 10 minutes at a 10 s heartbeat, want about 60", n)
+		}
+	})
+}
+
+func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := leaseRig(t, heartbeatConfig())
+		defer stop()
+		// Received 11h59m ago: at the first tick 50 s are left, less than the margin
+		// (heartbeat 10 s + kill grace 5 s + 1 m) needed to stop the worker and release.
+		_, cause := hold(s, q, "old", time.Now().Add(-11*time.Hour-59*time.Minute))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if err := cause(); !errors.Is(err, errCeiling) {
+			t.Fatalf("cause = %v, want errCeiling", err)
+		}
+		// Received 11h50m ago: renewed, but never past 12 h since the receive.
+		_, cause = hold(s, q, "oldish", time.Now().Add(-11*time.Hour-50*time.Minute))
+		time.Sleep(10*time.Second + time.Second) // past the tick and the acker's linger
+		synctest.Wait()
+		if err := cause(); err != nil {
+			t.Fatalf("job near but not at the limit stopped: %v", err)
+		}
+		q.mu.Lock()
+		calls := q.msgs["oldish"].lastVisCalls
+		q.mu.Unlock()
+		// 9m50s were left at the tick: renewed for the full 30 s.
+		if len(calls) != 1 || calls[0] != 30 {
+			t.Fatalf("renewals = %v, want [30] (calls %v)", calls, q.calls)
+		}
+	})
+}
+
+func TestHeartbeatStopsJobWhoseLeaseIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := leaseRig(t, heartbeatConfig())
+		defer stop()
+		_, cause := hold(s, q, "m1", time.Now())
+		// The message is received again by someone else: the job's handle is stale.
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		q.mu.Lock()
+		q.msgs["m1"].visibleAt = time.Now()
+		q.mu.Unlock()
+		if _, ok := q.receive(time.Minute); !ok {
+			t.Fatal("could not steal the message")
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if err := cause(); !errors.Is(err, errLeaseLost) {
+			t.Fatalf("cause = %v, want errLeaseLost", err)
+		}
+	})
+}
+
+func TestHeartbeatSkipsSettledJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := leaseRig(t, heartbeatConfig())
+		defer stop()
+		j, _ := hold(s, q, "m1", time.Now())
+		j.mu.Lock()
+		j.settled = true
+		j.mu.Unlock()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		if n := q.count("ChangeMessageVisibility"); n != 0 {
+			t.Fatalf("%d renewals of a settled job, want 0", n)
+		}
+	})
+}
+
+func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newFakeQueue()
+		a := newAcker(q, "q", 20*time.Millisecond, time.Second)
+		var wg sync.WaitGroup
+		wg.Go(func() { a.run(t.Context()) })
+		var handles []string
+		for i := range 12 {
+			q.add(string(rune('a'+i)), "b")
+			m, _ := q.receive(time.Minute)
+			handles = append(handles, *m.ReceiptHandle)
+		}
+		handles = append(handles, "stale-handle")
+		errs := make([]<-chan error, len(handles))
+		for i, h := range handles {
+			errs[i] = a.submit(ackDelete, h, 0)
+		}
+		for i, ch := range errs {
+			err := <-ch
+			if (err != nil) != (i == len(handles)-1) {
+				t.Errorf("handle %d: err = %v", i, err)
+			}
+		}
+		a.close()
+		wg.Wait()
+		// 13 deletes: one full batch of 10 and one of 3, each entry answered on its own.
+		if n := q.count("DeleteMessage"); n != 13 {
+			t.Errorf("%d deletes, want 13", n)
+		}
+		if n := q.count("DeleteMessageBatch"); n != 2 {
+			t.Errorf("%d batch calls, want 2 (10 + 3)", n)
+		}
+	})
+}

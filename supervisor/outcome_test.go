@@ -1,0 +1,118 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestOutcomeFor(t *testing.T) {
+	mid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	last := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	lastBelowRedrive := result{Attempt: 3, MaxAttempts: 3, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	with := func(r result, edit func(*result)) result { edit(&r); return r }
+	delay := func(s float64) *float64 { return &s }
+	tests := []struct {
+		name string
+		in   result
+		want outcome
+	}{
+		{"exit 0 deletes", with(mid, func(r *result) { r.ExitCode = 0 }),
+			outcome{Action: actDelete, Success: true}},
+		{"exit 0 on the last attempt deletes", with(last, func(r *result) { r.ExitCode = 0 }),
+			outcome{Action: actDelete, Success: true}},
+		{"exit 1 retries with backoff", with(mid, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}},
+		{"exit 3 dead-letters", with(mid, func(r *result) { r.ExitCode = 3 }),
+			outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}},
+		{"exit 3 with --on-reject delete", with(mid, func(r *result) { r.ExitCode = 3; r.OnReject = RejectDelete }),
+			outcome{Action: actDelete, Reason: "worker rejected the message (exit 3, --on-reject delete)", WorkerError: true}},
+		{"exit 4 releases without a worker error", with(mid, func(r *result) { r.ExitCode = 4 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}},
+		{"killed by a signal", with(mid, func(r *result) { r.End = endSignaled; r.ExitCode = 9 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker killed by signal 9", WorkerError: true}},
+		{"timed out", with(mid, func(r *result) { r.End = endTimedOut }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}},
+		{"could not start", with(mid, func(r *result) { r.End = endSpawnError }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}},
+		{"last attempt failure at maxReceiveCount leaves it to the redrive policy", with(last, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actRedrive, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"last attempt below maxReceiveCount is dead-lettered by watchbot", with(lastBelowRedrive, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (3 of 3)", WorkerError: true, DeadLetter: true}},
+		{"exit 4 on the last attempt is a dead letter", with(last, func(r *result) { r.ExitCode = 4 }),
+			outcome{Action: actRedrive, DelayFromBackoff: true, Reason: "worker released the message (exit 4) on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"spawn failure on the last attempt", with(last, func(r *result) { r.End = endSpawnError }),
+			outcome{Action: actRedrive, DelayFromBackoff: true, Reason: "worker could not start on the last attempt (5 of 5)", SpawnError: true, DeadLetter: true}},
+		{"no DLQ: last attempt is dead-lettered (logged)", with(last, func(r *result) { r.ExitCode = 1; r.MaxReceiveCount = 0 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"stopped at shutdown is released whatever the exit", with(last, func(r *result) { r.End = endShutdown; r.ExitCode = 1 }),
+			outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}},
+		{"stopped before the 12h limit is released", with(mid, func(r *result) { r.End = endCeiling }),
+			outcome{Action: actRelease, Reason: "stopped before SQS's 12h in-flight limit; released"}},
+		{"lease lost leaves the message alone", with(mid, func(r *result) { r.End = endLeaseLost }),
+			outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}},
+		{"too old is dead-lettered without running", with(mid, func(r *result) { r.End = endNotRun }),
+			outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}},
+		{"directive ack beats exit 1", with(mid, func(r *result) { r.ExitCode = 1; r.Directive = &directive{Action: "ack"} }),
+			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
+		{"directive retry with delay", with(mid, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(30)} }),
+			outcome{Action: actRetry, Delay: 30 * time.Second, Reason: "worker asked for a retry"}},
+		{"directive retry without delay uses backoff", with(mid, func(r *result) { r.Directive = &directive{Action: "retry"} }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker asked for a retry"}},
+		{"directive retry on the last attempt is a dead letter", with(last, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(0)} }),
+			outcome{Action: actRedrive, Reason: "worker asked for a retry on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"directive dead-letter beats exit 0", with(mid, func(r *result) { r.Directive = &directive{Action: "dead-letter", Reason: "bad tenant"} }),
+			outcome{Action: actDeadLetter, Reason: "bad tenant", WorkerError: true, DeadLetter: true}},
+		{"directive ack from a timed-out worker still acks", with(mid, func(r *result) { r.End = endTimedOut; r.Directive = &directive{Action: "ack"} }),
+			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outcomeFor(tt.in); got != tt.want {
+				t.Fatalf("outcomeFor(%+v)\n got  %+v\n want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadDirective(t *testing.T) {
+	tests := []struct {
+		name    string
+		content *string
+		want    *directive
+		wantErr bool
+	}{
+		{"missing file", nil, nil, false},
+		{"empty file", ptr(""), nil, false},
+		{"ack", ptr(`{"action":"ack"}`), &directive{Action: "ack"}, false},
+		{"retry with delay", ptr(`{"action":"retry","delaySeconds":12}`), &directive{Action: "retry", DelaySeconds: f64(12)}, false},
+		{"dead-letter", ptr(`{"action":"dead-letter","reason":"nope"}` + "\n"), &directive{Action: "dead-letter", Reason: "nope"}, false},
+		{"unknown action", ptr(`{"action":"maybe"}`), nil, true},
+		{"negative delay", ptr(`{"action":"retry","delaySeconds":-1}`), nil, true},
+		{"delay above 12h", ptr(`{"action":"retry","delaySeconds":43201}`), nil, true},
+		{"not json", ptr(`ack`), nil, true},
+		{"truncated", ptr(`{"action":"ack"`), nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "result.json")
+			if tt.content != nil {
+				if err := os.WriteFile(p, []byte(*tt.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := readDirective(p)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if (got == nil) != (tt.want == nil) || got != nil && (got.Action != tt.want.Action || got.Reason != tt.want.Reason ||
+				(got.DelaySeconds == nil) != (tt.want.DelaySeconds == nil) || got.DelaySeconds != nil && *got.DelaySeconds != *tt.want.DelaySeconds) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string   { return &s }
+func f64(v float64) *float64 { return &v }
