@@ -214,6 +214,9 @@ func (o Options) Validate() error {
 			return fmt.Errorf("--env %s: set by the template itself (the queue, concurrency and attempts come from their own options)", name)
 		}
 	}
+	if _, set := o.Environment["Volumes"]; set && o.Concurrency > 1 {
+		return fmt.Errorf("--env Volumes needs --concurrency 1: watchbot listen empties those directories after every job (got --concurrency %d)", o.Concurrency)
+	}
 	for i, s := range o.ExtraStatements {
 		if err := s.validate(); err != nil {
 			return fmt.Errorf("--extra-policy statement %d: %w", i+1, err)

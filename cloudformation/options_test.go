@@ -1,0 +1,106 @@
+package cloudformation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+func validOptions() Options {
+	o := DefaultOptions()
+	o.Command = []string{"/app/worker"}
+	return o
+}
+
+func TestDefaultOptionsNeedOnlyACommand(t *testing.T) {
+	if err := DefaultOptions().Validate(); err == nil || !strings.Contains(err.Error(), "worker command is required") {
+		t.Errorf("DefaultOptions().Validate() = %v, want the missing command", err)
+	}
+	if err := validOptions().Validate(); err != nil {
+		t.Errorf("defaults with a command: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		modify func(*Options)
+		want   string // "" = valid
+	}{
+		{"max attempts 0", func(o *Options) { o.MaxAttempts = 0 }, "--max-attempts (0) must be between 1 and 1000"},
+		{"max attempts 1", func(o *Options) { o.MaxAttempts = 1 }, ""},
+		{"max attempts 1000", func(o *Options) { o.MaxAttempts = 1000 }, ""},
+		{"max attempts 1001", func(o *Options) { o.MaxAttempts = 1001 }, "--max-attempts (1001) must be between 1 and 1000"},
+		{"max attempts negative", func(o *Options) { o.MaxAttempts = -3 }, "--max-attempts (-3)"},
+		{"visibility 0", func(o *Options) { o.VisibilityTimeout = 0 }, "--visibility-timeout (0s) must be between 1s and 12h"},
+		{"visibility negative", func(o *Options) { o.VisibilityTimeout = -time.Second }, "--visibility-timeout (-1s)"},
+		{"visibility 12h", func(o *Options) { o.VisibilityTimeout = 12 * time.Hour }, ""},
+		{"visibility over 12h", func(o *Options) { o.VisibilityTimeout = 12*time.Hour + time.Second }, "--visibility-timeout (12h0m1s) must be between 1s and 12h"},
+		{"visibility fraction", func(o *Options) { o.VisibilityTimeout = 1500 * time.Millisecond }, "--visibility-timeout (1.5s) must be a whole number of seconds"},
+		{"retention 14 days", func(o *Options) { o.QueueRetention = 14 * 24 * time.Hour }, "--queue-retention (336h0m0s) must be at least 1m and shorter than 14 days"},
+		{"retention just under 14 days", func(o *Options) { o.QueueRetention = 14*24*time.Hour - time.Second }, ""},
+		{"retention 59s", func(o *Options) { o.QueueRetention = 59 * time.Second }, "--queue-retention (59s)"},
+		{"no command", func(o *Options) { o.Command = nil }, "the worker command is required"},
+		{"empty command", func(o *Options) { o.Command = []string{""} }, "the worker command is required"},
+		{"fifo with plain name", func(o *Options) { o.FIFO = true; o.QueueName = "orders" }, `--queue-name ("orders") must end in .fifo with --fifo`},
+		{"fifo name without fifo", func(o *Options) { o.QueueName = "orders.fifo" }, `--queue-name ("orders.fifo") ends in .fifo: add --fifo`},
+		{"fifo with fifo name", func(o *Options) { o.FIFO = true; o.QueueName = "orders.fifo" }, ""},
+		{"queue name characters", func(o *Options) { o.QueueName = "my queue" }, `--queue-name ("my queue") may contain only`},
+		{"queue name too long", func(o *Options) { o.QueueName = strings.Repeat("q", 64) }, "--queue-name"},
+		{"queue name longest", func(o *Options) { o.QueueName = strings.Repeat("q", 63) }, ""},
+		{"prefix characters", func(o *Options) { o.NamePrefix = "a/b" }, `--name-prefix ("a/b")`},
+		{"prefix too long", func(o *Options) { o.NamePrefix = strings.Repeat("p", 58) }, "--name-prefix"},
+		{"prefix longest", func(o *Options) { o.NamePrefix = strings.Repeat("p", 57); o.FIFO = true }, ""},
+		{"concurrency 0", func(o *Options) { o.Concurrency = 0 }, "--concurrency (0) must be between 1 and 1000"},
+		{"cpu not fargate", func(o *Options) { o.CPU = 300 }, "--cpu (300) must be one of Fargate's sizes"},
+		{"memory not for cpu", func(o *Options) { o.CPU, o.Memory = 256, 4096 }, "--memory (4096) is not a Fargate size for --cpu 256: use one of 512, 1024, 2048 (MiB)"},
+		{"memory for cpu", func(o *Options) { o.CPU, o.Memory = 4096, 30720 }, ""},
+		{"memory step", func(o *Options) { o.CPU, o.Memory = 8192, 20000 }, "--memory (20000)"},
+		{"max tasks 0", func(o *Options) { o.MinTasks, o.MaxTasks = 0, 0 }, "--max-tasks (0) must be between 1 and 5000"},
+		{"min over max", func(o *Options) { o.MinTasks, o.MaxTasks = 5, 4 }, "--min-tasks (5) must be between 0 and --max-tasks (4)"},
+		{"min negative", func(o *Options) { o.MinTasks = -1 }, "--min-tasks (-1)"},
+		{"metrics unknown", func(o *Options) { o.Metrics = "statsd" }, `--metrics ("statsd") must be emf, cloudwatch or none`},
+		{"namespace AWS", func(o *Options) { o.MetricsNamespace = "AWS/SQS" }, `--metrics-namespace ("AWS/SQS")`},
+		{"namespace empty", func(o *Options) { o.MetricsNamespace = "" }, "--metrics-namespace"},
+		{"env name", func(o *Options) { o.Environment = map[string]string{"1BAD": "x"} }, `--env "1BAD"`},
+		{"env reserved", func(o *Options) { o.Environment = map[string]string{"QueueUrl": "x"} }, "--env QueueUrl: set by the template itself"},
+		{"env ok", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work", "TMPDIR": "/tmp/x"} }, ""},
+		{"volumes with concurrency", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work"}; o.Concurrency = 2 }, "--env Volumes needs --concurrency 1"},
+		{"extra statement", func(o *Options) { o.ExtraStatements = []Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}}} }, "--extra-policy statement 1: one of Resource and NotResource is required"},
+		{"alarm threshold", func(o *Options) {
+			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: -1, OldestMessageAgeSeconds: 600}
+		}, "--worker-errors-threshold"},
+		{"oldest age", func(o *Options) { o.Alarms.OldestMessageAgeSeconds = 30 }, "--oldest-message-age-threshold"},
+		{"log retention", func(o *Options) { o.LogRetentionDays = 2 }, "--log-retention-days (2) must be one of"},
+		{"kill grace negative", func(o *Options) { o.KillGrace = -time.Second }, "--kill-grace (-1s)"},
+		{"shutdown fraction", func(o *Options) { o.ShutdownTimeout = 1500 * time.Millisecond }, "--shutdown-timeout (1.5s)"},
+		{"stop timeout too long", func(o *Options) { o.ShutdownTimeout, o.KillGrace = 100*time.Second, 16*time.Second }, "must fit in Fargate's longest stop timeout (2m0s)"},
+		{"stop timeout longest", func(o *Options) { o.ShutdownTimeout, o.KillGrace = 100*time.Second, 15*time.Second }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := validOptions()
+			c.modify(&o)
+			err := o.Validate()
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("Validate() = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestFargateSizes(t *testing.T) {
+	for cpu, want := range map[int]struct{ first, last, n int }{
+		256: {512, 2048, 3}, 512: {1024, 4096, 4}, 1024: {2048, 8192, 7}, 2048: {4096, 16384, 13},
+		4096: {8192, 30720, 23}, 8192: {16384, 61440, 12}, 16384: {32768, 122880, 12},
+	} {
+		got := FargateSizes[cpu]
+		if len(got) != want.n || got[0] != want.first || got[len(got)-1] != want.last {
+			t.Errorf("cpu %d: %v", cpu, got)
+		}
+	}
+}
