@@ -197,10 +197,10 @@ func dlqReplayCommand() *cli.Command {
 		Name:  "replay",
 		Usage: "send matching messages back to the source queue, deleting each from the DLQ after its send succeeded",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "limit", Usage: "replay at most `N` messages (0: all that match)"},
+			&cli.IntFlag{Name: "limit", Usage: "replay at most `N` messages", DefaultText: "all that match"},
 			&cli.StringFlag{Name: "match-body", Usage: "replay only messages whose body matches `REGEX` (RE2 syntax)"},
 			&cli.GenericFlag{Name: "match-attr", Value: &opRepeated{}, Usage: "replay only messages with attribute `NAME=VALUE` (repeatable; all must match)"},
-			&cli.Float64Flag{Name: "rate", Usage: "send at most `N` messages per second"},
+			&cli.Float64Flag{Name: "rate", Usage: "send at most `N` messages per second (a positive number)", DefaultText: "no limit"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be replayed; change nothing"},
 		},
 		Action: func(c *cli.Context) error {
@@ -270,7 +270,7 @@ func dlqExportCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "delete", Usage: "delete each message once its line is written and synced to disk"},
-			&cli.IntFlag{Name: "limit", Usage: "export at most `N` messages (0: all)"},
+			&cli.IntFlag{Name: "limit", Usage: "export at most `N` messages", DefaultText: "all"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
