@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// parseListen runs the listen command's flag parsing only, returning the config it builds.
+func parseListen(t *testing.T, args ...string) (supervisor.Config, string, error) {
+	t.Helper()
+	cmd := listenCommand(nil)
+	var cfg supervisor.Config
+	var format string
+	cmd.Action = func(c *cli.Context) error {
+		var err error
+		cfg, err = listenConfig(c)
+		format = logFormat(c)
+		return err
+	}
+	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{},
+		ExitErrHandler: func(*cli.Context, error) {}}
+	err := app.Run(append([]string{"watchbot", "listen"}, args...))
+	return cfg, format, err
+}
+
+func TestListenHonoursWatchbotEnvironment(t *testing.T) {
+	t.Setenv("QueueUrl", "https://sqs.us-east-1.amazonaws.com/123456789012/legacy")
+	t.Setenv("maxJobDuration", "300")
+	t.Setenv("Volumes", "/scratch, /tmp/work")
+	t.Setenv("writableFilesystem", "true")
+	t.Setenv("structuredLogging", "false")
+	cfg, format, err := parseListen(t, "--", "./worker.sh", "--flag-for-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QueueURL != "https://sqs.us-east-1.amazonaws.com/123456789012/legacy" {
+		t.Errorf("QueueURL = %q", cfg.QueueURL)
+	}
+	if cfg.MaxJobDuration != 5*time.Minute {
+		t.Errorf("maxJobDuration=300 gave %v, want 5m", cfg.MaxJobDuration)
+	}
+	if !slices.Equal(cfg.Volumes, []string{"/scratch", "/tmp/work"}) {
+		t.Errorf("Volumes = %v", cfg.Volumes)
+	}
+	if !cfg.Once {
+		t.Error("writableFilesystem=true did not turn on --once")
+	}
+	if format != "text" {
+		t.Errorf("structuredLogging=false gave format %q, want text", format)
+	}
+	if !slices.Equal(cfg.Command, []string{"./worker.sh", "--flag-for-worker"}) {
+		t.Errorf("Command = %q", cfg.Command)
+	}
+}
+
+func TestListenFlags(t *testing.T) {
+	cfg, format, err := parseListen(t, "--queue-url", "https://sqs.eu-west-1.amazonaws.com/1/q",
+		"--concurrency", "8", "--max-attempts", "4", "--backoff-base", "500ms", "--backoff-max", "60",
+		"--backoff-jitter", "full", "--visibility-timeout", "2m", "--heartbeat-interval", "30s",
+		"--max-job-duration", "1h", "--kill-grace", "10", "--shutdown-timeout", "25s", "--on-reject", "delete",
+		"--max-message-age", "24h", "--log-format", "json", "--", "sh", "-c", "exit 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := supervisor.DefaultConfig()
+	if cfg.Concurrency != 8 || cfg.MaxAttempts != 4 || cfg.Backoff.Base != 500*time.Millisecond || cfg.Backoff.Max != time.Minute ||
+		cfg.Backoff.Jitter != "full" || cfg.VisibilityTimeout != 2*time.Minute || cfg.HeartbeatInterval != 30*time.Second ||
+		cfg.MaxJobDuration != time.Hour || cfg.KillGrace != 10*time.Second || cfg.ShutdownTimeout != 25*time.Second ||
+		cfg.OnReject != supervisor.RejectDelete || cfg.MaxMessageAge != 24*time.Hour || format != "json" || cfg.WaitTime != want.WaitTime {
+		t.Fatalf("flags not applied: %+v", cfg)
+	}
+}
+
+func TestListenBadFlagValues(t *testing.T) {
+	base := []string{"--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{"missing queue url", []string{"--", "true"}, "--queue-url: is required"},
+		{"bad duration", append(base, "--visibility-timeout", "soon", "--", "true"), `"soon" is not a duration`},
+		{"heartbeat not shorter than visibility", append(base, "--visibility-timeout", "1m", "--heartbeat-interval", "1m", "--", "true"),
+			"--heartbeat-interval: (1m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"concurrency 0", append(base, "--concurrency", "0", "--", "true"), "--concurrency: (0) must be between 1 and 1000"},
+		{"bad jitter", append(base, "--backoff-jitter", "lots", "--", "true"), `--backoff-jitter: unknown jitter "lots"`},
+		{"no command", base, "no worker command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, nil, append([]string{"listen"}, tt.args...)...)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("stderr = %q, want one line containing %q", stderr, tt.want)
+			}
+		})
+	}
+}
+
+// listenBinary starts the real watchbot binary against the emulator.
+func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t), append([]string{"listen"}, args...)...)
+	cmd.Env = append(os.Environ(), emu.Env()...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, &stderr
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(limit):
+		t.Fatalf("watchbot did not exit within %v", limit)
+		return -1
+	}
+}
+
+func TestListenStartupFailuresReceiveNothing(t *testing.T) {
+	emu := testenv.SQS(t)
+	c := emu.Client()
+	withDLQ := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	noDLQ := emu.NewQueue(t, testenv.QueueOptions{})
+	dir := t.TempDir()
+	tests := []struct {
+		name  string
+		queue testenv.Queue
+		args  []string
+		code  int
+		want  string
+	}{
+		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "--queue-url: queue not reachable"},
+		{"no redrive policy", noDLQ, []string{"--queue-url", noDLQ.URL, "--", "true"}, 2, "the queue has no redrive policy"},
+		{"command does not exist", withDLQ, []string{"--queue-url", withDLQ.URL, "--", filepath.Join(dir, "missing.sh")}, 2, "missing.sh"},
+		{"max attempts above maxReceiveCount", withDLQ, []string{"--queue-url", withDLQ.URL, "--max-attempts", "5", "--", "true"}, 2, "--max-attempts: (5) is above the queue's maxReceiveCount (3)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(tt.queue.URL), MessageBody: aws.String("untouched")}); err != nil {
+				t.Fatal(err)
+			}
+			cmd, out := listenBinary(t, emu, tt.args...)
+			if code := waitExit(t, cmd, 60*time.Second); code != tt.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "watchbot: ") || !strings.Contains(last, tt.want) {
+				t.Errorf("last line %q, want a watchbot: error containing %q", last, tt.want)
+			}
+			// Nothing was received: the message is visible and has never been received.
+			got, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(tt.queue.URL), MaxNumberOfMessages: 10,
+				MessageSystemAttributeNames: []sqsAttr{sqsAttrReceiveCount}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range got.Messages {
+				if m.Attributes["ApproximateReceiveCount"] != "1" {
+					t.Errorf("message received before the startup checks passed (count %s)", m.Attributes["ApproximateReceiveCount"])
+				}
+				_, _ = c.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(tt.queue.URL), ReceiptHandle: m.ReceiptHandle})
+			}
+		})
+	}
+}
+
+func TestListenDrainsOnSIGTERM(t *testing.T) {
+	emu := testenv.SQS(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "w.sh")
+	os.WriteFile(worker, []byte("#!/bin/sh\ntouch "+dir+"/started\nsleep 1\ntouch "+dir+"/finished\n"), 0o755)
+	if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("job")}); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := listenBinary(t, emu, "--queue-url", q.URL, "--", worker)
+	waitFile(t, filepath.Join(dir, "started"))
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after a clean drain, want 0; output:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "finished")); err != nil {
+		t.Fatalf("the running job was not allowed to finish; output:\n%s", out)
+	}
+	if n := visibleAndInFlight(t, c, q.URL); n != 0 {
+		t.Fatalf("%d messages left after the drain, want 0 (deleted)", n)
+	}
+}
+
+func TestListenSecondSignalStopsAtOnce(t *testing.T) {
+	emu := testenv.SQS(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "w.sh")
+	os.WriteFile(worker, []byte("#!/bin/sh\ntouch "+dir+"/started\ntrap '' TERM\nsleep 60\n"), 0o755)
+	if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("job")}); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := listenBinary(t, emu, "--queue-url", q.URL, "--shutdown-timeout", "60s", "--", worker)
+	waitFile(t, filepath.Join(dir, "started"))
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, 30*time.Second); code != 130 {
+		t.Fatalf("exit code %d after a second signal, want 130; output:\n%s", code, out)
+	}
+	// Released: visible again at once.
+	got, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), WaitTimeSeconds: 2})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("message not released (err %v); output:\n%s", err, out)
+	}
+}
+
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func visibleAndInFlight(t *testing.T, c *sqs.Client, url string) int {
+	t.Helper()
+	out, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqsQueueAttr{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		var k int
+		for _, ch := range v {
+			k = k*10 + int(ch-'0')
+		}
+		n += k
+	}
+	return n
+}
+
+type (
+	sqsAttr      = sqstypes.MessageSystemAttributeName
+	sqsQueueAttr = sqstypes.QueueAttributeName
+)
+
+const sqsAttrReceiveCount = sqstypes.MessageSystemAttributeNameApproximateReceiveCount
