@@ -102,7 +102,7 @@ func (c PublisherConfig) Validate() error {
 	default:
 		return fmt.Errorf("--metrics (%q) must be %s, %s or %s", c.Mode, ModeCloudWatch, ModeEMF, ModeNone)
 	}
-	if err := validateNamespace(c.Namespace); err != nil {
+	if err := ValidateNamespace(c.Namespace); err != nil {
 		return err
 	}
 	if err := validateDimensions(c.Dimensions); err != nil {
@@ -126,7 +126,8 @@ func (c PublisherConfig) Validate() error {
 	return nil
 }
 
-func validateNamespace(ns string) error {
+// ValidateNamespace reports why CloudWatch would refuse ns as a custom metrics namespace.
+func ValidateNamespace(ns string) error {
 	switch {
 	case strings.TrimSpace(ns) == "":
 		return errors.New("--metrics-namespace must not be empty")

@@ -65,6 +65,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			listenCommand(abort),
+			alarmsCommand(),
 			deadLetterCommand(),
 			sendCommand(),
 			statusCommand(),

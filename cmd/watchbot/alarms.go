@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+func alarmsCommand() *cli.Command {
+	d := alarms.DefaultThresholds()
+	return &cli.Command{
+		Name:  "alarms",
+		Usage: "show the CloudWatch alarms that watchbot template creates",
+		Subcommands: []*cli.Command{{
+			Name:  "list",
+			Usage: "print the alarm definitions: metric, statistic, period, threshold, missing-data treatment and what to do",
+			// A bad flag value is bad usage: exit 2, the message once, no help text.
+			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+				&cli.StringFlag{Name: "metrics-namespace", Value: "Watchbot", Usage: "CloudWatch `NAMESPACE` of watchbot's metrics, as given to listen and template"},
+				&cli.IntFlag{Name: "worker-errors-threshold", Value: d.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
+				withAliases(durationFlag("oldest-message-age-threshold", time.Duration(d.OldestMessageAgeSeconds)*time.Second,
+					"alarm when the oldest message has waited longer than this (1m..14 days)"), "oldest-message-age"),
+			},
+			Action: listAlarms,
+		}},
+	}
+}
+
+func withAliases(f *cli.GenericFlag, aliases ...string) *cli.GenericFlag {
+	f.Aliases = aliases
+	return f
+}
+
+// alarmsJSON is one alarm as `alarms list --json` prints it: the definition with the
+// namespace filled in.
+type alarmsJSON struct {
+	alarms.Definition
+	Namespace string `json:"namespace"`
+}
+
+func listAlarms(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("alarms list takes no arguments, got %q", c.Args().First())
+	}
+	age := durationOf(c, "oldest-message-age-threshold")
+	if age%time.Second != 0 {
+		return usagef("--oldest-message-age-threshold (%v) must be a whole number of seconds", age)
+	}
+	t := alarms.Thresholds{
+		WorkerErrorsPerMinute:   c.Int("worker-errors-threshold"),
+		OldestMessageAgeSeconds: int(age / time.Second),
+	}
+	if err := t.Validate(); err != nil {
+		return usagef("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold): %w", err)
+	}
+	namespace := c.String("metrics-namespace")
+	if err := alarms.ValidateNamespace(namespace); err != nil {
+		return usageError{err}
+	}
+
+	defs := alarms.Definitions(t)
+	out := make([]alarmsJSON, len(defs))
+	for i, def := range defs {
+		out[i] = alarmsJSON{Definition: def, Namespace: def.Namespace}
+		if def.Namespace == "" {
+			out[i].Namespace = namespace
+		}
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tNAMESPACE\tMETRIC\tDIMENSION\tSTATISTIC\tPERIOD\tEVALUATIONS\tCONDITION\tMISSING DATA")
+	for _, a := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%ds\t%d\t%s %s\t%s\n", a.Name, a.Namespace, a.Metric, dimensionText(a.Subject),
+			a.Statistic, a.PeriodSeconds, a.EvaluationPeriods, comparisonSymbol(a.Comparison),
+			strconv.FormatFloat(a.Threshold, 'f', -1, 64), a.TreatMissingData)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.App.Writer)
+	for _, a := range out {
+		if _, err := fmt.Fprintf(c.App.Writer, "%s: %s\n", a.Name, a.Description); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func comparisonSymbol(c alarms.Comparison) string {
+	switch c {
+	case alarms.GreaterThanThreshold:
+		return ">"
+	case alarms.GreaterThanOrEqualToThreshold:
+		return ">="
+	}
+	return string(c)
+}
+
+func dimensionText(s alarms.Subject) string {
+	if s == alarms.DeadLetterQueue {
+		return "QueueName=<dead-letter queue>"
+	}
+	return "QueueName=<queue>"
+}
