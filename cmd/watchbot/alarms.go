@@ -24,6 +24,7 @@ func alarmsCommand() *cli.Command {
 			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+				&cli.StringFlag{Name: "metrics", Value: alarms.ModeEMF, Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (then only the alarms on AWS/SQS metrics remain)"},
 				&cli.StringFlag{Name: "metrics-namespace", Value: "Watchbot", Usage: "CloudWatch `NAMESPACE` of watchbot's metrics, as given to listen and template"},
 				&cli.IntFlag{Name: "worker-errors-threshold", Value: d.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
 				withAliases(durationFlag("oldest-message-age-threshold", time.Duration(d.OldestMessageAgeSeconds)*time.Second,
@@ -61,18 +62,27 @@ func listAlarms(c *cli.Context) error {
 	if err := t.Validate(); err != nil {
 		return usagef("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold): %w", err)
 	}
+	mode := c.String("metrics")
+	switch mode {
+	case alarms.ModeEMF, alarms.ModeCloudWatch, alarms.ModeNone:
+	default:
+		return usagef("--metrics (%q) must be %s, %s or %s", mode, alarms.ModeCloudWatch, alarms.ModeEMF, alarms.ModeNone)
+	}
 	namespace := c.String("metrics-namespace")
 	if err := alarms.ValidateNamespace(namespace); err != nil {
 		return usageError{err}
 	}
 
-	defs := alarms.Definitions(t)
-	out := make([]alarmsJSON, len(defs))
-	for i, def := range defs {
-		out[i] = alarmsJSON{Definition: def, Namespace: def.Namespace}
-		if def.Namespace == "" {
-			out[i].Namespace = namespace
+	out := []alarmsJSON{}
+	for _, def := range alarms.Definitions(t) {
+		if def.Namespace == "" && mode == alarms.ModeNone {
+			continue // watchbot publishes nothing for these to watch; the template leaves them out
 		}
+		a := alarmsJSON{Definition: def, Namespace: def.Namespace}
+		if def.Namespace == "" {
+			a.Namespace = namespace
+		}
+		out = append(out, a)
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)

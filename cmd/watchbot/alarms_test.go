@@ -62,6 +62,20 @@ func TestAlarmsListJSON(t *testing.T) {
 	}
 }
 
+func TestAlarmsListWithoutMetrics(t *testing.T) {
+	code, out, errOut := runCLI(t, nil, "alarms", "list", "--json", "--metrics", "none")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got []alarms.Definition
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(got) != 1 || got[0].Name != "OldestMessageAge" || got[0].Namespace != alarms.SQSNamespace {
+		t.Errorf("with --metrics none, got %+v; want only the AWS/SQS alarm", got)
+	}
+}
+
 func TestAlarmsListBadInput(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -73,6 +87,7 @@ func TestAlarmsListBadInput(t *testing.T) {
 		{"age in fractions", []string{"--oldest-message-age-threshold", "90.5s"}, "--oldest-message-age-threshold (1m30.5s) must be a whole number of seconds"},
 		{"age not a duration", []string{"--oldest-message-age", "soon"}, `"soon" is not a duration`},
 		{"AWS namespace", []string{"--metrics-namespace", "AWS/SQS"}, "--metrics-namespace (\"AWS/SQS\") must not start with AWS/"},
+		{"unknown mode", []string{"--metrics", "statsd"}, `--metrics ("statsd") must be cloudwatch, emf or none`},
 		{"argument", []string{"extra"}, `alarms list takes no arguments, got "extra"`},
 		{"unknown flag", []string{"--wide"}, "flag provided but not defined: -wide"},
 	}

@@ -1,0 +1,31 @@
+package alarms
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestDocumentedMetrics keeps the README's metrics table equal to Metrics. The section is
+// written in docs/readme/metrics.md and merged into README.md; every copy that holds the table
+// is checked.
+func TestDocumentedMetrics(t *testing.T) {
+	checked := 0
+	for _, path := range []string{"../docs/readme/metrics.md", "../README.md"} {
+		text, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(text), "| `WorkerErrors` |") {
+			continue
+		}
+		checked++
+		for _, m := range Metrics {
+			row := fmt.Sprintf("| `%s` | %s | %s |", m.Name, m.Unit, m.Meaning)
+			if !strings.Contains(string(text), row) {
+				t.Errorf("%s lacks the row\n%s", path, row)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no document holds the metrics table")
+	}
+}
