@@ -40,8 +40,10 @@ type emfLine struct {
 // object ending in a newline, written with one Write.
 func (p *Publisher) writeEMF(now time.Time, window map[Metric]*aggregate) error {
 	lines, err := p.emfLines(now, window)
-	if err != nil {
+	if err != nil { // cannot happen with the finite values Add lets in; never silent all the same
 		p.failures.Add(1)
+		p.dropped.Add(int64(len(window)))
+		p.log.Error("metrics dropped", "reason", "encoding the EMF line failed", "metrics", len(window), "error", err)
 		return err
 	}
 	for i, line := range lines {

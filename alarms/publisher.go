@@ -174,8 +174,8 @@ func validateDimensions(dims []Dimension) error {
 			return fmt.Errorf("%s: given twice", name)
 		case strings.TrimSpace(d.Value) == "" || len(d.Value) > maxDimensionValueLen:
 			return fmt.Errorf("%s: value (%q) must have 1 to %d characters, not only spaces", name, d.Value, maxDimensionValueLen)
-		case !printableUTF8(d.Value) || strings.HasPrefix(d.Value, ":"):
-			return fmt.Errorf("%s: value (%q) must be printable UTF-8 and not start with a colon", name, d.Value)
+		case !printableUTF8(d.Value):
+			return fmt.Errorf("%s: value (%q) must be printable UTF-8", name, d.Value)
 		}
 		if _, ok := Lookup(Metric(d.Name)); ok {
 			return fmt.Errorf("%s: name is a metric's name", name)
