@@ -82,14 +82,15 @@ type PublisherConfig struct {
 	Now func() time.Time
 }
 
-// DefaultPublisherConfig returns the defaults: EMF on os.Stdout is set by the caller, so Stdout,
-// CloudWatch, Dimensions and DLQDepth are left empty.
+// DefaultPublisherConfig returns the defaults: EMF, namespace Watchbot, a 60 s interval, 5 s
+// flushes (the margin the generated stack leaves after --shutdown-timeout and --kill-grace)
+// and 15 buffered windows. Dimensions, Stdout, CloudWatch and DLQDepth are the caller's.
 func DefaultPublisherConfig() PublisherConfig {
 	return PublisherConfig{
 		Mode:               ModeEMF,
 		Namespace:          "Watchbot",
 		Interval:           60 * time.Second,
-		FlushTimeout:       10 * time.Second,
+		FlushTimeout:       5 * time.Second,
 		MaxBufferedWindows: 15,
 		Now:                time.Now,
 	}
