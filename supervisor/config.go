@@ -72,7 +72,8 @@ type Config struct {
 	// ReceiveGather is how long the loop waits for more slots to free up before it receives
 	// fewer than 10 messages, trading a little latency for fewer SQS requests.
 	ReceiveGather time.Duration
-	// TempDir holds each job's message and result files ("" = the OS default).
+	// TempDir holds each job's message and result files (--temp-dir). "" means /dev/shm when
+	// it is usable, spilling to $TMPDIR when it is full, or else $TMPDIR.
 	TempDir string
 }
 

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +69,13 @@ type Supervisor struct {
 	acks    *acker
 	jobs    jobs
 	running sync.WaitGroup
+	// workDir holds the jobs' message and result files, spillDir those that did not fit in
+	// workDir when it is a size-limited tmpfs ("" when workDir is already on disk); jobSeq
+	// names them.
+	workDir, spillDir string
+	jobSeq            atomic.Uint64
+	// baseEnv is the supervisor's environment, which every worker inherits.
+	baseEnv []string
 }
 
 // Run checks the queue and the command, then receives and supervises until ctx is done, and
@@ -92,7 +102,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	s.log.Info("watchbot listening", "queue", cfg.QueueURL, "concurrency", cfg.Concurrency,
+	if err := s.makeWorkDirs(); err != nil {
+		return err
+	}
+	defer s.removeWorkDirs()
+	s.baseEnv = os.Environ()
+	s.log.Info("watchbot listening", "queue_url", cfg.QueueURL, "concurrency", cfg.Concurrency,
 		"max_attempts", s.maxAttempts, "dead_letter_queue", s.dlqURL, "command", s.command)
 	return s.run(ctx, deps.Abort)
 }
@@ -335,60 +350,61 @@ func (s *Supervisor) start(ctx context.Context, m message, receivedAt time.Time,
 	s.running.Add(1)
 	go func() {
 		defer s.running.Done()
-		defer func() { freed <- struct{}{} }()
+		// The slot is for a worker process: it is free again once the worker has ended, while
+		// the message's delete or visibility change is still on its way.
+		var once sync.Once
+		release := func() { once.Do(func() { freed <- struct{}{} }) }
+		defer release()
 		defer s.jobs.remove(j)
 		defer stop(nil)
-		s.process(jobCtx, j)
+		s.process(jobCtx, j, release)
 	}()
 }
 
 // process runs the worker for one message and settles the message by the outcome table.
-func (s *Supervisor) process(ctx context.Context, j *job) {
+func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 	m := j.msg
 	r := result{Attempt: m.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
 	if s.cfg.MaxMessageAge > 0 && !m.SentAt.IsZero() && time.Since(m.SentAt) > s.cfg.MaxMessageAge {
 		r.End = endNotRun
 		j.log.Warn("message older than --max-message-age: dead-lettering without running it", "sent", m.SentAt.Format(time.RFC3339))
 	} else {
-		run, dir := s.runJob(ctx, j)
+		var run workerRun
+		files, err := s.writeJobFiles(m.Body)
+		if err != nil {
+			run = workerRun{End: endSpawnError, Err: err}
+		} else {
+			run = s.runJob(ctx, j, files)
+		}
 		r.End, r.ExitCode = run.End, run.ExitCode
 		if run.End == endExited || run.End == endSignaled || run.End == endTimedOut {
-			d, err := readDirective(filepath.Join(dir, "result.json"))
+			d, err := readDirective(files.result)
 			if err != nil {
 				j.log.Error("ignoring the worker's result file; following its exit code", "error", err)
 			}
 			r.Directive = d
 		}
-		if dir != "" {
-			_ = os.RemoveAll(dir)
-		}
+		files.remove()
 		s.emptyVolumes(j.log)
 		s.logRun(j, run)
+		j.log = j.log.With("duration", run.Duration.Round(time.Millisecond).String())
 	}
+	release()
 	o := outcomeFor(r)
 	s.count(o)
 	s.settle(ctx, j, o)
 }
 
-// runJob prepares the job's files and runs its worker. dir is the job's temporary
-// directory, for the caller to read the result file from and remove.
-func (s *Supervisor) runJob(ctx context.Context, j *job) (run workerRun, dir string) {
+// runJob runs the worker of a job whose message file is written.
+func (s *Supervisor) runJob(ctx context.Context, j *job, files jobFiles) workerRun {
 	m := j.msg
-	dir, err := os.MkdirTemp(s.cfg.TempDir, "watchbot-job-")
-	if err != nil {
-		return workerRun{End: endSpawnError, Err: fmt.Errorf("create job directory: %w", err)}, ""
-	}
-	msgFile := filepath.Join(dir, "message")
-	if err := os.WriteFile(msgFile, []byte(m.Body), 0o600); err != nil {
-		return workerRun{End: endSpawnError, Err: fmt.Errorf("write message file: %w", err)}, dir
-	}
 	var deadline time.Time
 	if s.cfg.MaxJobDuration > 0 {
 		deadline = time.Now().Add(s.cfg.MaxJobDuration)
 	}
-	env := append(os.Environ(), buildEnv(m, jobEnv{
+	env := append(slices.Clip(s.baseEnv), buildEnv(m, jobEnv{
 		QueueURL: s.cfg.QueueURL, MaxAttempts: s.maxAttempts,
-		MessageFile: msgFile, ResultFile: filepath.Join(dir, "result.json"), Deadline: deadline,
+		MessageFile: files.message, ResultFile: files.result, Deadline: deadline,
 	})...)
 	if !m.SentAt.IsZero() {
 		s.metrics.Add(alarms.MessageAge, float64(time.Since(m.SentAt).Milliseconds()))
@@ -398,12 +414,76 @@ func (s *Supervisor) runJob(ctx context.Context, j *job) (run workerRun, dir str
 	} else {
 		j.log.Debug("starting worker")
 	}
-	run = runWorker(ctx, workerSpec{
-		Command: s.command, Env: env, StdinPath: msgFile,
+	return runWorker(ctx, workerSpec{
+		Command: s.command, Env: env, StdinPath: files.message,
 		MaxDuration: s.cfg.MaxJobDuration, KillGrace: s.cfg.KillGrace,
 		Started: func(pgid int) { j.mu.Lock(); j.pgid = pgid; j.mu.Unlock() },
 	}, j.log)
-	return run, dir
+}
+
+// jobFiles are the paths of one job's message and result files.
+type jobFiles struct{ message, result string }
+
+// newJobFiles names a job's files in dir: unique, created by no one yet.
+func (s *Supervisor) newJobFiles(dir string) jobFiles {
+	n := strconv.FormatUint(s.jobSeq.Add(1), 10)
+	return jobFiles{message: filepath.Join(dir, n+".message"), result: filepath.Join(dir, n+".result.json")}
+}
+
+// sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
+// microseconds; on a disk file system creating and removing them costs far more per job.
+const sharedMemory = "/dev/shm"
+
+// makeWorkDirs creates the directories that hold the jobs' files: in --temp-dir when set;
+// otherwise in /dev/shm when it is usable, with a spill directory in $TMPDIR for when it is
+// full (a container's /dev/shm is often only 64 MiB), or else in $TMPDIR.
+func (s *Supervisor) makeWorkDirs() error {
+	if s.cfg.TempDir == "" {
+		if dir, err := os.MkdirTemp(sharedMemory, "watchbot-"); err == nil {
+			spill, err := os.MkdirTemp("", "watchbot-")
+			if err != nil {
+				os.RemoveAll(dir)
+				return fmt.Errorf("create the jobs' directory: %w", err)
+			}
+			s.workDir, s.spillDir = dir, spill
+			return nil
+		}
+	}
+	dir, err := os.MkdirTemp(s.cfg.TempDir, "watchbot-")
+	if err != nil {
+		return fmt.Errorf("create the jobs' directory: %w", err)
+	}
+	s.workDir = dir
+	return nil
+}
+
+func (s *Supervisor) removeWorkDirs() {
+	os.RemoveAll(s.workDir)
+	if s.spillDir != "" {
+		os.RemoveAll(s.spillDir)
+	}
+}
+
+// writeJobFiles writes the message file, in the spill directory when the work directory is
+// full.
+func (s *Supervisor) writeJobFiles(body string) (jobFiles, error) {
+	files := s.newJobFiles(s.workDir)
+	err := os.WriteFile(files.message, []byte(body), 0o600)
+	if err != nil && s.spillDir != "" {
+		files.remove()
+		files = s.newJobFiles(s.spillDir)
+		err = os.WriteFile(files.message, []byte(body), 0o600)
+	}
+	if err != nil {
+		files.remove()
+		return jobFiles{}, fmt.Errorf("write message file: %w", err)
+	}
+	return files, nil
+}
+
+func (f jobFiles) remove() {
+	_ = os.Remove(f.message)
+	_ = os.Remove(f.result)
 }
 
 func (s *Supervisor) logRun(j *job, run workerRun) {
@@ -420,7 +500,12 @@ func (s *Supervisor) logRun(j *job, run workerRun) {
 	case endShutdown, endCeiling, endLeaseLost:
 		j.log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
 	default:
-		j.log.Info("worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
+		// A success is logged once, with its outcome; a failure's exit code is worth a line.
+		level := slog.LevelInfo
+		if run.ExitCode == 0 {
+			level = slog.LevelDebug
+		}
+		j.log.Log(context.Background(), level, "worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
 	}
 }
 
@@ -459,11 +544,11 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
 		if o.DelayFromBackoff {
 			delay = s.cfg.Backoff.Delay(j.msg.Attempt, s.random)
 		}
-		s.setVisibility(j, log, delay, o.Reason)
+		s.setVisibility(j, log, delay, "message will be retried", o.Reason)
 	case actRelease:
-		s.setVisibility(j, log, 0, o.Reason)
+		s.setVisibility(j, log, 0, "message released", o.Reason)
 	case actRedrive:
-		s.setVisibility(j, log.With("dead_letter", true), 0, o.Reason+"; the redrive policy moves it to the dead-letter queue on its next receive")
+		s.setVisibility(j, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
 	case actDeadLetter:
 		s.deadLetter(ctx, j, log, o.Reason)
 	case actAbandon:
@@ -472,7 +557,7 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
 }
 
 // setVisibility makes the message visible again after delay, never past the 12 h limit.
-func (s *Supervisor) setVisibility(j *job, log *slog.Logger, delay time.Duration, reason string) {
+func (s *Supervisor) setVisibility(j *job, log *slog.Logger, delay time.Duration, what, reason string) {
 	left := maxInFlight - time.Since(j.receivedAt) - time.Second
 	delay = max(0, min(delay, left))
 	secs := seconds(delay)
@@ -480,7 +565,7 @@ func (s *Supervisor) setVisibility(j *job, log *slog.Logger, delay time.Duration
 		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
 		return
 	}
-	log.Info("message will be retried", "reason", reason, "visible_in_seconds", secs)
+	log.Info(what, "reason", reason, "visible_in_seconds", secs)
 }
 
 // deadLetter records the message in the DLQ (or, with --allow-no-dlq and no DLQ, in the
@@ -491,7 +576,7 @@ func (s *Supervisor) deadLetter(ctx context.Context, j *job, log *slog.Logger, r
 			"reason", reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
 	} else if err := s.sendToDLQ(ctx, j, reason); err != nil {
 		log.Error("could not dead-letter the message; it stays in the queue and will be retried", "error", err, "reason", reason)
-		s.setVisibility(j, log, s.cfg.Backoff.Delay(j.msg.Attempt, s.random), "dead-letter send failed")
+		s.setVisibility(j, log, s.cfg.Backoff.Delay(j.msg.Attempt, s.random), "message will be retried", "dead-letter send failed")
 		return
 	}
 	if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {

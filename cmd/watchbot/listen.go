@@ -7,6 +7,7 @@ import (
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -20,7 +21,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			"with the message in its environment, on stdin and in $WATCHBOT_MESSAGE_FILE. Exit 0 deletes the\n" +
 			"message, 3 rejects it (dead-letter), 4 releases it for a retry, anything else retries with backoff.",
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's URL", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}},
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "worker processes running at once (1..1000)", EnvVars: []string{"WATCHBOT_CONCURRENCY"}},
 			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
@@ -41,8 +42,9 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "json or text (Watchbot's structuredLogging=false means text)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
+			&cli.StringFlag{Name: "temp-dir", Usage: "directory for the jobs' message and result files", DefaultText: "/dev/shm when usable, else $TMPDIR"},
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
-		},
+		}, metricsFlags()...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
 			if err != nil {
@@ -52,16 +54,24 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			if err != nil {
 				return err
 			}
+			log = log.With("queue", queueattr.NameFromURL(cfg.QueueURL))
+			mcfg, err := metricsConfig(c, cfg.QueueURL, log)
+			if err != nil {
+				return err
+			}
 			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
 			awsCfg, err := awsenv.Load(c.Context, opts)
 			if err != nil {
 				return err
 			}
-			return supervisor.Run(c.Context, cfg, supervisor.Deps{
-				SQS:    awsenv.SQS(awsCfg, opts),
-				Logger: log.With("queue", cfg.QueueURL),
-				Abort:  abort,
-			})
+			client := awsenv.SQS(awsCfg, opts)
+			metrics, stopMetrics, err := startMetrics(c.Context, mcfg, awsCfg, client, cfg.QueueURL)
+			if err != nil {
+				return err
+			}
+			// Stopped after the drain, so the last flush counts the last jobs.
+			defer stopMetrics()
+			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort})
 		},
 	}
 }
@@ -94,5 +104,6 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	}
 	cfg.Once = c.Bool("once")
 	cfg.LogBodies = c.Bool("log-bodies")
+	cfg.TempDir = c.String("temp-dir")
 	return cfg, cfg.Validate()
 }

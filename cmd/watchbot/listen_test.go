@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,3 +279,80 @@ type (
 )
 
 const sqsAttrReceiveCount = sqstypes.MessageSystemAttributeNameApproximateReceiveCount
+
+func TestListenPublishesEMFMetrics(t *testing.T) {
+	emu := testenv.SQS(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "w.sh")
+	os.WriteFile(worker, []byte(`#!/bin/sh
+case "$Message" in
+ok) exit 0 ;;
+reject) exit 3 ;;
+flaky) [ "$WATCHBOT_ATTEMPT" -ge 2 ] && exit 0; exit 1 ;;
+esac
+`), 0o755)
+	for _, b := range []string{"ok", "ok", "ok", "reject", "flaky"} {
+		if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(testenv.Binary(t), "listen", "--queue-url", q.URL, "--backoff-base", "1s", "--metrics", "emf",
+		"--metrics-service", "demo", "--", worker)
+	cmd.Env = append(os.Environ(), emu.Env()...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for visibleAndInFlight(t, c, q.URL) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue not drained; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	// Sum each metric over the EMF lines; one line carries both dimension sets
+	// ([QueueName, Service] and [QueueName]), so each value counts once.
+	sums := map[string]float64{}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if !strings.Contains(line, `"_aws"`) {
+			continue
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("EMF line is not JSON: %v\n%s", err, line)
+		}
+		aws := doc["_aws"].(map[string]any)
+		if _, ok := aws["Timestamp"].(float64); !ok {
+			t.Fatalf("EMF line without _aws.Timestamp: %s", line)
+		}
+		directive := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
+		if directive["Namespace"] != "Watchbot" {
+			t.Fatalf("namespace %v", directive["Namespace"])
+		}
+		if doc["Service"] != "demo" || doc["QueueName"] != queueName(q.URL) {
+			t.Fatalf("dimension values missing: %s", line)
+		}
+		for _, m := range directive["Metrics"].([]any) {
+			name := m.(map[string]any)["Name"].(string)
+			if v, ok := doc[name].(float64); ok {
+				sums[name] += v
+			}
+		}
+	}
+	want := map[string]float64{"MessagesProcessed": 4, "WorkerErrors": 2, "DeadLetter": 1, "MessageReceives": 6}
+	for name, v := range want {
+		if sums[name] != v {
+			t.Errorf("%s = %v, want %v (all sums %v)\nstdout:\n%s", name, sums[name], v, sums, stdout.String())
+		}
+	}
+}
+
+func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }

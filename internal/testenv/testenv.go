@@ -49,7 +49,7 @@ var (
 // and skips it elsewhere when the emulator cannot start.
 func SQS(tb testing.TB) *Emulator {
 	tb.Helper()
-	startOnce.Do(func() { shared, startErr = start() })
+	startOnce.Do(func() { shared, startErr = Start() })
 	if startErr != nil {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("SQS emulator did not start (required under CI=true): %v", startErr)
@@ -77,7 +77,9 @@ func Root() (string, error) {
 	}
 }
 
-func start() (*Emulator, error) {
+// Start installs (when needed) and starts a new emulator on a free port of 127.0.0.1. It
+// runs until this process exits. Tests use SQS, which shares one emulator per test binary.
+func Start() (*Emulator, error) {
 	root, err := Root()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// metricsFlags are listen's --metrics flags.
+func metricsFlags() []cli.Flag {
+	def := alarms.DefaultPublisherConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "metrics", Value: def.Mode, Usage: "where metrics go: emf (lines on stdout for the awslogs driver), cloudwatch (PutMetricData) or none"},
+		&cli.StringFlag{Name: "metrics-namespace", Value: def.Namespace, Usage: "CloudWatch namespace of the metrics"},
+		&cli.StringFlag{Name: "metrics-service", Usage: "adds a Service dimension with this value to every metric"},
+	}
+}
+
+// metricsConfig builds the publisher's configuration from the flags.
+func metricsConfig(c *cli.Context, queueURL string, log *slog.Logger) (alarms.PublisherConfig, error) {
+	cfg := alarms.DefaultPublisherConfig()
+	cfg.Mode = c.String("metrics")
+	cfg.Namespace = c.String("metrics-namespace")
+	cfg.Dimensions = []alarms.Dimension{{Name: "QueueName", Value: queueattr.NameFromURL(queueURL)}}
+	if s := c.String("metrics-service"); s != "" {
+		cfg.Dimensions = append(cfg.Dimensions, alarms.Dimension{Name: "Service", Value: s})
+	}
+	cfg.Stdout = c.App.Writer
+	cfg.Logger = log
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+// dlqDepth samples the visible messages of the queue's dead-letter queue, finding the DLQ
+// through the redrive policy on first use.
+func dlqDepth(api queueattr.API, queueURL string) func(ctx context.Context) (int64, error) {
+	var mu sync.Mutex
+	var dlq string
+	return func(ctx context.Context) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dlq == "" {
+			info, err := queueattr.Describe(ctx, api, queueURL)
+			if err != nil {
+				return 0, err
+			}
+			if dlq, err = queueattr.DeadLetterQueue(ctx, api, info); err != nil {
+				return 0, err
+			}
+		}
+		info, err := queueattr.Describe(ctx, api, dlq)
+		if err != nil {
+			return 0, err
+		}
+		return info.Visible, nil
+	}
+}
+
+// startMetrics starts the publisher. stop ends it after a last flush and waits for it.
+func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
+	if cfg.Mode == alarms.ModeNone {
+		return alarms.Discard, func() {}, nil
+	}
+	if cfg.Mode == alarms.ModeCloudWatch {
+		cfg.CloudWatch = cloudwatch.NewFromConfig(awsCfg)
+	}
+	cfg.DLQDepth = dlqDepth(api, queueURL)
+	p, err := alarms.NewPublisher(cfg)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	// The publisher outlives the stop request: it flushes once more after the drain.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.Run(runCtx) })
+	return p, func() { cancel(); wg.Wait() }, nil
+}
