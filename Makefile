@@ -1,0 +1,46 @@
+# watchbot: `make demo` and `make test` do all the set-up a fresh machine needs (Go 1.26,
+# Node 20 and npm must be installed; npm packages come from the committed package-lock.json).
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+
+.PHONY: all build test vet fmt-check demo bench soak emulator clean
+
+all: build
+
+## build: a static binary in bin/watchbot
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/watchbot ./cmd/watchbot
+
+node_modules/.package-lock.json: package-lock.json
+	scripts/local-sqs --install
+
+## test: everything CI runs: formatting, vet, the race-enabled test suite (unit, emulator, linter)
+test: node_modules/.package-lock.json fmt-check vet
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+## demo: run the supervisor end to end against the local emulator
+demo: build node_modules/.package-lock.json
+	scripts/demo
+
+## bench: watchbot against a minimal receive-spawn-delete loop on the same emulator
+bench: build node_modules/.package-lock.json
+	scripts/bench
+
+## soak: the long fault-injection and soak runs (20 minutes by default)
+soak: build node_modules/.package-lock.json
+	scripts/soak
+
+## emulator: the local SQS emulator in the foreground on 127.0.0.1:4566
+emulator: node_modules/.package-lock.json
+	scripts/local-sqs
+
+clean:
+	rm -rf bin
