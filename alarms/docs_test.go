@@ -8,11 +8,11 @@ import (
 )
 
 // TestDocumentedMetrics keeps the README's metrics table equal to Metrics. The section is
-// written in docs/readme/metrics.md and merged into README.md; every copy that holds the table
+// written in docs/metrics.md and merged into README.md; every copy that holds the table
 // is checked.
 func TestDocumentedMetrics(t *testing.T) {
 	checked := 0
-	for _, path := range []string{"../docs/readme/metrics.md", "../README.md"} {
+	for _, path := range []string{"../docs/metrics.md", "../README.md"} {
 		text, err := os.ReadFile(path)
 		if err != nil || !strings.Contains(string(text), "| `WorkerErrors` |") {
 			continue

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"success", nil, 0},
+		{"aborted", fmt.Errorf("listen: %w", supervisor.ErrAborted), 130},
+		{"usage", usagef("--rate must be positive"), 2},
+		{"config", supervisor.ConfigError{Flag: "--concurrency", Msg: "bad"}, 2},
+		{"runtime", errors.New("receive messages: boom"), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if got := exitCode(tt.err, &stderr); got != tt.want {
+				t.Fatalf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+			if (tt.err == nil) != (stderr.Len() == 0) {
+				t.Fatalf("stderr = %q", stderr.String())
+			}
+		})
+	}
+}
+
+// TestREADMEExitCodes keeps the README's exit-code table equal to exitCodes.
+func TestREADMEExitCodes(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range exitCodes {
+		line := fmt.Sprintf("| %d | %s |", row.code, row.meaning)
+		if !strings.Contains(string(readme), line) {
+			t.Errorf("README.md lacks the exit-code row %q", line)
+		}
+	}
+}
