@@ -72,6 +72,13 @@ type Config struct {
 	// ReceiveGather is how long the loop waits for more slots to free up before it receives
 	// fewer than 10 messages, trading a little latency for fewer SQS requests.
 	ReceiveGather time.Duration
+	// BatchSize > 1 hands up to this many messages to one worker run (batch mode, 1..100).
+	BatchSize int
+	// BatchWindow is how long a batch may wait to fill after its first message (0..30 s).
+	BatchWindow time.Duration
+	// RetryDelay, when set, is the delay of every retry the worker does not time itself,
+	// instead of the backoff policy (--retry-delay).
+	RetryDelay time.Duration
 	// TempDir holds each job's message and result files (--temp-dir). "" means /dev/shm when
 	// it is usable, spilling to $TMPDIR when it is full, or else $TMPDIR.
 	TempDir string
@@ -81,6 +88,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Concurrency:       1,
+		BatchSize:         1,
 		Backoff:           backoff.Default(),
 		VisibilityTimeout: 3 * time.Minute,
 		KillGrace:         5 * time.Second,
@@ -148,6 +156,18 @@ func (c Config) Validate() error {
 	}
 	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
 		return bad("", "ack timeout must be positive and linger/gather not negative")
+	}
+	if c.BatchSize < 1 || c.BatchSize > 100 {
+		return bad("--batch-size", "(%d) must be between 1 and 100", c.BatchSize)
+	}
+	if c.BatchWindow < 0 || c.BatchWindow > 30*time.Second {
+		return bad("--batch-window", "(%v) must be between 0 and 30s", c.BatchWindow)
+	}
+	if c.BatchWindow > 0 && c.BatchSize == 1 {
+		return bad("--batch-window", "(%v) needs --batch-size above 1", c.BatchWindow)
+	}
+	if c.RetryDelay < 0 || c.RetryDelay > maxInFlight {
+		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
 	}
 	for _, v := range c.Volumes {
 		if err := checkVolume(v); err != nil {

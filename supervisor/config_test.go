@@ -39,6 +39,11 @@ func TestConfigValidate(t *testing.T) {
 		{"volume relative", func(c *Config) { c.Volumes = []string{"data"} }, `--volumes: "data" must be an absolute directory path`},
 		{"volumes with concurrency", func(c *Config) { c.Volumes = []string{"/scratch"}; c.Concurrency = 2 },
 			"--volumes: needs --concurrency 1: emptying them after one job would delete the files of the others still running"},
+		{"batch size 0", func(c *Config) { c.BatchSize = 0 }, "--batch-size: (0) must be between 1 and 100"},
+		{"batch size 100", func(c *Config) { c.BatchSize = 100; c.BatchWindow = 30 * time.Second }, ""},
+		{"batch window 31s", func(c *Config) { c.BatchSize = 10; c.BatchWindow = 31 * time.Second }, "--batch-window: (31s) must be between 0 and 30s"},
+		{"batch window alone", func(c *Config) { c.BatchWindow = time.Second }, "--batch-window: (1s) needs --batch-size above 1"},
+		{"retry delay above 12h", func(c *Config) { c.RetryDelay = 13 * time.Hour }, "--retry-delay: (13h0m0s) must be between 0 and 12h"},
 		{"volume ok", func(c *Config) { c.Volumes = []string{"/scratch", "/tmp/work"} }, ""},
 	}
 	for _, tt := range tests {

@@ -10,13 +10,21 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// job is one message being worked on: its lease, and how to stop its worker.
+// job is one message held by the supervisor, from its receive until it is settled: its
+// lease, and how to stop the worker it is part of.
 type job struct {
 	msg        message
 	receivedAt time.Time
 	log        *slog.Logger
-	// stop cancels the worker's context with a cause (errLeaseLost, errCeiling, errShutdown).
-	stop context.CancelCauseFunc
+
+	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
+	// (errCeiling, errLeaseLost); cancel stops the worker running this message, once one is.
+	// In batch mode a lost lease does not stop the shared worker: the message alone is
+	// abandoned when the batch settles.
+	stopMu sync.Mutex
+	cause  error
+	cancel context.CancelCauseFunc
+	shared bool // the worker runs other messages too
 
 	// mu is held by the heartbeat while a renewal for this job is under way, and by the job
 	// when it settles the message, so a renewal can never land after the outcome's own
@@ -24,6 +32,39 @@ type job struct {
 	mu      sync.Mutex
 	settled bool
 	pgid    int // 0 until the worker runs
+}
+
+// stop records why the job must stop and stops its worker, if it runs one of its own (or,
+// in a batch, for any reason other than a lost lease).
+func (j *job) stop(cause error) {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	if j.cause == nil {
+		j.cause = cause
+	}
+	if j.cancel != nil && !(j.shared && errors.Is(cause, errLeaseLost)) {
+		j.cancel(cause)
+	}
+}
+
+// stopped returns the reason the heartbeat gave to stop, or nil.
+func (j *job) stopped() error {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	return j.cause
+}
+
+// attach makes cancel the way to stop the job's worker. It reports false, and cancels at
+// once, when the job was stopped before its worker started.
+func (j *job) attach(cancel context.CancelCauseFunc, shared bool) bool {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	j.cancel, j.shared = cancel, shared
+	if j.cause != nil && !(shared && errors.Is(j.cause, errLeaseLost)) {
+		cancel(j.cause)
+		return false
+	}
+	return true
 }
 
 // jobs is the set of messages held, for the heartbeat and for shutdown.

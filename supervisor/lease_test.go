@@ -27,7 +27,8 @@ func hold(s *Supervisor, q *fakeQueue, id string, receivedAt time.Time) (*job, f
 	q.add(id, "body")
 	m, _ := q.receive(s.cfg.VisibilityTimeout)
 	ctx, stop := context.WithCancelCause(context.Background())
-	j := &job{msg: parseMessage(m), receivedAt: receivedAt, stop: stop, log: s.log}
+	j := &job{msg: parseMessage(m), receivedAt: receivedAt, log: s.log}
+	j.attach(stop, false)
 	s.jobs.add(j)
 	return j, func() error { return context.Cause(ctx) }
 }

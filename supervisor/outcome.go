@@ -72,21 +72,22 @@ type outcome struct {
 func outcomeFor(r result) outcome {
 	var o outcome
 	switch {
-	case r.End == endShutdown:
-		return outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}
-	case r.End == endCeiling:
-		return outcome{Action: actRelease, Reason: "stopped before SQS's 12h in-flight limit; released"}
 	case r.End == endLeaseLost:
 		return outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
 	case r.End == endNotRun:
 		// Too old: dead-lettered without running, whatever the attempt.
 		return outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}
 	case r.Directive != nil:
+		// What the worker wrote stands, even when it was stopped afterwards.
 		o = r.Directive.outcome()
 		if o.Action == actDelete {
 			o.Success = true
 			return o
 		}
+	case r.End == endShutdown:
+		return outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}
+	case r.End == endCeiling:
+		return outcome{Action: actRelease, Reason: "stopped before SQS's 12h in-flight limit; released"}
 	case r.End == endSpawnError:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}
 	case r.End == endTimedOut:
@@ -171,14 +172,22 @@ func readDirective(path string) (*directive, error) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("result file is not a JSON object: %w", err)
 	}
+	if err := d.validate(); err != nil {
+		return nil, fmt.Errorf("result file: %w", err)
+	}
+	return &d, nil
+}
+
+// validate checks the action and the delay.
+func (d *directive) validate() error {
 	switch d.Action {
 	case "ack", "dead-letter":
 	case "retry":
 		if d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > maxInFlight.Seconds()) {
-			return nil, fmt.Errorf("result file: delaySeconds %v must be between 0 and 43200", *d.DelaySeconds)
+			return fmt.Errorf("delaySeconds %v must be between 0 and 43200", *d.DelaySeconds)
 		}
 	default:
-		return nil, fmt.Errorf("result file: unknown action %q (want ack, retry or dead-letter)", d.Action)
+		return fmt.Errorf("unknown action %q (want ack, retry or dead-letter)", d.Action)
 	}
-	return &d, nil
+	return nil
 }

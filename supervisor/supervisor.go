@@ -74,6 +74,9 @@ type Supervisor struct {
 	// names them.
 	workDir, spillDir string
 	jobSeq            atomic.Uint64
+	// abandonedPoll is when the long poll cancelled by the stop request would have ended
+	// (Unix nanoseconds; 0: none).
+	abandonedPoll atomic.Int64
 	// baseEnv is the supervisor's environment, which every worker inherits.
 	baseEnv []string
 }
@@ -235,104 +238,175 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	return nil
 }
 
-// receiveLoop receives while ctx is live and there are free slots, starting a job per
-// message. It returns the number of messages received.
+// receiveLoop receives while ctx is live and there is room, and starts worker runs: one per
+// message, or in batch mode one per batch of up to BatchSize messages collected for at most
+// BatchWindow. It returns the number of messages received. Messages still held (received but
+// not started) when it returns are released.
 func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
-	slots := s.cfg.Concurrency
+	size := max(1, s.cfg.BatchSize)
+	workers := s.cfg.Concurrency
 	if s.cfg.Once {
-		slots = 1
+		workers = 1
 	}
-	freed := make(chan struct{}, slots)
-	free := slots
-	want := min(maxBatch, slots)
-	lastEmpty := true
-	receiveErrors := 0
-	var lastErrLog time.Time
-	received := 0
-	errPolicy := backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
-
-	// reclaim counts finished jobs' slots; with wait it blocks until one frees up first.
-	reclaim := func(wait bool) {
-		if wait {
-			select {
-			case <-freed:
-				free++
-			case <-ctx.Done():
-				return
-			}
-		}
+	var (
+		freeWorkers = workers
+		freeMsgs    = workers * size // concurrency × batch size, less what is held or running
+		done        = make(chan runDone, workers)
+		held        []*job
+		firstAt     time.Time
+		lastEmpty   = true
+		received    = 0
+		runs        = 0
+		failures    = 0
+		lastErrLog  time.Time
+	)
+	reclaim := func(r runDone) {
+		freeWorkers++
+		freeMsgs += r.messages
+	}
+	drain := func() {
 		for {
 			select {
-			case <-freed:
-				free++
+			case r := <-done:
+				reclaim(r)
 			default:
 				return
 			}
 		}
 	}
+	// wait blocks until a run ends, the deadline passes (zero: none) or ctx is done.
+	wait := func(deadline time.Time) {
+		var timer <-chan time.Time
+		if !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case r := <-done:
+			reclaim(r)
+		case <-timer:
+		case <-ctx.Done():
+		}
+	}
+	defer func() {
+		for _, j := range held {
+			s.releaseHeld(j, "stopped before its batch started")
+		}
+	}()
 	for ctx.Err() == nil {
-		reclaim(free == 0)
-		if ctx.Err() != nil {
+		drain()
+		// Start what is ready: every message at once in per-message mode; in batch mode a
+		// full batch, or what has been held for the window.
+		for len(held) > 0 && freeWorkers > 0 && (size == 1 || len(held) >= size || !time.Now().Before(firstAt.Add(s.cfg.BatchWindow))) {
+			n := min(size, len(held))
+			batch := held[:n:n]
+			held = held[n:]
+			if len(held) > 0 {
+				firstAt = held[0].receivedAt
+			}
+			freeWorkers--
+			runs++
+			s.startRun(jobsCtx, batch, done)
+		}
+		if s.cfg.Once && runs > 0 {
 			break
 		}
-		// Fewer than a full receive's worth free: wait a moment for more, unless the queue
-		// was empty last time (then the long poll waits anyway).
-		if free < want && !lastEmpty && s.cfg.ReceiveGather > 0 {
-			s.gather(ctx, freed, &free, want)
+		room := freeMsgs - len(held)
+		var windowEnd time.Time
+		if len(held) > 0 {
+			windowEnd = firstAt.Add(s.cfg.BatchWindow)
 		}
-		n := min(maxBatch, free)
-		out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(s.cfg.QueueURL),
-			MaxNumberOfMessages:         int32(n),
-			WaitTimeSeconds:             int32(s.cfg.WaitTime / time.Second),
-			VisibilityTimeout:           seconds(s.cfg.VisibilityTimeout),
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			receiveErrors++
-			delay := errPolicy.Delay(receiveErrors, s.random)
-			if time.Since(lastErrLog) > 30*time.Second || receiveErrors == 1 {
-				s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", receiveErrors, "retry_in", delay.Round(time.Millisecond).String())
-				lastErrLog = time.Now()
-			}
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-			}
+		if room <= 0 {
+			wait(windowEnd)
 			continue
 		}
-		if receiveErrors > 0 {
-			s.log.Info("receive recovered", "after_failures", receiveErrors)
-			receiveErrors = 0
+		poll := s.cfg.WaitTime
+		if !windowEnd.IsZero() {
+			left := time.Until(windowEnd)
+			if left < time.Second && lastEmpty {
+				// SQS long-polls in whole seconds: for the last fraction of the window, short
+				// polls at most every 250 ms.
+				wait(time.Now().Add(min(left, shortPollEvery)))
+				lastEmpty = false
+				continue
+			}
+			poll = min(poll, left.Truncate(time.Second))
 		}
-		lastEmpty = len(out.Messages) == 0
+		// Per-message mode with few slots free: wait a moment for more, unless the queue was
+		// empty last time (then the long poll waits anyway).
+		if size == 1 && room < min(maxBatch, workers) && !lastEmpty && s.cfg.ReceiveGather > 0 {
+			s.gather(ctx, done, reclaim, func() bool { return freeMsgs-len(held) >= min(maxBatch, workers) })
+			room = freeMsgs - len(held)
+		}
+		pollEnds := time.Now().Add(poll)
+		msgs, err := s.receive(ctx, min(maxBatch, room), poll)
+		if err != nil {
+			if ctx.Err() != nil {
+				// SQS may still answer the abandoned long poll until it would have ended,
+				// taking messages that become visible meanwhile into the void.
+				s.abandonedPoll.Store(pollEnds.UnixNano())
+				break
+			}
+			failures++
+			delay := receiveBackoff.Delay(failures, s.random)
+			if failures == 1 || time.Since(lastErrLog) > 30*time.Second {
+				s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", failures, "retry_in", delay.Round(time.Millisecond).String())
+				lastErrLog = time.Now()
+			}
+			wait(time.Now().Add(delay))
+			continue
+		}
+		if failures > 0 {
+			s.log.Info("receive recovered", "after_failures", failures)
+			failures = 0
+		}
+		lastEmpty = len(msgs) == 0
 		now := time.Now()
-		for _, m := range out.Messages {
-			free--
+		for _, m := range msgs {
 			received++
 			s.metrics.Add(alarms.MessageReceives, 1)
-			s.start(jobsCtx, parseMessage(m), now, freed)
-		}
-		if s.cfg.Once && received > 0 {
-			break
+			if len(held) == 0 {
+				firstAt = now
+			}
+			held = append(held, s.hold(parseMessage(m), now))
+			freeMsgs--
 		}
 	}
 	return received
 }
 
-// gather waits up to ReceiveGather for free to reach want, so a busy supervisor receives
-// several messages per call instead of one per freed slot.
-func (s *Supervisor) gather(ctx context.Context, freed <-chan struct{}, free *int, want int) {
+// shortPollEvery spaces the short polls that fill the last second of a batch window.
+const shortPollEvery = 250 * time.Millisecond
+
+// receiveBackoff spaces receive retries: 500 ms doubling to 30 s, jittered.
+var receiveBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
+
+// receive takes up to n messages with a long poll of wait.
+func (s *Supervisor) receive(ctx context.Context, n int, wait time.Duration) ([]types.Message, error) {
+	out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(s.cfg.QueueURL),
+		MaxNumberOfMessages:         int32(n),
+		WaitTimeSeconds:             int32(wait / time.Second),
+		VisibilityTimeout:           seconds(s.cfg.VisibilityTimeout),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+// gather waits up to ReceiveGather for enough to be free, so a busy supervisor receives
+// several messages per call instead of one per finished job.
+func (s *Supervisor) gather(ctx context.Context, done <-chan runDone, reclaim func(runDone), enough func() bool) {
 	t := time.NewTimer(s.cfg.ReceiveGather)
 	defer t.Stop()
-	for *free < want {
+	for !enough() {
 		select {
-		case <-freed:
-			*free++
+		case r := <-done:
+			reclaim(r)
 		case <-t.C:
 			return
 		case <-ctx.Done():
@@ -341,23 +415,51 @@ func (s *Supervisor) gather(ctx context.Context, freed <-chan struct{}, free *in
 	}
 }
 
-// start runs one job in its own goroutine, owned by s.running.
-func (s *Supervisor) start(ctx context.Context, m message, receivedAt time.Time, freed chan<- struct{}) {
-	jobCtx, stop := context.WithCancelCause(ctx)
-	j := &job{msg: m, receivedAt: receivedAt, stop: stop,
-		log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
+// runDone reports a finished worker run and the message slots it gives back.
+type runDone struct{ messages int }
+
+// hold registers a received message: from now on the heartbeat keeps it leased.
+func (s *Supervisor) hold(m message, receivedAt time.Time) *job {
+	j := &job{msg: m, receivedAt: receivedAt, log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
 	s.jobs.add(j)
+	return j
+}
+
+// releaseHeld makes a held message visible again at once and forgets it.
+func (s *Supervisor) releaseHeld(j *job, reason string) {
+	s.settle(context.Background(), j, outcome{Action: actRelease, Reason: reason})
+	s.jobs.remove(j)
+}
+
+// startRun runs a worker for the batch (one message in per-message mode) in its own
+// goroutine, owned by s.running. The run's worker slot and message slots come back on done
+// once the worker has ended, while the messages' acks may still be on their way.
+func (s *Supervisor) startRun(ctx context.Context, batch []*job, done chan<- runDone) {
+	runCtx, cancel := context.WithCancelCause(ctx)
 	s.running.Add(1)
 	go func() {
 		defer s.running.Done()
-		// The slot is for a worker process: it is free again once the worker has ended, while
-		// the message's delete or visibility change is still on its way.
 		var once sync.Once
-		release := func() { once.Do(func() { freed <- struct{}{} }) }
+		release := func() { once.Do(func() { done <- runDone{messages: len(batch)} }) }
 		defer release()
-		defer s.jobs.remove(j)
-		defer stop(nil)
-		s.process(jobCtx, j, release)
+		defer func() {
+			for _, j := range batch {
+				s.jobs.remove(j)
+			}
+		}()
+		defer cancel(nil)
+		if s.cfg.BatchSize > 1 {
+			s.processBatch(runCtx, cancel, batch, release)
+			return
+		}
+		j := batch[0]
+		if !j.attach(cancel, false) {
+			// Stopped (12 h limit) while it waited to start.
+			release()
+			s.settle(runCtx, j, outcomeFor(result{End: endFor(j.stopped())}))
+			return
+		}
+		s.process(runCtx, j, release)
 	}()
 }
 
@@ -365,9 +467,8 @@ func (s *Supervisor) start(ctx context.Context, m message, receivedAt time.Time,
 func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 	m := j.msg
 	r := result{Attempt: m.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
-	if s.cfg.MaxMessageAge > 0 && !m.SentAt.IsZero() && time.Since(m.SentAt) > s.cfg.MaxMessageAge {
+	if s.tooOld(j) {
 		r.End = endNotRun
-		j.log.Warn("message older than --max-message-age: dead-lettering without running it", "sent", m.SentAt.Format(time.RFC3339))
 	} else {
 		var run workerRun
 		files, err := s.writeJobFiles(m.Body)
@@ -377,7 +478,7 @@ func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 			run = s.runJob(ctx, j, files)
 		}
 		r.End, r.ExitCode = run.End, run.ExitCode
-		if run.End == endExited || run.End == endSignaled || run.End == endTimedOut {
+		if run.End != endSpawnError && run.End != endLeaseLost {
 			d, err := readDirective(files.result)
 			if err != nil {
 				j.log.Error("ignoring the worker's result file; following its exit code", "error", err)
@@ -542,11 +643,11 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
 	case actRetry:
 		delay := o.Delay
 		if o.DelayFromBackoff {
-			delay = s.cfg.Backoff.Delay(j.msg.Attempt, s.random)
+			delay = s.retryDelay(j.msg.Attempt)
 		}
 		s.setVisibility(j, log, delay, "message will be retried", o.Reason)
 	case actRelease:
-		s.setVisibility(j, log, 0, "message released", o.Reason)
+		s.setVisibility(j, log, s.releaseDelay(), "message released", o.Reason)
 	case actRedrive:
 		s.setVisibility(j, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
 	case actDeadLetter:
@@ -554,6 +655,23 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
 	case actAbandon:
 		log.Warn("message left alone", "reason", o.Reason)
 	}
+}
+
+// releaseDelay is the visibility of a released message: 0, or while a long poll abandoned at
+// stop could still be answered, until it ends, so that poll cannot take the message.
+func (s *Supervisor) releaseDelay() time.Duration {
+	if ends := s.abandonedPoll.Load(); ends != 0 {
+		return max(0, time.Until(time.Unix(0, ends)))
+	}
+	return 0
+}
+
+// retryDelay is how long a failed attempt waits: --retry-delay when set, else the backoff.
+func (s *Supervisor) retryDelay(attempt int) time.Duration {
+	if s.cfg.RetryDelay > 0 {
+		return s.cfg.RetryDelay
+	}
+	return s.cfg.Backoff.Delay(attempt, s.random)
 }
 
 // setVisibility makes the message visible again after delay, never past the 12 h limit.
@@ -576,7 +694,7 @@ func (s *Supervisor) deadLetter(ctx context.Context, j *job, log *slog.Logger, r
 			"reason", reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
 	} else if err := s.sendToDLQ(ctx, j, reason); err != nil {
 		log.Error("could not dead-letter the message; it stays in the queue and will be retried", "error", err, "reason", reason)
-		s.setVisibility(j, log, s.cfg.Backoff.Delay(j.msg.Attempt, s.random), "message will be retried", "dead-letter send failed")
+		s.setVisibility(j, log, s.retryDelay(j.msg.Attempt), "message will be retried", "dead-letter send failed")
 		return
 	}
 	if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {

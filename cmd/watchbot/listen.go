@@ -37,6 +37,9 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			durationFlag("shutdown-timeout", def.ShutdownTimeout, "how long running workers may finish after SIGTERM"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
 			durationFlag("max-message-age", 0, "dead-letter messages sent longer ago without running them (0 = off)"),
+			&cli.IntFlag{Name: "batch-size", Value: def.BatchSize, Usage: "messages handed to one worker run as JSON Lines (1..100; 1 = one message per run)"},
+			durationFlag("batch-window", 0, "how long a batch may wait to fill after its first message (0..30s)"),
+			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "volumes", Usage: "comma-separated directories emptied after every job", EnvVars: []string{"Volumes"}},
 			&cli.BoolFlag{Name: "once", Usage: "process one message, then exit", EnvVars: []string{"writableFilesystem"}},
 			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "json or text (Watchbot's structuredLogging=false means text)"},
@@ -97,6 +100,9 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
 	cfg.MaxMessageAge = durationOf(c, "max-message-age")
+	cfg.BatchSize = c.Int("batch-size")
+	cfg.BatchWindow = durationOf(c, "batch-window")
+	cfg.RetryDelay = durationOf(c, "retry-delay")
 	for _, v := range strings.Split(c.String("volumes"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			cfg.Volumes = append(cfg.Volumes, v)

@@ -75,7 +75,8 @@ func TestListenFlags(t *testing.T) {
 		"--concurrency", "8", "--max-attempts", "4", "--backoff-base", "500ms", "--backoff-max", "60",
 		"--backoff-jitter", "full", "--visibility-timeout", "2m", "--heartbeat-interval", "30s",
 		"--max-job-duration", "1h", "--kill-grace", "10", "--shutdown-timeout", "25s", "--on-reject", "delete",
-		"--max-message-age", "24h", "--log-format", "json", "--", "sh", "-c", "exit 0")
+		"--max-message-age", "24h", "--log-format", "json", "--batch-size", "25", "--batch-window", "2s", "--retry-delay", "45",
+		"--", "sh", "-c", "exit 0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,8 @@ func TestListenFlags(t *testing.T) {
 	if cfg.Concurrency != 8 || cfg.MaxAttempts != 4 || cfg.Backoff.Base != 500*time.Millisecond || cfg.Backoff.Max != time.Minute ||
 		cfg.Backoff.Jitter != "full" || cfg.VisibilityTimeout != 2*time.Minute || cfg.HeartbeatInterval != 30*time.Second ||
 		cfg.MaxJobDuration != time.Hour || cfg.KillGrace != 10*time.Second || cfg.ShutdownTimeout != 25*time.Second ||
-		cfg.OnReject != supervisor.RejectDelete || cfg.MaxMessageAge != 24*time.Hour || format != "json" || cfg.WaitTime != want.WaitTime {
+		cfg.OnReject != supervisor.RejectDelete || cfg.MaxMessageAge != 24*time.Hour || format != "json" || cfg.WaitTime != want.WaitTime ||
+		cfg.BatchSize != 25 || cfg.BatchWindow != 2*time.Second || cfg.RetryDelay != 45*time.Second {
 		t.Fatalf("flags not applied: %+v", cfg)
 	}
 }
@@ -103,6 +105,10 @@ func TestListenBadFlagValues(t *testing.T) {
 		{"concurrency 0", append(base, "--concurrency", "0", "--", "true"), "--concurrency: (0) must be between 1 and 1000"},
 		{"bad jitter", append(base, "--backoff-jitter", "lots", "--", "true"), `--backoff-jitter: unknown jitter "lots"`},
 		{"no command", base, "no worker command"},
+		{"batch size 0", append(base, "--batch-size", "0", "--", "true"), "--batch-size: (0) must be between 1 and 100"},
+		{"batch size 101", append(base, "--batch-size", "101", "--", "true"), "--batch-size: (101) must be between 1 and 100"},
+		{"batch window above 30s", append(base, "--batch-size", "10", "--batch-window", "31s", "--", "true"), "--batch-window: (31s) must be between 0 and 30s"},
+		{"batch window without batches", append(base, "--batch-window", "5s", "--", "true"), "--batch-window: (5s) needs --batch-size above 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
