@@ -320,7 +320,6 @@ func TestBatchShutdownReleasesHeldMessages(t *testing.T) {
 	}
 }
 
-
 func TestRetryDelayOverridesBackoff(t *testing.T) {
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
