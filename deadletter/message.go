@@ -59,6 +59,37 @@ func CauseOf(attrs map[string]types.MessageAttributeValue) (c Cause, ok bool) {
 	return c, r || s || a
 }
 
+// maxMessageAttributes is SQS's limit on a message's attributes.
+const maxMessageAttributes = 10
+
+// WithCause returns attrs without any watchbot-* attribute, plus c as the supervisor records
+// it: three attributes, or, when fewer than three of SQS's ten slots are free, one
+// AttrPacked attribute holding c as JSON. With no slot free it returns the attributes alone
+// and false: the cause then lives only in the supervisor's log. CauseOf reads both forms.
+func WithCause(attrs map[string]types.MessageAttributeValue, c Cause) (map[string]types.MessageAttributeValue, bool) {
+	out := make(map[string]types.MessageAttributeValue, len(attrs)+3)
+	for k, v := range attrs {
+		if !strings.HasPrefix(k, AttrPrefix) {
+			out[k] = v
+		}
+	}
+	str := func(s string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
+	}
+	switch free := maxMessageAttributes - len(out); {
+	case free >= 3:
+		out[AttrReason] = str(c.Reason)
+		out[AttrSourceQueue] = str(c.SourceQueue)
+		out[AttrAttempts] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(c.Attempts))}
+	case free >= 1:
+		packed, _ := json.Marshal(c) // a struct of strings and an int always encodes
+		out[AttrPacked] = str(string(packed))
+	default:
+		return out, false
+	}
+	return out, true
+}
+
 // Message is a message received from a DLQ.
 type Message struct {
 	ID         string

@@ -21,6 +21,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/testenv"
 )
 
@@ -237,10 +238,10 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 		t.Errorf("DLQ body = %q", aws.ToString(m.Body))
 	}
 	want := map[string]string{
-		"tenant":        "acme",
-		AttrReason:      "worker rejected the message (exit 3)",
-		AttrSourceQueue: h.q.URL,
-		AttrAttempts:    "1",
+		"tenant":                   "acme",
+		deadletter.AttrReason:      "worker rejected the message (exit 3)",
+		deadletter.AttrSourceQueue: h.q.URL,
+		deadletter.AttrAttempts:    "1",
 	}
 	for k, v := range want {
 		if got := aws.ToString(m.MessageAttributes[k].StringValue); got != v {
@@ -305,7 +306,7 @@ esac`)
 		dlq = append(dlq, h.receiveDLQ()...)
 		return len(dlq) == 1 && h.empty(h.q.URL)
 	})
-	if got := aws.ToString(dlq[0].MessageAttributes[AttrReason].StringValue); got != "tenant deleted" {
+	if got := aws.ToString(dlq[0].MessageAttributes[deadletter.AttrReason].StringValue); got != "tenant deleted" {
 		t.Errorf("dead-letter reason = %q, want the worker's", got)
 	}
 	runs := h.readFile("runs")
@@ -464,7 +465,7 @@ func TestMaxMessageAgeDeadLettersWithoutRunning(t *testing.T) {
 	if fileExists(filepath.Join(h.dir, "ran")) {
 		t.Error("worker ran for a message older than --max-message-age")
 	}
-	if got := aws.ToString(dlq[0].MessageAttributes[AttrReason].StringValue); !strings.Contains(got, "max-message-age") {
+	if got := aws.ToString(dlq[0].MessageAttributes[deadletter.AttrReason].StringValue); !strings.Contains(got, "max-message-age") {
 		t.Errorf("reason = %q", got)
 	}
 }
