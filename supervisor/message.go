@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,10 +158,16 @@ func buildEnv(m message, j jobEnv) []string {
 	if m.GroupID != "" {
 		env = append(env, "WATCHBOT_GROUP_ID="+m.GroupID)
 	}
-	for name, v := range m.Attributes {
-		if envSafe(v) && len(v) <= maxEnvMessage {
-			env = append(env, "WATCHBOT_ATTR_"+envName(name)+"="+v)
+	// Names that differ only in case or punctuation map to one variable: the first name in
+	// byte order wins, so the worker sees the same value on every delivery.
+	seen := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
+		v, key := m.Attributes[name], "WATCHBOT_ATTR_"+envName(name)
+		if seen[key] || !envSafe(v) || len(v) > maxEnvMessage {
+			continue
 		}
+		seen[key] = true
+		env = append(env, key+"="+v)
 	}
 	return env
 }

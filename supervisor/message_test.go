@@ -87,6 +87,21 @@ func TestBuildEnv(t *testing.T) {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
 
+	clash := m
+	clash.Attributes = map[string]string{"T-id": "1", "t_ID": "2", "T_ID": "3", "t.id": "4"}
+	for range 20 {
+		var got []string
+		for _, kv := range buildEnv(clash, jobEnv{}) {
+			if strings.HasPrefix(kv, "WATCHBOT_ATTR_") {
+				got = append(got, kv)
+			}
+		}
+		// Byte order: "T-id" < "T_ID" < "t.id" < "t_ID": the first wins, every time.
+		if !slices.Equal(got, []string{"WATCHBOT_ATTR_T_ID=1"}) {
+			t.Fatalf("colliding attribute names gave %q, want only the first in byte order", got)
+		}
+	}
+
 	big := m
 	big.Body = strings.Repeat("x", maxEnvMessage+1)
 	for _, kv := range buildEnv(big, jobEnv{}) {

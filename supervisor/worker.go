@@ -74,7 +74,10 @@ func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun
 	cmd := exec.CommandContext(ctx, spec.Command[0], spec.Command[1:]...)
 	cmd.Env = spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so signals reach everything it starts; and killed if watchbot
+	// dies without stopping it (SIGKILL, OOM), so it cannot run on beside the redelivery of
+	// its message.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// stopped records that watchbot signalled the worker, so a worker that finished on its
 	// own just as a stop began keeps its own result.
 	var stopped atomic.Bool
