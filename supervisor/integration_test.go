@@ -603,3 +603,56 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestVolumesEmptiedAfterEveryJob(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	vol := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(vol, "keep-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Each job lists what the previous one left, then leaves files and a directory behind.
+	worker := h.script("vol.sh", `ls -A "`+vol+`" >> "`+h.dir+`/seen"; echo x > "`+vol+`/$MessageId"; mkdir -p "`+vol+`/sub/deeper"`)
+	cfg := h.config(worker)
+	cfg.Volumes = []string{vol}
+	h.start(cfg)
+	h.send("one", nil)
+	h.eventually("the first job", 20*time.Second, func() bool { return h.empty(h.q.URL) })
+	h.send("two", nil)
+	h.eventually("the second job", 20*time.Second, func() bool { return h.empty(h.q.URL) && h.metrics.get(alarms.MessagesProcessed) == 2 })
+	// The first job saw keep-dir (there before watchbot started); the second saw an empty
+	// volume (ls -A prints nothing), although the first had left files behind.
+	if seen := h.readFile("seen"); seen != "keep-dir\n" {
+		t.Fatalf("jobs saw %q in the volume, want only the first to see keep-dir", seen)
+	}
+	entries, _ := os.ReadDir(vol)
+	if len(entries) != 0 {
+		t.Fatalf("volume not emptied after the jobs: %v", entries)
+	}
+	if _, err := os.Stat(vol); err != nil {
+		t.Fatalf("the volume itself was removed: %v", err)
+	}
+}
+
+func TestOnceProcessesOneMessage(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	worker := h.script("once.sh", `echo "$Message" >> "`+h.dir+`/ran"`)
+	h.send("first", nil)
+	h.send("second", nil)
+	cfg := h.config(worker)
+	cfg.Once = true
+	cfg.Concurrency = 4 // --once runs one message whatever the concurrency
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), cfg, Deps{SQS: h.c}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("--once did not return after one message")
+	}
+	if n := strings.Count(h.readFile("ran"), "\n"); n != 1 {
+		t.Fatalf("ran %d messages, want 1", n)
+	}
+	h.eventually("the other message to stay in the queue", 5*time.Second, func() bool { v, _ := h.counts(h.q.URL); return v == 1 })
+}
