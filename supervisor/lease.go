@@ -13,9 +13,8 @@ import (
 // job is one message held by the supervisor, from its receive until it is settled: its
 // lease, and how to stop the worker it is part of.
 type job struct {
-	msg        message
-	receivedAt time.Time
-	log        *slog.Logger
+	msg message
+	log *slog.Logger
 
 	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message, once one is.
@@ -32,6 +31,10 @@ type job struct {
 	mu      sync.Mutex
 	settled bool
 	pgid    int // 0 until the worker runs
+	// receipt and receivedAt are the current delivery's: a new delivery of the same message
+	// replaces them (takeOver).
+	receipt    string
+	receivedAt time.Time
 }
 
 // stop records why the job must stop and stops its worker, if it runs one of its own (or,
@@ -45,6 +48,13 @@ func (j *job) stop(cause error) {
 	if j.cancel != nil && !(j.shared && errors.Is(cause, errLeaseLost)) {
 		j.cancel(cause)
 	}
+}
+
+// handle returns the job's current receipt handle.
+func (j *job) handle() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.receipt
 }
 
 // stopped returns the reason the heartbeat gave to stop, or nil.
@@ -67,35 +77,62 @@ func (j *job) attach(cancel context.CancelCauseFunc, shared bool) bool {
 	return true
 }
 
-// jobs is the set of messages held, for the heartbeat and for shutdown.
+// jobs is the set of messages held, by message id, for the heartbeat and for shutdown.
 type jobs struct {
 	mu sync.Mutex
-	m  map[*job]struct{}
+	m  map[string]*job
 }
 
 func (js *jobs) add(j *job) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	if js.m == nil {
-		js.m = map[*job]struct{}{}
+		js.m = map[string]*job{}
 	}
-	js.m[j] = struct{}{}
+	js.m[j.msg.ID] = j
 }
 
 func (js *jobs) remove(j *job) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	delete(js.m, j)
+	if js.m[j.msg.ID] == j {
+		delete(js.m, j.msg.ID)
+	}
+}
+
+func (js *jobs) get(id string) *job {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	return js.m[id]
 }
 
 func (js *jobs) list() []*job {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	out := make([]*job, 0, len(js.m))
-	for j := range js.m {
+	for _, j := range js.m {
 		out = append(out, j)
 	}
 	return out
+}
+
+// takeOver gives a held message's job the receipt handle of a new delivery of the same
+// message. SQS delivers a message again when its lease lapsed (the heartbeat could not reach
+// SQS for longer than the visibility timeout); the old handle no longer works, and running
+// the message a second time beside the first would be a concurrent duplicate. The running
+// job carries on with the new handle and lease. It reports false when the job has already
+// settled the message (a retry made it visible again): that delivery is a new attempt.
+func (j *job) takeOver(m message, receivedAt time.Time) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled {
+		return false
+	}
+	j.receipt = m.ReceiptHandle
+	j.receivedAt = receivedAt
+	j.log.Warn("message delivered again while its job runs (its lease had lapsed): the job continues under the new receipt",
+		"receive_count", m.Attempt)
+	return true
 }
 
 // ceilingMargin is how long before SQS's 12 h in-flight limit a job is stopped, leaving room
@@ -122,8 +159,9 @@ func (s *Supervisor) heartbeat(ctx context.Context) {
 // the 12 h limit. Jobs that are about to reach the limit, or whose lease is gone, are stopped.
 func (s *Supervisor) renew(js []*job) {
 	type pending struct {
-		j    *job
-		done <-chan error
+		j      *job
+		handle string
+		done   <-chan error
 	}
 	var waits []pending
 	now := time.Now()
@@ -133,16 +171,17 @@ func (s *Supervisor) renew(js []*job) {
 			j.mu.Unlock()
 			continue
 		}
-		left := maxInFlight - now.Sub(j.receivedAt)
+		inFlight := now.Sub(j.receivedAt)
+		left := maxInFlight - inFlight
 		if left <= s.ceilingMargin() {
 			j.mu.Unlock()
 			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
-				"in_flight", now.Sub(j.receivedAt).Round(time.Second).String())
+				"in_flight", inFlight.Round(time.Second).String())
 			j.stop(errCeiling)
 			continue
 		}
 		vis := min(s.cfg.VisibilityTimeout, left-time.Second)
-		waits = append(waits, pending{j, s.acks.submit(ackVisibility, j.msg.ReceiptHandle, seconds(vis))})
+		waits = append(waits, pending{j, j.receipt, s.acks.submit(ackVisibility, j.receipt, seconds(vis))})
 	}
 	for _, p := range waits {
 		err := <-p.done
@@ -150,7 +189,7 @@ func (s *Supervisor) renew(js []*job) {
 		if err == nil {
 			continue
 		}
-		if leaseGone(err) {
+		if leaseGone(err) && p.handle == p.j.handle() {
 			p.j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 			p.j.stop(errLeaseLost)
 			continue

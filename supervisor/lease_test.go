@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"context"
+
 	"errors"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"log/slog"
 	"sync"
 	"testing"
@@ -27,7 +29,7 @@ func hold(s *Supervisor, q *fakeQueue, id string, receivedAt time.Time) (*job, f
 	q.add(id, "body")
 	m, _ := q.receive(s.cfg.VisibilityTimeout)
 	ctx, stop := context.WithCancelCause(context.Background())
-	j := &job{msg: parseMessage(m), receivedAt: receivedAt, log: s.log}
+	j := &job{msg: parseMessage(m), receipt: aws.ToString(m.ReceiptHandle), receivedAt: receivedAt, log: s.log}
 	j.attach(stop, false)
 	s.jobs.add(j)
 	return j, func() error { return context.Cause(ctx) }
@@ -162,4 +164,30 @@ func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
 			t.Errorf("%d batch calls, want 2 (10 + 3)", n)
 		}
 	})
+}
+
+func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
+	s := &Supervisor{log: slog.New(slog.DiscardHandler)}
+	first := s.hold(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour))
+	again := message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}
+	now := time.Now()
+	// The job still runs: the new delivery's handle and lease become the job's.
+	if j := s.jobs.get("m"); j != first || !j.takeOver(again, now) {
+		t.Fatal("a running job did not take over the new delivery")
+	}
+	if first.handle() != "rh-2" || !first.receivedAt.Equal(now) {
+		t.Fatalf("handle %q received %v, want the new delivery's", first.handle(), first.receivedAt)
+	}
+	// The job has settled (a retry made the message visible): the delivery is a new attempt.
+	first.mu.Lock()
+	first.settled = true
+	first.mu.Unlock()
+	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now) {
+		t.Fatal("a settled job took over a new attempt")
+	}
+	second := s.hold(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now)
+	s.jobs.remove(first) // the old job finishing must not forget the new one
+	if s.jobs.get("m") != second {
+		t.Fatal("removing the settled job removed the new attempt's job")
+	}
 }

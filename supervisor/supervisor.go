@@ -366,10 +366,14 @@ func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
 		for _, m := range msgs {
 			received++
 			s.metrics.Add(alarms.MessageReceives, 1)
+			msg := parseMessage(m)
+			if j := s.jobs.get(msg.ID); j != nil && j.takeOver(msg, now) {
+				continue
+			}
 			if len(held) == 0 {
 				firstAt = now
 			}
-			held = append(held, s.hold(parseMessage(m), now))
+			held = append(held, s.hold(msg, now))
 			freeMsgs--
 		}
 	}
@@ -420,7 +424,7 @@ type runDone struct{ messages int }
 
 // hold registers a received message: from now on the heartbeat keeps it leased.
 func (s *Supervisor) hold(m message, receivedAt time.Time) *job {
-	j := &job{msg: m, receivedAt: receivedAt, log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
+	j := &job{msg: m, receipt: m.ReceiptHandle, receivedAt: receivedAt, log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
 	s.jobs.add(j)
 	return j
 }
@@ -466,6 +470,7 @@ func (s *Supervisor) startRun(ctx context.Context, batch []*job, done chan<- run
 // process runs the worker for one message and settles the message by the outcome table.
 func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 	m := j.msg
+	var attrs []any
 	r := result{Attempt: m.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
 	if s.tooOld(j) {
 		r.End = endNotRun
@@ -488,12 +493,12 @@ func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 		files.remove()
 		s.emptyVolumes(j.log)
 		s.logRun(j, run)
-		j.log = j.log.With("duration", run.Duration.Round(time.Millisecond).String())
+		attrs = []any{"duration", run.Duration.Round(time.Millisecond).String()}
 	}
 	release()
 	o := outcomeFor(r)
 	s.count(o)
-	s.settle(ctx, j, o)
+	s.settle(ctx, j, o, attrs...)
 }
 
 // runJob runs the worker of a job whose message file is written.
@@ -623,14 +628,14 @@ func (s *Supervisor) count(o outcome) {
 
 // settle applies the outcome to the message. It holds the job's lock so no heartbeat renewal
 // can land after it.
-func (s *Supervisor) settle(ctx context.Context, j *job, o outcome) {
+func (s *Supervisor) settle(ctx context.Context, j *job, o outcome, attrs ...any) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.settled = true
-	log := j.log.With("outcome", o.Action.String())
+	log := j.log.With(append([]any{"outcome", o.Action.String()}, attrs...)...)
 	switch o.Action {
 	case actDelete:
-		if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {
+		if err := s.acks.delete(j.receipt); err != nil {
 			log.Error("delete failed: the message will be delivered again after its visibility timeout", "error", err)
 			return
 		}
@@ -679,7 +684,7 @@ func (s *Supervisor) setVisibility(j *job, log *slog.Logger, delay time.Duration
 	left := maxInFlight - time.Since(j.receivedAt) - time.Second
 	delay = max(0, min(delay, left))
 	secs := seconds(delay)
-	if err := s.acks.changeVisibility(j.msg.ReceiptHandle, secs); err != nil {
+	if err := s.acks.changeVisibility(j.receipt, secs); err != nil {
 		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
 		return
 	}
@@ -697,7 +702,7 @@ func (s *Supervisor) deadLetter(ctx context.Context, j *job, log *slog.Logger, r
 		s.setVisibility(j, log, s.retryDelay(j.msg.Attempt), "message will be retried", "dead-letter send failed")
 		return
 	}
-	if err := s.acks.delete(j.msg.ReceiptHandle); err != nil {
+	if err := s.acks.delete(j.receipt); err != nil {
 		log.Error("dead-lettered but the delete failed: the message will be delivered again", "error", err)
 		return
 	}
