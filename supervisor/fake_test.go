@@ -23,6 +23,7 @@ type fakeQueue struct {
 	seq      int
 	calls    map[string]int
 	failNext map[string]error // operation -> error returned once
+	down     bool             // every call fails as if SQS could not be reached
 }
 
 type fakeMsg struct {
@@ -68,8 +69,17 @@ func (q *fakeQueue) count(op string) int {
 	return q.calls[op]
 }
 
+func (q *fakeQueue) setDown(down bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.down = down
+}
+
 func (q *fakeQueue) fail(op string) error {
 	q.calls[op]++
+	if q.down {
+		return fmt.Errorf("fakeQueue: %s: connection refused", op)
+	}
 	if err, ok := q.failNext[op]; ok {
 		delete(q.failNext, op)
 		return err

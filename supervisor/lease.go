@@ -35,6 +35,9 @@ type job struct {
 	// replaces them (takeOver).
 	receipt    string
 	receivedAt time.Time
+	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
+	// receive, or after the last successful renewal.
+	leaseUntil time.Time
 }
 
 // stop records why the job must stop and stops its worker, if it runs one of its own (or,
@@ -122,7 +125,7 @@ func (js *jobs) list() []*job {
 // the message a second time beside the first would be a concurrent duplicate. The running
 // job carries on with the new handle and lease. It reports false when the job has already
 // settled the message (a retry made it visible again): that delivery is a new attempt.
-func (j *job) takeOver(m message, receivedAt time.Time) bool {
+func (j *job) takeOver(m message, receivedAt time.Time, visibility time.Duration) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.settled {
@@ -130,6 +133,7 @@ func (j *job) takeOver(m message, receivedAt time.Time) bool {
 	}
 	j.receipt = m.ReceiptHandle
 	j.receivedAt = receivedAt
+	j.leaseUntil = receivedAt.Add(visibility)
 	j.log.Warn("message delivered again while its job runs (its lease had lapsed): the job continues under the new receipt",
 		"receive_count", m.Attempt)
 	return true
@@ -141,26 +145,44 @@ func (s *Supervisor) ceilingMargin() time.Duration {
 	return s.cfg.heartbeat() + s.cfg.KillGrace + time.Minute
 }
 
-// heartbeat renews the lease of every held message each interval until ctx is done.
+// renewRetry is how soon a failed renewal is tried again, well before the lease lapses.
+const renewRetry = 5 * time.Second
+
+// lapseMargin is how long before its lease lapses a job whose renewals keep failing is
+// stopped, on top of --kill-grace: the worker must be gone before SQS can hand the message to
+// another consumer.
+const lapseMargin = 2 * time.Second
+
+// heartbeat renews the lease of every held message each interval until ctx is done; after
+// a failed renewal it tries again within renewRetry.
 func (s *Supervisor) heartbeat(ctx context.Context) {
-	t := time.NewTicker(s.cfg.heartbeat())
+	interval := s.cfg.heartbeat()
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.renew(s.jobs.list())
+		}
+		if s.renew(s.jobs.list()) {
+			t.Reset(min(interval, renewRetry))
+		} else {
+			t.Reset(interval)
 		}
 	}
 }
 
 // renew extends each job's visibility to the visibility timeout, or to what is left before
-// the 12 h limit. Jobs that are about to reach the limit, or whose lease is gone, are stopped.
-func (s *Supervisor) renew(js []*job) {
+// the 12 h limit. It stops the jobs that are about to reach that limit, whose lease is gone,
+// or whose lease will lapse before their worker could be stopped because SQS cannot be
+// reached. It reports whether a renewal failed and should be tried again soon.
+func (s *Supervisor) renew(js []*job) (retry bool) {
 	type pending struct {
 		j      *job
 		handle string
+		asked  time.Time
+		vis    time.Duration
 		done   <-chan error
 	}
 	var waits []pending
@@ -181,21 +203,30 @@ func (s *Supervisor) renew(js []*job) {
 			continue
 		}
 		vis := min(s.cfg.VisibilityTimeout, left-time.Second)
-		waits = append(waits, pending{j, j.receipt, s.acks.submit(ackVisibility, j.receipt, seconds(vis))})
+		waits = append(waits, pending{j, j.receipt, now, vis, s.acks.submit(ackVisibility, j.receipt, seconds(vis))})
 	}
 	for _, p := range waits {
 		err := <-p.done
-		p.j.mu.Unlock()
 		if err == nil {
-			continue
+			p.j.leaseUntil = p.asked.Add(p.vis)
 		}
-		if leaseGone(err) && p.handle == p.j.handle() {
+		lapsesIn := time.Until(p.j.leaseUntil)
+		p.j.mu.Unlock()
+		switch {
+		case err == nil:
+		case leaseGone(err) && p.handle == p.j.handle():
 			p.j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 			p.j.stop(errLeaseLost)
-			continue
+		case lapsesIn < s.cfg.KillGrace+lapseMargin:
+			p.j.log.Error("stopping job: SQS cannot be reached to renew its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
+				"error", err, "lease_lapses_in", lapsesIn.Round(time.Millisecond).String())
+			p.j.stop(errLeaseLost)
+		default:
+			p.j.log.Warn("lease renewal failed; retrying", "error", err, "lease_lapses_in", lapsesIn.Round(time.Second).String())
+			retry = true
 		}
-		p.j.log.Warn("lease renewal failed; will retry at the next heartbeat", "error", err)
 	}
+	return retry
 }
 
 // leaseGone reports errors meaning the receipt handle no longer holds the message.

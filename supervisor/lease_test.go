@@ -29,7 +29,8 @@ func hold(s *Supervisor, q *fakeQueue, id string, receivedAt time.Time) (*job, f
 	q.add(id, "body")
 	m, _ := q.receive(s.cfg.VisibilityTimeout)
 	ctx, stop := context.WithCancelCause(context.Background())
-	j := &job{msg: parseMessage(m), receipt: aws.ToString(m.ReceiptHandle), receivedAt: receivedAt, log: s.log}
+	j := &job{msg: parseMessage(m), receipt: aws.ToString(m.ReceiptHandle), receivedAt: receivedAt,
+		leaseUntil: time.Now().Add(s.cfg.VisibilityTimeout), log: s.log}
 	j.attach(stop, false)
 	s.jobs.add(j)
 	return j, func() error { return context.Cause(ctx) }
@@ -172,7 +173,7 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	again := message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}
 	now := time.Now()
 	// The job still runs: the new delivery's handle and lease become the job's.
-	if j := s.jobs.get("m"); j != first || !j.takeOver(again, now) {
+	if j := s.jobs.get("m"); j != first || !j.takeOver(again, now, time.Minute) {
 		t.Fatal("a running job did not take over the new delivery")
 	}
 	if first.handle() != "rh-2" || !first.receivedAt.Equal(now) {
@@ -182,7 +183,7 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	first.mu.Lock()
 	first.settled = true
 	first.mu.Unlock()
-	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now) {
+	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now, time.Minute) {
 		t.Fatal("a settled job took over a new attempt")
 	}
 	second := s.hold(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now)
@@ -190,4 +191,48 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	if s.jobs.get("m") != second {
 		t.Fatal("removing the settled job removed the new attempt's job")
 	}
+}
+
+func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig() // visibility 30 s, heartbeat 10 s, kill grace 5 s
+		s, q, stop := leaseRig(t, cfg)
+		defer stop()
+		_, cause := hold(s, q, "m1", time.Now())
+		q.setDown(true)
+		// Renewals fail from 10 s on and are retried every 5 s. The lease lapses at 30 s; the
+		// worker needs up to 5 s (kill grace) to stop: it must be stopped at 25 s, not before.
+		time.Sleep(24 * time.Second)
+		synctest.Wait()
+		if err := cause(); err != nil {
+			t.Fatalf("stopped at 24 s with 6 s of lease left: %v", err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if err := cause(); !errors.Is(err, errLeaseLost) {
+			t.Fatalf("cause at 26 s = %v, want errLeaseLost before the lease lapses", err)
+		}
+		if n := q.count("ChangeMessageVisibility"); n != 4 {
+			t.Errorf("%d renewal attempts, want 4 (10 s, then every 5 s)", n)
+		}
+	})
+}
+
+func TestHeartbeatSurvivesAShortOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := leaseRig(t, heartbeatConfig())
+		defer stop()
+		_, cause := hold(s, q, "m1", time.Now())
+		q.setDown(true)
+		time.Sleep(12 * time.Second) // the 10 s renewal fails
+		q.setDown(false)
+		time.Sleep(50 * time.Second)
+		synctest.Wait()
+		if err := cause(); err != nil {
+			t.Fatalf("a 12 s outage stopped the job: %v", err)
+		}
+		if q.visible("m1") {
+			t.Fatal("the message became visible: the retry after the outage did not renew")
+		}
+	})
 }

@@ -367,7 +367,7 @@ func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
 			received++
 			s.metrics.Add(alarms.MessageReceives, 1)
 			msg := parseMessage(m)
-			if j := s.jobs.get(msg.ID); j != nil && j.takeOver(msg, now) {
+			if j := s.jobs.get(msg.ID); j != nil && j.takeOver(msg, now, s.cfg.VisibilityTimeout) {
 				continue
 			}
 			if len(held) == 0 {
@@ -424,7 +424,8 @@ type runDone struct{ messages int }
 
 // hold registers a received message: from now on the heartbeat keeps it leased.
 func (s *Supervisor) hold(m message, receivedAt time.Time) *job {
-	j := &job{msg: m, receipt: m.ReceiptHandle, receivedAt: receivedAt, log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
+	j := &job{msg: m, receipt: m.ReceiptHandle, receivedAt: receivedAt, leaseUntil: receivedAt.Add(s.cfg.VisibilityTimeout),
+		log: s.log.With("message_id", m.ID, "attempt", m.Attempt)}
 	s.jobs.add(j)
 	return j
 }
