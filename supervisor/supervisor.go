@@ -335,8 +335,8 @@ func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
 		}
 		// Per-message mode with few slots free: wait a moment for more, unless the queue was
 		// empty last time (then the long poll waits anyway).
-		if size == 1 && room < min(maxBatch, workers) && !lastEmpty && s.cfg.ReceiveGather > 0 {
-			s.gather(ctx, done, reclaim, func() bool { return freeMsgs-len(held) >= min(maxBatch, workers) })
+		if want := gatherTarget(workers); size == 1 && room < want && !lastEmpty && s.cfg.ReceiveGather > 0 {
+			s.gather(ctx, done, reclaim, func() bool { return freeMsgs-len(held) >= want })
 			room = freeMsgs - len(held)
 		}
 		pollEnds := time.Now().Add(poll)
@@ -400,6 +400,13 @@ func (s *Supervisor) receive(ctx context.Context, n int, wait time.Duration) ([]
 		return nil, err
 	}
 	return out.Messages, nil
+}
+
+// gatherTarget is how many free slots are worth a receive without waiting: a full receive
+// (10, or the concurrency when lower). Taking each freed slot at once would make one receive
+// per message.
+func gatherTarget(workers int) int {
+	return min(maxBatch, workers)
 }
 
 // gather waits up to ReceiveGather for enough to be free, so a busy supervisor receives

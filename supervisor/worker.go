@@ -175,10 +175,19 @@ func waitReaders(wg *sync.WaitGroup, grace time.Duration, pipes ...*os.File) {
 	}
 }
 
+// lineReaders recycles the output readers: two 64 KiB buffers per job would otherwise be
+// allocated and cleared for every message.
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, maxLogLine) }}
+
 // logLines logs each line of r, splitting lines longer than maxLogLine, and drains r to the
 // end so the writer never blocks on a full pipe.
 func logLines(r io.Reader, stream string, log *slog.Logger) {
-	br := bufio.NewReaderSize(r, maxLogLine)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		lineReaders.Put(br)
+	}()
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
