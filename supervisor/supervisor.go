@@ -74,9 +74,9 @@ type Supervisor struct {
 	// names them.
 	workDir, spillDir string
 	jobSeq            atomic.Uint64
-	// abandonedPoll is when the long poll cancelled by the stop request would have ended
-	// (Unix nanoseconds; 0: none).
-	abandonedPoll atomic.Int64
+	// pollCtx carries the receives; polls owns a receive the stop request left under way.
+	pollCtx context.Context
+	polls   sync.WaitGroup
 	// baseEnv is the supervisor's environment, which every worker inherits.
 	baseEnv []string
 }
@@ -185,10 +185,16 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	owned.Add(1)
 	go func() { defer owned.Done(); s.heartbeat(hbCtx) }()
 
+	// Receives run on pollCtx, not ctx: a long poll under way when the stop comes is left to
+	// finish (SQS would otherwise still answer it and take its messages out of sight for a
+	// visibility timeout); what it brings is released. pollCtx ends when the drain gives up.
+	pollCtx, stopPolls := context.WithCancel(base)
+	defer stopPolls()
+	s.pollCtx = pollCtx
 	received := s.receiveLoop(ctx, jobsCtx)
 
 	drained := make(chan struct{})
-	go func() { s.running.Wait(); close(drained) }()
+	go func() { s.running.Wait(); s.polls.Wait(); close(drained) }()
 	if s.cfg.Once && ctx.Err() == nil {
 		// --once: the one job runs to its end unless a stop is requested.
 		select {
@@ -208,6 +214,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	case <-window.C:
 		s.log.Warn("shutdown window closed: stopping running jobs; their messages will be released", "running", len(s.jobs.list()))
 		stopJobs(errShutdown)
+		stopPolls()
 		select {
 		case <-drained:
 		case <-abort:
@@ -219,6 +226,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	if aborted {
 		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
 		stopJobs(errShutdown)
+		stopPolls()
 		for _, j := range s.jobs.list() {
 			j.mu.Lock()
 			if j.pgid != 0 {
@@ -339,15 +347,11 @@ func (s *Supervisor) receiveLoop(ctx, jobsCtx context.Context) int {
 			s.gather(ctx, done, reclaim, func() bool { return freeMsgs-len(held) >= want })
 			room = freeMsgs - len(held)
 		}
-		pollEnds := time.Now().Add(poll)
-		msgs, err := s.receive(ctx, min(maxBatch, room), poll)
+		msgs, err, stopped := s.receiveOrStop(ctx, min(maxBatch, room), poll)
+		if stopped {
+			break
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				// SQS may still answer the abandoned long poll until it would have ended,
-				// taking messages that become visible meanwhile into the void.
-				s.abandonedPoll.Store(pollEnds.UnixNano())
-				break
-			}
 			failures++
 			delay := receiveBackoff.Delay(failures, s.random)
 			if failures == 1 || time.Since(lastErrLog) > 30*time.Second {
@@ -385,6 +389,47 @@ const shortPollEvery = 250 * time.Millisecond
 
 // receiveBackoff spaces receive retries: 500 ms doubling to 30 s, jittered.
 var receiveBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
+
+// receiveOrStop receives like receive, but returns stopped as soon as ctx is done. A receive
+// then under way goes on in the background, owned by s.polls, and releases whatever it
+// brings.
+func (s *Supervisor) receiveOrStop(ctx context.Context, n int, wait time.Duration) (msgs []types.Message, err error, stopped bool) {
+	type answer struct {
+		msgs []types.Message
+		err  error
+	}
+	ch := make(chan answer) // unbuffered: an answer is either taken here or released there
+	s.polls.Add(1)
+	go func() {
+		defer s.polls.Done()
+		m, err := s.receive(s.pollCtx, n, wait)
+		select {
+		case ch <- answer{m, err}:
+		case <-ctx.Done():
+			// Abandoned by the stop request: hand the messages straight back.
+			s.releaseReceived(m)
+			return
+		}
+	}()
+	select {
+	case a := <-ch:
+		return a.msgs, a.err, false
+	case <-ctx.Done():
+		return nil, nil, true
+	}
+}
+
+// releaseReceived makes messages received after the stop request visible again at once.
+func (s *Supervisor) releaseReceived(msgs []types.Message) {
+	for _, m := range msgs {
+		if err := s.acks.changeVisibility(aws.ToString(m.ReceiptHandle), 0); err != nil {
+			s.log.Error("could not release a message received as watchbot stopped; it will be visible again when its lease ends",
+				"message_id", aws.ToString(m.MessageId), "error", err)
+			continue
+		}
+		s.log.Info("message received as watchbot stopped: released", "message_id", aws.ToString(m.MessageId))
+	}
+}
 
 // receive takes up to n messages with a long poll of wait.
 func (s *Supervisor) receive(ctx context.Context, n int, wait time.Duration) ([]types.Message, error) {
@@ -660,7 +705,7 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome, attrs ...any
 		}
 		s.setVisibility(j, log, delay, "message will be retried", o.Reason)
 	case actRelease:
-		s.setVisibility(j, log, s.releaseDelay(), "message released", o.Reason)
+		s.setVisibility(j, log, 0, "message released", o.Reason)
 	case actRedrive:
 		s.setVisibility(j, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
 	case actDeadLetter:
@@ -668,15 +713,6 @@ func (s *Supervisor) settle(ctx context.Context, j *job, o outcome, attrs ...any
 	case actAbandon:
 		log.Warn("message left alone", "reason", o.Reason)
 	}
-}
-
-// releaseDelay is the visibility of a released message: 0, or while a long poll abandoned at
-// stop could still be answered, until it ends, so that poll cannot take the message.
-func (s *Supervisor) releaseDelay() time.Duration {
-	if ends := s.abandonedPoll.Load(); ends != 0 {
-		return max(0, time.Until(time.Unix(0, ends)))
-	}
-	return 0
 }
 
 // retryDelay is how long a failed attempt waits: --retry-delay when set, else the backoff.
