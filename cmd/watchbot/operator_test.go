@@ -208,7 +208,10 @@ func TestDeadLetterVerbs(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "visible:   20") {
 		t.Errorf("count: exit %d\n%s", code, stdout)
 	}
-	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "peek", "--limit", "3", "--json")
+	// --to spares the emulator's unsupported ListDeadLetterSourceQueues here: under load its
+	// 400 answer has been seen to cost the next receive its answer, hiding messages for the
+	// hold and upsetting the counts below. TestPeekDLQWithoutTarget covers --dlq-url alone.
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "--to", q.URL, "peek", "--limit", "3", "--json")
 	if code != 0 {
 		t.Fatalf("peek: exit %d: %s", code, stderr)
 	}
@@ -227,7 +230,7 @@ func TestDeadLetterVerbs(t *testing.T) {
 	if lines != 3 {
 		t.Errorf("peek --json wrote %d lines, want 3", lines)
 	}
-	code, stdout, _ = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "peek", "--limit", "2")
+	code, stdout, _ = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "--to", q.URL, "peek", "--limit", "2")
 	if code != 0 || strings.Count(stdout, "reason:   worker exited 3") != 2 {
 		t.Errorf("peek: exit %d\n%s", code, stdout)
 	}
@@ -394,5 +397,18 @@ func TestTriageOnATerminal(t *testing.T) {
 	}
 	if v, _ := dlqCount(t, c, q.URL); v != 1 {
 		t.Errorf("source holds %d, want the replayed one", v)
+	}
+}
+
+// TestPeekDLQWithoutTarget peeks with --dlq-url alone: the emulator cannot list the DLQ's
+// sources, which peek does not need.
+func TestPeekDLQWithoutTarget(t *testing.T) {
+	emu := operatorEnv(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	deadLetterDirectly(t, c, q, 3, nil)
+	code, stdout, stderr := runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "peek", "--limit", "2")
+	if code != 0 || strings.Count(stdout, "reason:   worker exited 3") != 2 {
+		t.Fatalf("peek: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
