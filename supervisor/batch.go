@@ -176,6 +176,9 @@ func (s *Supervisor) runBatch(ctx context.Context, batch []*job, log *slog.Logge
 		if !j.msg.SentAt.IsZero() {
 			s.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
 		}
+		if s.cfg.LogBodies {
+			j.log.Info("starting batch worker", "body", j.msg.Body)
+		}
 	}
 	first := batch[0]
 	run := runWorker(ctx, workerSpec{
