@@ -10,12 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/watchbot/watchbot/alarms"
 )
 
 // batchLine is one message of a batch as the worker reads it: one JSON object per line on
@@ -154,59 +151,27 @@ func (s *Supervisor) processBatch(ctx context.Context, cancel context.CancelCaus
 func (s *Supervisor) runBatch(ctx context.Context, batch []*job, log *slog.Logger) (workerRun, map[string]*directive) {
 	files, err := s.writeJobFiles(string(encodeBatch(batch)))
 	if err != nil {
-		log.Error("batch worker could not start", "error", err)
-		return workerRun{End: endSpawnError, Err: err}, nil
+		run := workerRun{End: endSpawnError, Err: err}
+		s.logRun(log, run)
+		return run, nil
 	}
 	defer files.remove()
-	var deadline time.Time
-	if s.cfg.MaxJobDuration > 0 {
-		deadline = time.Now().Add(s.cfg.MaxJobDuration)
-	}
-	env := append(slices.Clip(s.baseEnv),
-		"WATCHBOT_MESSAGE_FILE="+files.message,
-		"WATCHBOT_RESULT_FILE="+files.result,
-		"WATCHBOT_BATCH_SIZE="+strconv.Itoa(len(batch)),
-		"WATCHBOT_MAX_ATTEMPTS="+strconv.Itoa(s.maxAttempts),
-		"WATCHBOT_QUEUE_URL="+s.cfg.QueueURL,
-	)
-	if !deadline.IsZero() {
-		env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
-	}
-	for _, j := range batch {
-		if !j.msg.SentAt.IsZero() {
-			s.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
+	run := s.runWorkerFor(ctx, batch, files, func(deadline time.Time) []string {
+		env := []string{
+			"WATCHBOT_MESSAGE_FILE=" + files.message,
+			"WATCHBOT_RESULT_FILE=" + files.result,
+			"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(batch)),
+			"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(s.maxAttempts),
+			"WATCHBOT_QUEUE_URL=" + s.cfg.QueueURL,
 		}
-		if s.cfg.LogBodies {
-			j.log.Info("starting batch worker", "body", j.msg.Body)
+		if !deadline.IsZero() {
+			env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
 		}
-	}
-	first := batch[0]
-	run := runWorker(ctx, workerSpec{
-		Command: s.command, Env: env, StdinPath: files.message,
-		MaxDuration: s.cfg.MaxJobDuration, KillGrace: s.cfg.KillGrace,
-		Started: func(pgid int) {
-			for _, j := range batch {
-				j.mu.Lock()
-				j.pgid = pgid
-				j.mu.Unlock()
-			}
-		},
-	}, first.log.With("batch_size", len(batch)))
-	if run.End != endSpawnError {
-		s.metrics.Add(alarms.WorkerDuration, float64(run.Duration.Milliseconds()))
-	}
-	switch run.End {
-	case endSpawnError:
-		log.Error("batch worker could not start", "error", run.Err)
-	case endExited:
-		log.Info("batch worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
-	default:
-		log.Warn("batch worker stopped", "reason", run.Err, "signal_or_code", run.ExitCode, "duration", run.Duration.String())
-	}
+		return env
+	}, log)
 	if run.End == endSpawnError {
 		return run, nil
 	}
-	s.emptyVolumes(s.log)
 	f, err := os.Open(files.result)
 	if err != nil {
 		if !os.IsNotExist(err) {

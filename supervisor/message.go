@@ -62,7 +62,7 @@ func parseMessage(m types.Message) message {
 		}
 	}
 	if env, ok := parseSNS(msg.Raw); ok {
-		msg.Body = env.Message
+		msg.Body = *env.Message
 		msg.Subject = env.Subject
 		for name, a := range env.MessageAttributes {
 			if a.Type == "String" || a.Type == "Number" || strings.HasPrefix(a.Type, "String.") || strings.HasPrefix(a.Type, "Number.") {
@@ -76,7 +76,6 @@ func parseMessage(m types.Message) message {
 // snsEnvelope is the JSON SNS delivers to an SQS subscription without raw delivery.
 type snsEnvelope struct {
 	Type              string  `json:"Type"`
-	MessageID         string  `json:"MessageId"`
 	TopicArn          string  `json:"TopicArn"`
 	Subject           string  `json:"Subject"`
 	Message           *string `json:"Message"`
@@ -86,29 +85,17 @@ type snsEnvelope struct {
 	} `json:"MessageAttributes"`
 }
 
-type snsMessage struct {
-	Message, Subject  string
-	MessageAttributes map[string]struct{ Type, Value string }
-}
-
 // parseSNS recognises an SNS notification envelope: a JSON object with Type "Notification",
 // a TopicArn and a string Message. Anything else is not unwrapped.
-func parseSNS(body string) (snsMessage, bool) {
-	if !strings.HasPrefix(strings.TrimSpace(body), "{") || !strings.Contains(body, "Notification") {
-		return snsMessage{}, false
-	}
+func parseSNS(body string) (snsEnvelope, bool) {
 	var env snsEnvelope
+	if !strings.HasPrefix(strings.TrimSpace(body), "{") || !strings.Contains(body, "Notification") {
+		return env, false
+	}
 	if err := json.Unmarshal([]byte(body), &env); err != nil {
-		return snsMessage{}, false
+		return env, false
 	}
-	if env.Type != "Notification" || env.TopicArn == "" || env.Message == nil {
-		return snsMessage{}, false
-	}
-	out := snsMessage{Message: *env.Message, Subject: env.Subject, MessageAttributes: map[string]struct{ Type, Value string }{}}
-	for k, v := range env.MessageAttributes {
-		out.MessageAttributes[k] = struct{ Type, Value string }{v.Type, v.Value}
-	}
-	return out, true
+	return env, env.Type == "Notification" && env.TopicArn != "" && env.Message != nil
 }
 
 func epochMillis(s string) time.Time {

@@ -532,8 +532,12 @@ func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 		files, err := s.writeJobFiles(m.Body)
 		if err != nil {
 			run = workerRun{End: endSpawnError, Err: err}
+			s.logRun(j.log, run)
 		} else {
-			run = s.runJob(ctx, j, files)
+			run = s.runWorkerFor(ctx, []*job{j}, files, func(deadline time.Time) []string {
+				return buildEnv(m, jobEnv{QueueURL: s.cfg.QueueURL, MaxAttempts: s.maxAttempts,
+					MessageFile: files.message, ResultFile: files.result, Deadline: deadline})
+			}, j.log)
 		}
 		r.End, r.ExitCode = run.End, run.ExitCode
 		if run.End != endSpawnError && run.End != endLeaseLost {
@@ -544,8 +548,6 @@ func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 			r.Directive = d
 		}
 		files.remove()
-		s.emptyVolumes(j.log)
-		s.logRun(j, run)
 		attrs = []any{"duration", run.Duration.Round(time.Millisecond).String()}
 	}
 	release()
@@ -554,30 +556,38 @@ func (s *Supervisor) process(ctx context.Context, j *job, release func()) {
 	s.settle(ctx, j, o, attrs...)
 }
 
-// runJob runs the worker of a job whose message file is written.
-func (s *Supervisor) runJob(ctx context.Context, j *job, files jobFiles) workerRun {
-	m := j.msg
+// runWorkerFor runs the worker for jobs (one message, or a batch) whose message file is
+// written. env builds the worker's variables, given the time it will be stopped (zero: never).
+// It measures each message's age, records the worker's process group on every job so a
+// second stop signal can kill it, empties --volumes afterwards, and logs and measures how
+// the run ended.
+func (s *Supervisor) runWorkerFor(ctx context.Context, jobs []*job, files jobFiles, env func(deadline time.Time) []string, log *slog.Logger) workerRun {
 	var deadline time.Time
 	if s.cfg.MaxJobDuration > 0 {
 		deadline = time.Now().Add(s.cfg.MaxJobDuration)
 	}
-	env := append(slices.Clip(s.baseEnv), buildEnv(m, jobEnv{
-		QueueURL: s.cfg.QueueURL, MaxAttempts: s.maxAttempts,
-		MessageFile: files.message, ResultFile: files.result, Deadline: deadline,
-	})...)
-	if !m.SentAt.IsZero() {
-		s.metrics.Add(alarms.MessageAge, float64(time.Since(m.SentAt).Milliseconds()))
+	for _, j := range jobs {
+		if !j.msg.SentAt.IsZero() {
+			s.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
+		}
+		if s.cfg.LogBodies {
+			j.log.Info("starting worker", "body", j.msg.Body)
+		}
 	}
-	if s.cfg.LogBodies {
-		j.log.Info("starting worker", "body", m.Body)
-	} else {
-		j.log.Debug("starting worker")
-	}
-	return runWorker(ctx, workerSpec{
-		Command: s.command, Env: env, StdinPath: files.message,
+	run := runWorker(ctx, workerSpec{
+		Command: s.command, Env: append(slices.Clip(s.baseEnv), env(deadline)...), StdinPath: files.message,
 		MaxDuration: s.cfg.MaxJobDuration, KillGrace: s.cfg.KillGrace,
-		Started: func(pgid int) { j.mu.Lock(); j.pgid = pgid; j.mu.Unlock() },
-	}, j.log)
+		Started: func(pgid int) {
+			for _, j := range jobs {
+				j.mu.Lock()
+				j.pgid = pgid
+				j.mu.Unlock()
+			}
+		},
+	}, log)
+	s.emptyVolumes(log)
+	s.logRun(log, run)
+	return run
 }
 
 // jobFiles are the paths of one job's message and result files.
@@ -645,26 +655,27 @@ func (f jobFiles) remove() {
 	_ = os.Remove(f.result)
 }
 
-func (s *Supervisor) logRun(j *job, run workerRun) {
+// logRun logs and measures how a worker run ended.
+func (s *Supervisor) logRun(log *slog.Logger, run workerRun) {
 	if run.End != endSpawnError {
 		s.metrics.Add(alarms.WorkerDuration, float64(run.Duration.Milliseconds()))
 	}
 	switch run.End {
 	case endSpawnError:
-		j.log.Error("worker could not start", "error", run.Err)
+		log.Error("worker could not start", "error", run.Err)
 	case endSignaled:
-		j.log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
+		log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
 	case endTimedOut:
-		j.log.Error("worker stopped: it ran longer than --max-job-duration", "limit", s.cfg.MaxJobDuration.String())
+		log.Error("worker stopped: it ran longer than --max-job-duration", "limit", s.cfg.MaxJobDuration.String())
 	case endShutdown, endCeiling, endLeaseLost:
-		j.log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
+		log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
 	default:
 		// A success is logged once, with its outcome; a failure's exit code is worth a line.
 		level := slog.LevelInfo
 		if run.ExitCode == 0 {
 			level = slog.LevelDebug
 		}
-		j.log.Log(context.Background(), level, "worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
+		log.Log(context.Background(), level, "worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
 	}
 }
 
