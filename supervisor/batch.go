@@ -3,15 +3,10 @@ package supervisor
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"strconv"
-	"sync"
 	"time"
 )
 
@@ -27,13 +22,15 @@ type batchLine struct {
 	GroupID       string            `json:"groupId,omitempty"`
 }
 
+// encodeBatch writes a batch as the worker reads it, in the order the batch was built (a
+// FIFO group's messages in their order).
 func encodeBatch(jobs []*job) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for _, j := range jobs {
 		m := j.msg
-		line := batchLine{ID: m.ID, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, Attempt: m.Attempt, GroupID: m.GroupID}
+		line := batchLine{ID: m.ID, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, Attempt: j.attempt, GroupID: m.GroupID}
 		if !m.SentAt.IsZero() {
 			line.SentTimestamp = m.SentAt.Format(time.RFC3339Nano)
 		}
@@ -99,104 +96,4 @@ func addBatchResult(results map[string]*directive, ids map[string]bool, line []b
 	}
 	results[res.ID] = &d
 	return ""
-}
-
-// processBatch runs one worker for a batch and settles each message by its own result, or
-// by the run's exit when it has none. cancel stops the shared worker.
-func (s *Supervisor) processBatch(ctx context.Context, cancel context.CancelCauseFunc, batch []*job, release func()) {
-	var live []*job
-	var settled sync.WaitGroup
-	settle := func(j *job, r result) {
-		o := outcomeFor(r)
-		s.count(o)
-		settled.Go(func() { s.settle(ctx, j, o) })
-	}
-	for _, j := range batch {
-		r := result{Attempt: j.msg.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
-		switch {
-		case j.stopped() != nil:
-			// Stopped by the heartbeat while it waited for its batch to start.
-			r.End = endFor(j.stopped())
-			settle(j, r)
-		case s.tooOld(j):
-			r.End = endNotRun
-			settle(j, r)
-		case !j.attach(cancel, true):
-			r.End = endFor(j.stopped())
-			settle(j, r)
-		default:
-			live = append(live, j)
-		}
-	}
-	if len(live) == 0 {
-		release()
-		settled.Wait()
-		return
-	}
-	log := s.log.With("batch_size", len(live), "first_message_id", live[0].msg.ID)
-	run, results := s.runBatch(ctx, live, log)
-	release()
-	for _, j := range live {
-		r := result{End: run.End, ExitCode: run.ExitCode, Directive: results[j.msg.ID],
-			Attempt: j.msg.Attempt, MaxAttempts: s.maxAttempts, MaxReceiveCount: s.maxReceiveCount, OnReject: s.cfg.OnReject}
-		if errors.Is(j.stopped(), errLeaseLost) {
-			r.End = endLeaseLost
-		}
-		settle(j, r)
-	}
-	settled.Wait()
-}
-
-// runBatch writes the batch's file, runs the worker and reads its results.
-func (s *Supervisor) runBatch(ctx context.Context, batch []*job, log *slog.Logger) (workerRun, map[string]*directive) {
-	files, err := s.writeJobFiles(string(encodeBatch(batch)))
-	if err != nil {
-		run := workerRun{End: endSpawnError, Err: err}
-		s.logRun(log, run)
-		return run, nil
-	}
-	defer files.remove()
-	run := s.runWorkerFor(ctx, batch, files, func(deadline time.Time) []string {
-		env := []string{
-			"WATCHBOT_MESSAGE_FILE=" + files.message,
-			"WATCHBOT_RESULT_FILE=" + files.result,
-			"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(batch)),
-			"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(s.maxAttempts),
-			"WATCHBOT_QUEUE_URL=" + s.cfg.QueueURL,
-		}
-		if !deadline.IsZero() {
-			env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
-		}
-		return env
-	}, log)
-	if run.End == endSpawnError {
-		return run, nil
-	}
-	f, err := os.Open(files.result)
-	if err != nil {
-		if !os.IsNotExist(err) {
-			log.Error("could not read the batch's result file; every message follows the exit code", "error", err)
-		}
-		return run, nil
-	}
-	defer f.Close()
-	ids := make(map[string]bool, len(batch))
-	for _, j := range batch {
-		ids[j.msg.ID] = true
-	}
-	results, warnings := parseBatchResults(f, ids)
-	for _, w := range warnings {
-		log.Warn("batch result ignored", "problem", w)
-	}
-	return run, results
-}
-
-// tooOld reports a message sent longer ago than --max-message-age.
-func (s *Supervisor) tooOld(j *job) bool {
-	m := j.msg
-	old := s.cfg.MaxMessageAge > 0 && !m.SentAt.IsZero() && time.Since(m.SentAt) > s.cfg.MaxMessageAge
-	if old {
-		j.log.Warn("message older than --max-message-age: dead-lettering without running it", "sent", m.SentAt.Format(time.RFC3339))
-	}
-	return old
 }

@@ -100,8 +100,9 @@ func TestBatchPrecedence(t *testing.T) {
 
 func TestEncodeBatch(t *testing.T) {
 	jobs := []*job{
-		{msg: message{ID: "a", Body: "<b>&\n", Attributes: map[string]string{"k": "v"}, Attempt: 2, SentAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}},
-		{msg: message{ID: "b", Body: `{"x":1}`, Subject: "s", Attributes: map[string]string{}, Attempt: 1, GroupID: "g"}},
+		{msg: message{ID: "a", Body: "<b>&\n", Attributes: map[string]string{"k": "v"}, Attempt: 2, SentAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, attempt: 2},
+		// Received once, run twice in place (FIFO): the batch line carries watchbot's attempt.
+		{msg: message{ID: "b", Body: `{"x":1}`, Subject: "s", Attributes: map[string]string{}, Attempt: 1, GroupID: "g"}, attempt: 3},
 	}
 	var got []batchLine
 	sc := bufio.NewScanner(strings.NewReader(string(encodeBatch(jobs))))
@@ -114,7 +115,7 @@ func TestEncodeBatch(t *testing.T) {
 	}
 	want := []batchLine{
 		{ID: "a", Body: "<b>&\n", Attributes: map[string]string{"k": "v"}, Attempt: 2, SentTimestamp: "2026-01-02T03:04:05Z"},
-		{ID: "b", Body: `{"x":1}`, Subject: "s", Attributes: map[string]string{}, Attempt: 1, GroupID: "g"},
+		{ID: "b", Body: `{"x":1}`, Subject: "s", Attributes: map[string]string{}, Attempt: 3, GroupID: "g"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("batch (-want +got):\n%s", diff)

@@ -84,7 +84,7 @@ type Config struct {
 	TempDir string
 }
 
-// DefaultConfig returns the defaults of DESIGN §2.
+// DefaultConfig returns listen's defaults, as the README's flag table lists them.
 func DefaultConfig() Config {
 	return Config{
 		Concurrency:       1,

@@ -29,11 +29,15 @@ type message struct {
 	Attributes map[string]string
 	// SQSAttributes are the message attributes as received, kept for dead-lettering.
 	SQSAttributes map[string]types.MessageAttributeValue
-	Attempt       int
-	SentAt        time.Time
-	FirstReceive  time.Time
-	GroupID       string
-	DedupID       string
+	// Attempt is ApproximateReceiveCount, as SQS reports it.
+	Attempt      int
+	SentAt       time.Time
+	FirstReceive time.Time
+	// GroupID, DedupID and Sequence are a FIFO message's MessageGroupId,
+	// MessageDeduplicationId and SequenceNumber.
+	GroupID  string
+	DedupID  string
+	Sequence string
 }
 
 // parseMessage turns an SQS message into a message. It never fails: a body that is not an
@@ -56,6 +60,7 @@ func parseMessage(m types.Message) message {
 	msg.FirstReceive = epochMillis(sys[string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp)])
 	msg.GroupID = sys[string(types.MessageSystemAttributeNameMessageGroupId)]
 	msg.DedupID = sys[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
+	msg.Sequence = sys[string(types.MessageSystemAttributeNameSequenceNumber)]
 	for name, v := range m.MessageAttributes {
 		if v.StringValue != nil && !strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
 			msg.Attributes[name] = *v.StringValue
@@ -108,6 +113,9 @@ func epochMillis(s string) time.Time {
 
 // jobEnv is what a worker's environment is built from, beyond the message itself.
 type jobEnv struct {
+	// Attempt is the attempt number: the receive count, plus the runs watchbot gave the
+	// message in place on a FIFO queue.
+	Attempt     int
 	QueueURL    string
 	MaxAttempts int
 	MessageFile string
@@ -115,15 +123,15 @@ type jobEnv struct {
 	Deadline    time.Time // zero: none
 }
 
-// buildEnv returns the worker's variables (DESIGN §2.2), to be appended to the supervisor's
-// own environment. Values never pass through a shell.
+// buildEnv returns the worker's variables (the README's worker contract), to be appended to
+// the supervisor's own environment. Values never pass through a shell.
 func buildEnv(m message, j jobEnv) []string {
 	env := []string{
 		"MessageId=" + m.ID,
 		"ApproximateReceiveCount=" + strconv.Itoa(m.Attempt),
 		"WATCHBOT_MESSAGE_FILE=" + j.MessageFile,
 		"WATCHBOT_RESULT_FILE=" + j.ResultFile,
-		"WATCHBOT_ATTEMPT=" + strconv.Itoa(m.Attempt),
+		"WATCHBOT_ATTEMPT=" + strconv.Itoa(j.Attempt),
 		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(j.MaxAttempts),
 		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Exit codes with a meaning of their own (DESIGN §2.3).
+// Exit codes with a meaning of their own (the README's outcome table).
 const (
 	exitReject  = 3
 	exitRelease = 4
@@ -38,39 +38,55 @@ type result struct {
 	// MaxReceiveCount is the redrive policy's, 0 when the queue has none.
 	MaxReceiveCount int
 	OnReject        RejectAction
+	// FIFO: the queue is a FIFO queue, where retries happen in place.
+	FIFO bool
 }
 
 // action is what happens to the message.
 type action int
 
 const (
-	actDelete     action = iota // delete: done
-	actRetry                    // visibility = Delay (backoff when DelayFromBackoff)
-	actRelease                  // visibility 0: visible again at once
-	actDeadLetter               // send to the DLQ (or log, with no DLQ), then delete
-	actRedrive                  // visibility 0 on the last receive: the redrive policy moves it
-	actAbandon                  // touch nothing: someone else holds the message now
+	actDelete       action = iota // delete: done
+	actRetry                      // visibility = Delay (backoff when DelayFromBackoff)
+	actRelease                    // visibility 0: visible again at once
+	actDeadLetter                 // send to the DLQ (or log, with no DLQ), then delete
+	actRedrive                    // visibility 0 on the last receive: the redrive policy moves it
+	actAbandon                    // touch nothing: someone else holds the message now
+	actRetryInPlace               // FIFO: keep it, leased, and run it again after Delay
+	actHold                       // FIFO: keep it behind a message of its group retried in place
 )
 
 func (a action) String() string {
-	return [...]string{"delete", "retry", "release", "dead-letter", "redrive", "abandon"}[a]
+	return [...]string{"delete", "retry", "release", "dead-letter", "redrive", "abandon", "retry-in-place", "hold"}[a]
 }
+
+// leavesGroup reports whether a message with this outcome leaves its FIFO group for good,
+// so the group goes on: deleted, or dead-lettered by watchbot.
+func (a action) leavesGroup() bool { return a == actDelete || a == actDeadLetter }
 
 // outcome is the decision for one message.
 type outcome struct {
 	Action action
-	// Delay applies to actRetry; DelayFromBackoff says to use the backoff policy instead.
+	// Delay applies to actRetry and actRetryInPlace; DelayFromBackoff says to use the backoff
+	// policy instead.
 	Delay            time.Duration
 	DelayFromBackoff bool
 	Reason           string
 	// Metric counts.
 	Success, WorkerError, SpawnError, DeadLetter bool
+	// Attempted, with actHold: the run counts as one of the message's attempts (the worker
+	// did not ack it).
+	Attempted bool
 }
 
-// outcomeFor is watchbot's outcome table (DESIGN §2.3), one decision per run. The README's
-// exit-code table is this function, row by row.
+// outcomeFor is watchbot's outcome table, one decision per message and run. The README's
+// outcome table is this function, row by row. On a FIFO queue a retry happens in place, so
+// the message keeps its group's place and its successors' receive counts stay as they are;
+// exit 4 hands the message back to SQS instead, and the last attempt is dead-lettered by
+// watchbot, never left to the redrive policy, so the group goes on.
 func outcomeFor(r result) outcome {
 	var o outcome
+	handBack := false
 	switch {
 	case r.End == endLeaseLost:
 		return outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
@@ -103,6 +119,7 @@ func outcomeFor(r result) outcome {
 		return outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}
 	case r.ExitCode == exitRelease:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}
+		handBack = true
 	default:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker exited %d", r.ExitCode), WorkerError: true}
 	}
@@ -115,13 +132,49 @@ func outcomeFor(r result) outcome {
 		o.DeadLetter = true
 		o.WorkerError = o.WorkerError || !o.SpawnError
 		o.Reason = fmt.Sprintf("%s on the last attempt (%d of %d)", o.Reason, r.Attempt, r.MaxAttempts)
-		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount {
+		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount && !r.FIFO {
 			o.Action = actRedrive
 		} else {
 			o.Action = actDeadLetter
 		}
+		return o
+	}
+	if r.FIFO && !handBack {
+		o.Action = actRetryInPlace
 	}
 	return o
+}
+
+// inGroupOrder applies FIFO group order to the outcomes of one run: once a message does not
+// leave its group (retried in place, or handed back to SQS), the later messages of that group
+// in the run do not leave it either, whatever the worker said of them. Behind a message
+// retried in place they are held, to run again after it; behind one handed back they go back
+// too, visible at once (SQS keeps the group's order). A message whose lease is lost stays
+// abandoned. groups[i] and outs[i] belong to the run's i-th message, in group order.
+func inGroupOrder(groups []string, outs []outcome) []outcome {
+	blocked := map[string]outcome{} // group -> the outcome that stopped it
+	res := make([]outcome, len(outs))
+	for i, o := range outs {
+		g := groups[i]
+		b, stopped := blocked[g]
+		switch {
+		case !stopped:
+			res[i] = o
+			if !o.Action.leavesGroup() {
+				blocked[g] = o
+			}
+			continue
+		case o.Action == actAbandon:
+			res[i] = o
+		case b.Action == actRetryInPlace || b.Action == actHold:
+			res[i] = outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place",
+				WorkerError: o.WorkerError, SpawnError: o.SpawnError, Attempted: !o.Success}
+		default:
+			res[i] = outcome{Action: actRelease, Reason: "handed back with an earlier message of its group",
+				WorkerError: o.WorkerError, SpawnError: o.SpawnError}
+		}
+	}
+	return res
 }
 
 // directive is a worker's outcome override, written as JSON to WATCHBOT_RESULT_FILE.

@@ -5,12 +5,16 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestOutcomeFor(t *testing.T) {
 	mid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
 	last := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
 	lastBelowRedrive := result{Attempt: 3, MaxAttempts: 3, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	fifoMid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
+	fifoLast := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
 	with := func(r result, edit func(*result)) result { edit(&r); return r }
 	delay := func(s float64) *float64 { return &s }
 	tests := []struct {
@@ -66,11 +70,72 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actDeadLetter, Reason: "bad tenant", WorkerError: true, DeadLetter: true}},
 		{"directive ack from a timed-out worker still acks", with(mid, func(r *result) { r.End = endTimedOut; r.Directive = &directive{Action: "ack"} }),
 			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
+
+		// FIFO: retries happen in place; exit 4 hands back; the last attempt is dead-lettered
+		// by watchbot, whatever the receive count, so the group goes on.
+		{"FIFO: exit 1 retries in place", with(fifoMid, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}},
+		{"FIFO: timed out retries in place", with(fifoMid, func(r *result) { r.End = endTimedOut }),
+			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}},
+		{"FIFO: could not start retries in place", with(fifoMid, func(r *result) { r.End = endSpawnError }),
+			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}},
+		{"FIFO: directive retry with delay retries in place", with(fifoMid, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(30)} }),
+			outcome{Action: actRetryInPlace, Delay: 30 * time.Second, Reason: "worker asked for a retry"}},
+		{"FIFO: exit 4 hands the message back", with(fifoMid, func(r *result) { r.ExitCode = 4 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}},
+		{"FIFO: exit 0 deletes", with(fifoMid, func(r *result) { r.ExitCode = 0 }),
+			outcome{Action: actDelete, Success: true}},
+		{"FIFO: exit 3 dead-letters", with(fifoMid, func(r *result) { r.ExitCode = 3 }),
+			outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}},
+		{"FIFO: last attempt at maxReceiveCount is dead-lettered by watchbot", with(fifoLast, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"FIFO: exit 4 on the last attempt is dead-lettered by watchbot", with(fifoLast, func(r *result) { r.ExitCode = 4 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker released the message (exit 4) on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"FIFO: stopped at shutdown is released", with(fifoMid, func(r *result) { r.End = endShutdown }),
+			outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}},
+		{"FIFO: lease lost leaves the message alone", with(fifoMid, func(r *result) { r.End = endLeaseLost }),
+			outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}},
+		{"FIFO: too old is dead-lettered without running", with(fifoMid, func(r *result) { r.End = endNotRun }),
+			outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := outcomeFor(tt.in); got != tt.want {
 				t.Fatalf("outcomeFor(%+v)\n got  %+v\n want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInGroupOrder(t *testing.T) {
+	ack := outcome{Action: actDelete, Success: true}
+	fail := outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}
+	reject := outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}
+	release := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}
+	lost := outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
+	heldAcked := outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place"}
+	heldFailed := outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place", WorkerError: true, Attempted: true}
+	heldRejected := outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place", WorkerError: true, Attempted: true}
+	backWith := outcome{Action: actRelease, Reason: "handed back with an earlier message of its group"}
+	tests := []struct {
+		name   string
+		groups []string
+		in     []outcome
+		want   []outcome
+	}{
+		{"all acked", []string{"a", "a", "b"}, []outcome{ack, ack, ack}, []outcome{ack, ack, ack}},
+		{"a failure holds its group's later messages, even acked ones; other groups go on",
+			[]string{"a", "a", "a", "b"}, []outcome{fail, ack, fail, ack}, []outcome{fail, heldAcked, heldFailed, ack}},
+		{"a dead-lettered message lets its group go on", []string{"a", "a"}, []outcome{reject, ack}, []outcome{reject, ack}},
+		{"behind a failure, a rejection waits its turn", []string{"a", "a"}, []outcome{fail, reject}, []outcome{fail, heldRejected}},
+		{"behind a hand-back, the group goes back at once", []string{"a", "a", "a"}, []outcome{ack, release, ack}, []outcome{ack, release, backWith}},
+		{"a lost lease stays lost", []string{"a", "a"}, []outcome{fail, lost}, []outcome{fail, lost}},
+		{"the first message of a group that stops decides", []string{"a", "b", "a", "b"}, []outcome{ack, fail, fail, ack}, []outcome{ack, fail, fail, heldAcked}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, inGroupOrder(tt.groups, tt.in)); diff != "" {
+				t.Fatalf("inGroupOrder (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -2,9 +2,7 @@ package supervisor
 
 import (
 	"context"
-
 	"errors"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"log/slog"
 	"sync"
 	"testing"
@@ -12,28 +10,53 @@ import (
 	"time"
 )
 
-// leaseRig is a supervisor with only what the heartbeat needs, over a fakeQueue.
-func leaseRig(t *testing.T, cfg Config) (*Supervisor, *fakeQueue, func()) {
+// leaseRig is a leaser with its acknowledger and heartbeat running, over a fakeQueue. Jobs
+// it gives up on that run in no worker are collected in released.
+type leaseRig struct {
+	*leaser
+	cfg      Config
+	mu       sync.Mutex
+	released []*job
+}
+
+func newLeaseRig(t *testing.T, cfg Config) (*leaseRig, *fakeQueue, func()) {
 	q := newFakeQueue()
-	s := &Supervisor{cfg: cfg, api: q, log: slog.New(slog.DiscardHandler)}
-	s.acks = newAcker(q, "q", cfg.AckLinger, cfg.AckTimeout)
+	acks := newAcker(q, "q", cfg.AckLinger, cfg.AckTimeout)
+	r := &leaseRig{cfg: cfg}
+	r.leaser = newLeaser(cfg, acks, slog.New(slog.DiscardHandler), func(j *job) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.released = append(r.released, j)
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { s.acks.run(ctx) })
-	wg.Go(func() { s.heartbeat(ctx) })
-	return s, q, func() { cancel(); s.acks.close(); wg.Wait() }
+	wg.Go(func() { acks.run(ctx) })
+	wg.Go(func() { r.run(ctx) })
+	return r, q, func() { cancel(); acks.close(); wg.Wait() }
 }
 
 // hold registers a received message as a running job and returns it with its stop cause.
-func hold(s *Supervisor, q *fakeQueue, id string, receivedAt time.Time) (*job, func() error) {
-	q.add(id, "body")
-	m, _ := q.receive(s.cfg.VisibilityTimeout)
+func (r *leaseRig) hold(q *fakeQueue, id string, receivedAt time.Time) (*job, func() error) {
+	j := r.heldJob(q, id, receivedAt)
 	ctx, stop := context.WithCancelCause(context.Background())
-	j := &job{msg: parseMessage(m), receipt: aws.ToString(m.ReceiptHandle), receivedAt: receivedAt,
-		leaseUntil: time.Now().Add(s.cfg.VisibilityTimeout), log: s.log}
 	j.attach(stop, false)
-	s.jobs.add(j)
 	return j, func() error { return context.Cause(ctx) }
+}
+
+// heldJob registers a received message held in no run.
+func (r *leaseRig) heldJob(q *fakeQueue, id string, receivedAt time.Time) *job {
+	q.add(id, "body")
+	m, _ := q.receive(r.cfg.VisibilityTimeout)
+	j := newJob(parseMessage(m), receivedAt, r.cfg.VisibilityTimeout, slog.New(slog.DiscardHandler))
+	j.leaseUntil = time.Now().Add(r.cfg.VisibilityTimeout)
+	r.add(j)
+	return j
+}
+
+func (r *leaseRig) releasedJobs() []*job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*job(nil), r.released...)
 }
 
 func heartbeatConfig() Config {
@@ -45,9 +68,9 @@ func heartbeatConfig() Config {
 
 func TestHeartbeatRenewsPastTheVisibilityTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, q, stop := leaseRig(t, heartbeatConfig())
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
-		_, cause := hold(s, q, "m1", time.Now())
+		_, cause := s.hold(q, "m1", time.Now())
 		// Ten minutes: twenty visibility timeouts. The message must never become visible.
 		for range 60 {
 			time.Sleep(10 * time.Second)
@@ -67,18 +90,18 @@ func TestHeartbeatRenewsPastTheVisibilityTimeout(t *testing.T) {
 
 func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, q, stop := leaseRig(t, heartbeatConfig())
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
 		// Received 11h59m ago: at the first tick 50 s are left, less than the margin
 		// (heartbeat 10 s + kill grace 5 s + 1 m) needed to stop the worker and release.
-		_, cause := hold(s, q, "old", time.Now().Add(-11*time.Hour-59*time.Minute))
+		_, cause := s.hold(q, "old", time.Now().Add(-11*time.Hour-59*time.Minute))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if err := cause(); !errors.Is(err, errCeiling) {
 			t.Fatalf("cause = %v, want errCeiling", err)
 		}
 		// Received 11h50m ago: renewed, but never past 12 h since the receive.
-		_, cause = hold(s, q, "oldish", time.Now().Add(-11*time.Hour-50*time.Minute))
+		_, cause = s.hold(q, "oldish", time.Now().Add(-11*time.Hour-50*time.Minute))
 		time.Sleep(10*time.Second + time.Second) // past the tick and the acker's linger
 		synctest.Wait()
 		if err := cause(); err != nil {
@@ -96,9 +119,9 @@ func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
 
 func TestHeartbeatStopsJobWhoseLeaseIsGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, q, stop := leaseRig(t, heartbeatConfig())
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
-		_, cause := hold(s, q, "m1", time.Now())
+		_, cause := s.hold(q, "m1", time.Now())
 		// The message is received again by someone else: the job's handle is stale.
 		time.Sleep(11 * time.Second)
 		synctest.Wait()
@@ -118,9 +141,9 @@ func TestHeartbeatStopsJobWhoseLeaseIsGone(t *testing.T) {
 
 func TestHeartbeatSkipsSettledJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, q, stop := leaseRig(t, heartbeatConfig())
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
-		j, _ := hold(s, q, "m1", time.Now())
+		j, _ := s.hold(q, "m1", time.Now())
 		j.mu.Lock()
 		j.settled = true
 		j.mu.Unlock()
@@ -168,12 +191,14 @@ func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
 }
 
 func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
-	s := &Supervisor{log: slog.New(slog.DiscardHandler)}
-	first := s.hold(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour))
+	log := slog.New(slog.DiscardHandler)
+	l := newLeaser(DefaultConfig(), nil, log, nil)
+	first := newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour), time.Minute, log)
+	l.add(first)
 	again := message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}
 	now := time.Now()
 	// The job still runs: the new delivery's handle and lease become the job's.
-	if j := s.jobs.get("m"); j != first || !j.takeOver(again, now, time.Minute) {
+	if j := l.get("m"); j != first || !j.takeOver(again, now, time.Minute) {
 		t.Fatal("a running job did not take over the new delivery")
 	}
 	if first.handle() != "rh-2" || !first.receivedAt.Equal(now) {
@@ -186,9 +211,10 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now, time.Minute) {
 		t.Fatal("a settled job took over a new attempt")
 	}
-	second := s.hold(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now)
-	s.jobs.remove(first) // the old job finishing must not forget the new one
-	if s.jobs.get("m") != second {
+	second := newJob(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now, time.Minute, log)
+	l.add(second)
+	l.remove(first) // the old job finishing must not forget the new one
+	if l.get("m") != second {
 		t.Fatal("removing the settled job removed the new attempt's job")
 	}
 }
@@ -196,9 +222,9 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // visibility 30 s, heartbeat 10 s, kill grace 5 s
-		s, q, stop := leaseRig(t, cfg)
+		s, q, stop := newLeaseRig(t, cfg)
 		defer stop()
-		_, cause := hold(s, q, "m1", time.Now())
+		_, cause := s.hold(q, "m1", time.Now())
 		q.setDown(true)
 		// Renewals fail from 10 s on and are retried every 5 s. The lease lapses at 30 s; the
 		// worker needs up to 5 s (kill grace) to stop: it must be stopped at 25 s, not before.
@@ -220,9 +246,9 @@ func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
 
 func TestHeartbeatSurvivesAShortOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, q, stop := leaseRig(t, heartbeatConfig())
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
-		_, cause := hold(s, q, "m1", time.Now())
+		_, cause := s.hold(q, "m1", time.Now())
 		q.setDown(true)
 		time.Sleep(12 * time.Second) // the 10 s renewal fails
 		q.setDown(false)
@@ -233,6 +259,37 @@ func TestHeartbeatSurvivesAShortOutage(t *testing.T) {
 		}
 		if q.visible("m1") {
 			t.Fatal("the message became visible: the retry after the outage did not renew")
+		}
+	})
+}
+
+func TestHeartbeatReportsHeldJobsItGivesUpOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, q, stop := newLeaseRig(t, heartbeatConfig())
+		defer stop()
+		// Held in no run (waiting for a slot, or out an in-place retry), 50 s before the 12 h
+		// limit at the first tick: nothing to stop, so the loop is told to hand it back.
+		old := s.heldJob(q, "old", time.Now().Add(-11*time.Hour-59*time.Minute))
+		// Its run has ended (a FIFO message kept for an in-place retry): the old worker's
+		// cancel is gone, so it too is reported, not "stopped" through a finished run.
+		kept, _ := s.hold(q, "kept", time.Now().Add(-11*time.Hour-59*time.Minute))
+		kept.detach()
+		// Its lease is lost while it waits.
+		gone := s.heldJob(q, "gone", time.Now())
+		q.mu.Lock()
+		q.msgs["gone"].visibleAt = time.Now()
+		q.mu.Unlock()
+		if _, ok := q.receive(time.Minute); !ok {
+			t.Fatal("could not steal the message")
+		}
+		time.Sleep(10*time.Second + time.Second)
+		synctest.Wait()
+		got := map[*job]error{}
+		for _, j := range s.releasedJobs() {
+			got[j] = j.stopped()
+		}
+		if len(got) != 3 || !errors.Is(got[old], errCeiling) || !errors.Is(got[kept], errCeiling) || !errors.Is(got[gone], errLeaseLost) {
+			t.Fatalf("reported %v; want old and kept at the ceiling, gone with its lease lost", got)
 		}
 	})
 }

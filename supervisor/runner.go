@@ -1,0 +1,496 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/deadletter"
+)
+
+// runner runs workers: one path for one message or a batch. It writes the message file,
+// builds the worker's environment, runs the worker, reads its result, decides each
+// message's outcome with outcomeFor, and settles each message through settle.
+type runner struct {
+	cfg     Config
+	command []string // cfg.Command with its path resolved
+	baseEnv []string // the supervisor's environment, which every worker inherits
+	fifo    bool
+	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
+	// redrive policy's (0 and "" without one).
+	maxAttempts     int
+	maxReceiveCount int
+	dlqURL          string
+
+	api     sqsAPI
+	acks    *acker
+	metrics alarms.Recorder
+	log     *slog.Logger
+	random  func() float64
+	// spawn runs one worker process: runWorker, or a stand-in in tests.
+	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
+
+	// workDir holds the jobs' message and result files, spillDir those that did not fit in
+	// workDir when it is a size-limited tmpfs ("" when workDir is already on disk); jobSeq
+	// names them.
+	workDir, spillDir string
+	jobSeq            atomic.Uint64
+}
+
+// run runs the worker once for jobs (one message, or a batch) and settles each message.
+// ended is called as soon as the worker is over, before the messages are settled, so its
+// slot can serve another run while their acks go out. It returns how each job left the run
+// (disps[i] is jobs[i]'s), for the scheduler.
+func (r *runner) run(ctx context.Context, jobs []*job, ended func()) []disposition {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batch := r.cfg.BatchSize > 1
+	results := make([]result, len(jobs))
+	outs := make([]outcome, len(jobs))
+	decided := make([]bool, len(jobs)) // outs[i] was decided before, by an earlier run
+	var live []*job
+	var liveAt []int
+	for i, j := range jobs {
+		results[i] = result{Attempt: j.attempt, MaxAttempts: r.maxAttempts, MaxReceiveCount: r.maxReceiveCount, OnReject: r.cfg.OnReject, FIFO: r.fifo}
+		switch {
+		case j.pending != nil:
+			// A delete or dead-letter send that failed: applied again, the worker not rerun.
+			outs[i], decided[i] = *j.pending, true
+		case !j.attach(cancel, batch):
+			results[i].End = endFor(j.stopped()) // stopped while it waited for its run
+		case r.tooOld(j):
+			results[i].End = endNotRun
+		default:
+			live, liveAt = append(live, j), append(liveAt, i)
+		}
+	}
+	var attrs []any
+	if len(live) > 0 {
+		run, directives := r.runWorker(runCtx, live)
+		for _, i := range liveAt {
+			j := jobs[i]
+			results[i].End, results[i].ExitCode, results[i].Directive = run.End, run.ExitCode, directives[j.msg.ID]
+			if errors.Is(j.stopped(), errLeaseLost) {
+				// In a batch a lost lease does not stop the others: this message alone is
+				// no longer watchbot's.
+				results[i].End = endLeaseLost
+			}
+		}
+		if !batch {
+			attrs = []any{"duration", run.Duration.Round(time.Millisecond).String()}
+		}
+	}
+	for _, j := range jobs {
+		j.detach()
+	}
+	ended()
+
+	for i := range jobs {
+		if !decided[i] {
+			outs[i] = outcomeFor(results[i])
+		}
+	}
+	if r.fifo {
+		groups := make([]string, len(jobs))
+		for i, j := range jobs {
+			groups[i] = j.msg.GroupID
+		}
+		outs = inGroupOrder(groups, outs)
+	}
+	disps := make([]disposition, len(jobs))
+	var settling sync.WaitGroup
+	for i, j := range jobs {
+		if !decided[i] {
+			r.count(outs[i])
+		}
+		settling.Go(func() { disps[i] = r.settle(ctx, j, outs[i], attrs...) })
+	}
+	settling.Wait()
+	return disps
+}
+
+// runWorker writes the message file for jobs, runs the worker with the environment of the
+// per-message or the batch contract, and reads the result it left: one directive for the
+// message, or one per message of a batch, by message id.
+func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[string]*directive) {
+	batch := r.cfg.BatchSize > 1
+	log := jobs[0].log.With("attempt", jobs[0].attempt)
+	content := jobs[0].msg.Body
+	if batch {
+		log = r.log.With("batch_size", len(jobs), "first_message_id", jobs[0].msg.ID)
+		content = string(encodeBatch(jobs))
+	}
+	files, err := r.writeJobFiles(content)
+	if err != nil {
+		run := workerRun{End: endSpawnError, Err: err}
+		r.logRun(log, run)
+		return run, nil
+	}
+	defer files.remove()
+	var deadline time.Time
+	if r.cfg.MaxJobDuration > 0 {
+		deadline = time.Now().Add(r.cfg.MaxJobDuration)
+	}
+	for _, j := range jobs {
+		if !j.msg.SentAt.IsZero() {
+			r.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
+		}
+		if r.cfg.LogBodies {
+			j.log.Info("starting worker", "body", j.msg.Body)
+		}
+	}
+	run := r.spawn(ctx, workerSpec{
+		Command: r.command, Env: append(slices.Clip(r.baseEnv), r.env(jobs, files, deadline)...), StdinPath: files.message,
+		MaxDuration: r.cfg.MaxJobDuration, KillGrace: r.cfg.KillGrace,
+		Started: func(pgid int) {
+			for _, j := range jobs {
+				j.mu.Lock()
+				j.pgid = pgid
+				j.mu.Unlock()
+			}
+		},
+	}, log)
+	r.emptyVolumes(log)
+	r.logRun(log, run)
+	if run.End == endSpawnError || run.End == endLeaseLost {
+		return run, nil
+	}
+	return run, r.results(jobs, files.result, log)
+}
+
+// env returns the worker's variables: the message's (Watchbot's names and WATCHBOT_*), or a
+// batch's.
+func (r *runner) env(jobs []*job, files jobFiles, deadline time.Time) []string {
+	if r.cfg.BatchSize == 1 {
+		j := jobs[0]
+		return buildEnv(j.msg, jobEnv{Attempt: j.attempt, QueueURL: r.cfg.QueueURL, MaxAttempts: r.maxAttempts,
+			MessageFile: files.message, ResultFile: files.result, Deadline: deadline})
+	}
+	env := []string{
+		"WATCHBOT_MESSAGE_FILE=" + files.message,
+		"WATCHBOT_RESULT_FILE=" + files.result,
+		"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(jobs)),
+		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(r.maxAttempts),
+		"WATCHBOT_QUEUE_URL=" + r.cfg.QueueURL,
+	}
+	if !deadline.IsZero() {
+		env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
+	}
+	return env
+}
+
+// results reads what the worker wrote to its result file: a directive for the message, or
+// one line per message of a batch. What cannot be used is logged; the exit code then decides.
+func (r *runner) results(jobs []*job, path string, log *slog.Logger) map[string]*directive {
+	if r.cfg.BatchSize == 1 {
+		d, err := readDirective(path)
+		if err != nil {
+			log.Error("ignoring the worker's result file; following its exit code", "error", err)
+		}
+		if d == nil {
+			return nil
+		}
+		return map[string]*directive{jobs[0].msg.ID: d}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			log.Error("could not read the batch's result file; every message follows the exit code", "error", err)
+		}
+		return nil
+	}
+	defer f.Close()
+	ids := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		ids[j.msg.ID] = true
+	}
+	results, warnings := parseBatchResults(f, ids)
+	for _, w := range warnings {
+		log.Warn("batch result ignored", "problem", w)
+	}
+	return results
+}
+
+// settle applies an outcome to one message and returns how the message left its run. It
+// holds the job's lock while it acts on SQS, so no heartbeat renewal can land after the
+// outcome's own visibility change.
+func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) disposition {
+	log := j.log.With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
+	switch o.Action {
+	case actRetryInPlace:
+		delay := r.delay(o, j.attempt)
+		log.Info("message will be retried in place: watchbot keeps it, and its group's later messages, leased",
+			"reason", o.Reason, "retry_in_seconds", seconds(delay))
+		return disposition{keep: true, at: time.Now().Add(delay), attempt: true}
+	case actHold:
+		log.Info("message held: an earlier message of its group is retried in place first", "reason", o.Reason)
+		return disposition{keep: true, attempt: o.Attempted}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	done, returned := disposition{}, disposition{returned: true}
+	switch o.Action {
+	case actDelete:
+		if err := r.acks.delete(j.receipt); err != nil {
+			return r.failed(j, log, o, err, "delete failed")
+		}
+		if o.Success {
+			r.metrics.Add(alarms.MessagesProcessed, 1)
+			log.Info("message done")
+		} else {
+			log.Warn("message deleted", "reason", o.Reason)
+		}
+	case actRetry:
+		r.setVisibility(j, log, r.delay(o, j.attempt), "message will be retried", o.Reason)
+		return returned
+	case actRelease:
+		r.setVisibility(j, log, 0, "message released", o.Reason)
+		return returned
+	case actRedrive:
+		r.setVisibility(j, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
+		return returned
+	case actDeadLetter:
+		if r.dlqURL == "" {
+			log.Error("dead-lettering without a dead-letter queue: this log line is the only record of the message",
+				"reason", o.Reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
+		} else if err := r.sendToDLQ(ctx, j, o.Reason); err != nil {
+			if r.fifo {
+				return r.failed(j, log, o, err, "could not dead-letter the message")
+			}
+			log.Error("could not dead-letter the message; it stays in the queue and will be retried", "error", err, "reason", o.Reason)
+			r.setVisibility(j, log, r.retryDelay(j.attempt), "message will be retried", "dead-letter send failed")
+			return returned
+		}
+		if err := r.acks.delete(j.receipt); err != nil {
+			sent := outcome{Action: actDelete, Reason: "already in the dead-letter queue (" + o.Reason + ")"}
+			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
+		}
+		log.Warn("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
+	case actAbandon:
+		log.Warn("message left alone", "reason", o.Reason)
+		j.settled = true
+		return returned
+	}
+	j.settled = true
+	return done
+}
+
+// settleBackoff spaces the retries of a FIFO message's delete or dead-letter send.
+var settleBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
+
+// failed handles an SQS call that failed while settling a message (the job's lock held). On a
+// FIFO queue a message whose lease still holds keeps its group's place and the call is tried
+// again in place, so its successors never overtake it; elsewhere the message is left to come
+// back when its lease ends.
+func (r *runner) failed(j *job, log *slog.Logger, o outcome, err error, what string) disposition {
+	if r.fifo && !leaseGone(err) {
+		j.settleFailures++
+		delay := settleBackoff.Delay(j.settleFailures, r.random)
+		log.Error(what+"; watchbot keeps the message and its group's place, and tries again", "error", err,
+			"reason", o.Reason, "retry_in", delay.Round(time.Millisecond).String())
+		return disposition{keep: true, at: time.Now().Add(delay), pending: &o}
+	}
+	log.Error(what+": the message will be delivered again after its visibility timeout", "error", err, "reason", o.Reason)
+	j.settled = true
+	return disposition{returned: r.fifo}
+}
+
+// delay is how long a retry waits: the outcome's own delay, or the backoff of the attempt.
+func (r *runner) delay(o outcome, attempt int) time.Duration {
+	if o.DelayFromBackoff {
+		return r.retryDelay(attempt)
+	}
+	return o.Delay
+}
+
+// retryDelay is how long a failed attempt waits: --retry-delay when set, else the backoff.
+func (r *runner) retryDelay(attempt int) time.Duration {
+	if r.cfg.RetryDelay > 0 {
+		return r.cfg.RetryDelay
+	}
+	return r.cfg.Backoff.Delay(attempt, r.random)
+}
+
+// setVisibility makes the message visible again after delay, never past the 12 h limit.
+func (r *runner) setVisibility(j *job, log *slog.Logger, delay time.Duration, what, reason string) {
+	left := maxInFlight - time.Since(j.receivedAt) - time.Second
+	delay = max(0, min(delay, left))
+	secs := seconds(delay)
+	if err := r.acks.changeVisibility(j.receipt, secs); err != nil {
+		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
+		return
+	}
+	log.Info(what, "reason", reason, "visible_in_seconds", secs)
+}
+
+// sendToDLQ sends the message, as received (an SNS envelope stays an envelope), with its
+// attributes and watchbot's to the dead-letter queue. The caller deletes it from the source
+// only when this returns nil. On a FIFO dead-letter queue the message keeps its group id, and
+// its message id is the deduplication id, so a send retried after a lost answer is stored once.
+func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
+	m := j.msg
+	attrs, ok := deadletter.WithCause(m.SQSAttributes, deadletter.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt})
+	if !ok {
+		j.log.Warn("message has 10 attributes, no room for watchbot's: the dead-letter reason is only in this log", "reason", reason)
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl:          aws.String(r.dlqURL),
+		MessageBody:       aws.String(m.Raw),
+		MessageAttributes: attrs,
+	}
+	if strings.HasSuffix(r.dlqURL, ".fifo") {
+		group := m.GroupID
+		if group == "" {
+			group = "watchbot"
+		}
+		in.MessageGroupId = aws.String(group)
+		in.MessageDeduplicationId = aws.String(m.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout)
+	defer cancel()
+	if _, err := r.api.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("send to dead-letter queue: %w", err)
+	}
+	return nil
+}
+
+// tooOld reports a message sent longer ago than --max-message-age.
+func (r *runner) tooOld(j *job) bool {
+	m := j.msg
+	old := r.cfg.MaxMessageAge > 0 && !m.SentAt.IsZero() && time.Since(m.SentAt) > r.cfg.MaxMessageAge
+	if old {
+		j.log.Warn("message older than --max-message-age: dead-lettering without running it", "sent", m.SentAt.Format(time.RFC3339))
+	}
+	return old
+}
+
+// count records an outcome's metrics.
+func (r *runner) count(o outcome) {
+	add := func(ok bool, m alarms.Metric) {
+		if ok {
+			r.metrics.Add(m, 1)
+		}
+	}
+	add(o.WorkerError, alarms.WorkerErrors)
+	add(o.SpawnError, alarms.WorkerSpawnErrors)
+	add(o.DeadLetter, alarms.DeadLetter)
+}
+
+// logRun logs and measures how a worker run ended.
+func (r *runner) logRun(log *slog.Logger, run workerRun) {
+	if run.End != endSpawnError {
+		r.metrics.Add(alarms.WorkerDuration, float64(run.Duration.Milliseconds()))
+	}
+	switch run.End {
+	case endSpawnError:
+		log.Error("worker could not start", "error", run.Err)
+	case endSignaled:
+		log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
+	case endTimedOut:
+		log.Error("worker stopped: it ran longer than --max-job-duration", "limit", r.cfg.MaxJobDuration.String())
+	case endShutdown, endCeiling, endLeaseLost:
+		log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
+	default:
+		// A success is logged once, with its outcome; a failure's exit code is worth a line.
+		level := slog.LevelInfo
+		if run.ExitCode == 0 {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "worker finished", "exit_code", run.ExitCode, "duration", run.Duration.String())
+	}
+}
+
+// emptyVolumes removes everything inside each --volumes directory.
+func (r *runner) emptyVolumes(log *slog.Logger) {
+	for _, v := range r.cfg.Volumes {
+		entries, err := os.ReadDir(v)
+		if err != nil {
+			log.Error("could not empty volume", "volume", v, "error", err)
+			continue
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(v, e.Name())); err != nil {
+				log.Error("could not empty volume", "volume", v, "error", err)
+			}
+		}
+	}
+}
+
+// jobFiles are the paths of one job's message and result files.
+type jobFiles struct{ message, result string }
+
+// newJobFiles names a job's files in dir: unique, created by no one yet.
+func (r *runner) newJobFiles(dir string) jobFiles {
+	n := strconv.FormatUint(r.jobSeq.Add(1), 10)
+	return jobFiles{message: filepath.Join(dir, n+".message"), result: filepath.Join(dir, n+".result.json")}
+}
+
+// sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
+// microseconds; on a disk file system creating and removing them costs far more per job.
+const sharedMemory = "/dev/shm"
+
+// makeWorkDirs creates the directories that hold the jobs' files: in --temp-dir when set;
+// otherwise in /dev/shm when it is usable, with a spill directory in $TMPDIR for when it is
+// full (a container's /dev/shm is often only 64 MiB), or else in $TMPDIR.
+func (r *runner) makeWorkDirs() error {
+	if r.cfg.TempDir == "" {
+		if dir, err := os.MkdirTemp(sharedMemory, "watchbot-"); err == nil {
+			spill, err := os.MkdirTemp("", "watchbot-")
+			if err != nil {
+				os.RemoveAll(dir)
+				return fmt.Errorf("create the jobs' directory: %w", err)
+			}
+			r.workDir, r.spillDir = dir, spill
+			return nil
+		}
+	}
+	dir, err := os.MkdirTemp(r.cfg.TempDir, "watchbot-")
+	if err != nil {
+		return fmt.Errorf("create the jobs' directory: %w", err)
+	}
+	r.workDir = dir
+	return nil
+}
+
+func (r *runner) removeWorkDirs() {
+	os.RemoveAll(r.workDir)
+	if r.spillDir != "" {
+		os.RemoveAll(r.spillDir)
+	}
+}
+
+// writeJobFiles writes the message file, in the spill directory when the work directory is
+// full.
+func (r *runner) writeJobFiles(body string) (jobFiles, error) {
+	files := r.newJobFiles(r.workDir)
+	err := os.WriteFile(files.message, []byte(body), 0o600)
+	if err != nil && r.spillDir != "" {
+		files.remove()
+		files = r.newJobFiles(r.spillDir)
+		err = os.WriteFile(files.message, []byte(body), 0o600)
+	}
+	if err != nil {
+		files.remove()
+		return jobFiles{}, fmt.Errorf("write message file: %w", err)
+	}
+	return files, nil
+}
+
+func (f jobFiles) remove() {
+	_ = os.Remove(f.message)
+	_ = os.Remove(f.result)
+}

@@ -1,0 +1,366 @@
+package supervisor
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// scheduler decides which held messages start next and how many more may be received. It is
+// pure: data in, decisions out, no SQS, no goroutines, no clock of its own (callers pass now).
+// The supervisor's loop goroutine owns it.
+//
+// Its rules:
+//   - At most slots runs at once. A run is one message, or in batch mode up to batchSize.
+//   - Per-message mode starts a message as soon as a slot is free. Batch mode starts a batch
+//     when batchSize messages could go into it, or when window has passed since the oldest of
+//     them could.
+//   - Messages are kept in groups. On a standard queue every message is a group of its own. On
+//     a FIFO queue a group is a MessageGroupId: its messages are kept in SequenceNumber order,
+//     and a group with a message in a run starts nothing else until that run has settled, so a
+//     group's messages run one at a time, in order. A batch takes a group's messages in order.
+//   - A FIFO message retried in place stays at the head of its group and waits out its delay
+//     without a slot; its group waits with it.
+//   - Room (how many messages to receive): never more than could start at once, counting the
+//     messages running and those that could start now. Messages that cannot start (behind their
+//     group's running message, or waiting out an in-place retry) do not count there, since their
+//     group is locked in SQS while they are held and holding them delays no one; they count
+//     against holdLimit instead, which bounds memory.
+type scheduler struct {
+	slots     int
+	batchSize int
+	window    time.Duration
+	fifo      bool
+	holdLimit int
+
+	runs    int // runs whose worker has not ended
+	runMsgs int // messages in those runs
+	open    int // runs not yet finished (settled), for idle
+	held    int // messages held, in no run
+
+	groups    map[string]*group // FIFO groups by MessageGroupId
+	ready     []*group          // groups whose head may start now, in the order they became ready
+	readyMsgs int               // messages held in ready groups
+	waiting   []*group          // groups whose head waits out an in-place retry
+}
+
+// group is the messages of one message group that watchbot holds, and where the group stands.
+type group struct {
+	key   string
+	jobs  []*job // held, in order
+	inRun int    // the group's messages in runs not yet finished
+	state groupState
+	// readyAt is when the head may start (an in-place retry's end); since is when the group
+	// became ready, which starts a batch window.
+	readyAt, since time.Time
+}
+
+type groupState int
+
+const (
+	groupIdle    groupState = iota // in a run, or empty
+	groupReady                     // in ready
+	groupWaiting                   // in waiting
+)
+
+// maxReceive is the most messages one ReceiveMessage returns.
+const maxReceive = 10
+
+func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *scheduler {
+	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, groups: map[string]*group{}}
+	s.holdLimit = slots * batchSize
+	if fifo {
+		// Room for a receive's worth behind each slot's running message.
+		s.holdLimit += slots * maxReceive
+	}
+	return s
+}
+
+// disposition is how a job left its run, as far as scheduling goes.
+type disposition struct {
+	// keep: the job stays held at its group's head (FIFO): retried in place, or held behind a
+	// message of its group that is.
+	keep bool
+	// returned: the job went back to SQS, or is no longer watchbot's; the group's held
+	// messages behind it must go back too.
+	returned bool
+	// With keep: when it may start again, and whether the run counted as an attempt.
+	at      time.Time
+	attempt bool
+	// With keep: an outcome to apply again without running the worker (a delete or a
+	// dead-letter send that failed).
+	pending *outcome
+}
+
+// add holds received messages. A FIFO message joins its group in SequenceNumber order.
+func (s *scheduler) add(now time.Time, js ...*job) {
+	for _, j := range js {
+		s.held++
+		if !s.fifo {
+			g := &group{key: j.msg.ID, jobs: []*job{j}}
+			j.grp = g
+			s.place(g, now)
+			continue
+		}
+		g := s.groups[j.msg.GroupID]
+		if g == nil {
+			g = &group{key: j.msg.GroupID}
+			s.groups[g.key] = g
+		}
+		j.grp = g
+		// After every message of the group that is not later: arrival order breaks ties.
+		i := sort.Search(len(g.jobs), func(i int) bool { return compareSequence(g.jobs[i].msg.Sequence, j.msg.Sequence) > 0 })
+		g.jobs = slices.Insert(g.jobs, i, j)
+		switch g.state {
+		case groupReady:
+			s.readyMsgs++
+		case groupIdle:
+			if g.inRun == 0 {
+				s.place(g, now)
+			}
+		}
+	}
+}
+
+// place puts a group that has no run under way where it belongs: ready, waiting, or gone.
+func (s *scheduler) place(g *group, now time.Time) {
+	switch {
+	case len(g.jobs) == 0:
+		delete(s.groups, g.key)
+	case now.Before(g.readyAt):
+		g.state = groupWaiting
+		s.waiting = append(s.waiting, g)
+	default:
+		g.state, g.since = groupReady, now
+		s.ready = append(s.ready, g)
+		s.readyMsgs += len(g.jobs)
+	}
+}
+
+// promote makes ready the waiting groups whose time has come.
+func (s *scheduler) promote(now time.Time) {
+	s.waiting = slices.DeleteFunc(s.waiting, func(g *group) bool {
+		if now.Before(g.readyAt) {
+			return false
+		}
+		g.state = groupIdle
+		s.place(g, now)
+		return true
+	})
+}
+
+// next returns the runs to start now and counts them as running.
+func (s *scheduler) next(now time.Time) [][]*job {
+	s.promote(now)
+	var runs [][]*job
+	for s.runs < s.slots && len(s.ready) > 0 {
+		if s.batchSize > 1 && s.readyMsgs < s.batchSize && now.Before(s.ready[0].since.Add(s.window)) {
+			break
+		}
+		var run []*job
+		for len(s.ready) > 0 && len(run) < s.batchSize {
+			g := s.ready[0]
+			n := min(len(g.jobs), s.batchSize-len(run))
+			if s.batchSize == 1 {
+				n = 1
+			}
+			run = append(run, g.jobs[:n]...)
+			g.jobs = slices.Clone(g.jobs[n:])
+			g.inRun += n
+			s.readyMsgs -= n
+			if s.fifo || len(g.jobs) == 0 || s.batchSize == 1 {
+				// A FIFO group starts nothing else until this run has settled.
+				s.ready = s.ready[1:]
+				s.readyMsgs -= len(g.jobs)
+				g.state = groupIdle
+			}
+		}
+		s.held -= len(run)
+		s.runs++
+		s.open++
+		s.runMsgs += len(run)
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+// room returns how many messages may be received now.
+func (s *scheduler) room() int {
+	startable := s.readyMsgs
+	if s.batchSize == 1 {
+		startable = len(s.ready)
+	}
+	return max(0, min(maxReceive, s.slots*s.batchSize-s.runMsgs-startable, s.holdLimit-s.held))
+}
+
+// target is the room worth a receive without waiting for more: a full receive, or the
+// capacity when it is smaller.
+func (s *scheduler) target() int {
+	return min(maxReceive, s.slots*s.batchSize)
+}
+
+// wake returns when next could start something without any other event: the end of an
+// in-place retry, or of a batch window while a slot is free. Zero means never.
+func (s *scheduler) wake() time.Time {
+	var at time.Time
+	earlier := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	for _, g := range s.waiting {
+		earlier(g.readyAt)
+	}
+	if s.batchSize > 1 && s.runs < s.slots && len(s.ready) > 0 {
+		earlier(s.ready[0].since.Add(s.window))
+	}
+	return at
+}
+
+// ended frees the slot of a run whose worker has ended; its messages may still be settling.
+func (s *scheduler) ended(run []*job) {
+	s.runs--
+	s.runMsgs -= len(run)
+}
+
+// finish records how each job of a run left it (disps[i] is run[i]'s) and returns the held
+// messages that must go back to SQS because one of their group was returned.
+func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (giveBack []*job) {
+	s.open--
+	var touched []*group
+	kept := map[*group][]*job{}
+	returned := map[*group]bool{}
+	for i, j := range run {
+		g, d := j.grp, disps[i]
+		if !slices.Contains(touched, g) {
+			touched = append(touched, g)
+		}
+		g.inRun--
+		switch {
+		case d.returned:
+			returned[g] = true
+		case d.keep:
+			if d.attempt {
+				j.attempt++
+			}
+			j.pending = d.pending
+			if len(kept[g]) == 0 {
+				g.readyAt = d.at
+			}
+			kept[g] = append(kept[g], j)
+		}
+	}
+	for _, g := range touched {
+		if returned[g] {
+			giveBack = append(append(giveBack, kept[g]...), g.jobs...)
+			s.held -= len(g.jobs)
+			g.jobs = nil
+		} else if k := kept[g]; len(k) > 0 {
+			g.jobs = append(k, g.jobs...)
+			s.held += len(k)
+		}
+		if g.inRun == 0 {
+			s.place(g, now)
+		}
+	}
+	return giveBack
+}
+
+// drop takes a held job out, with the held messages of its group behind it, because it must
+// go back to SQS or is no longer watchbot's. It reports false when the job is not held (it
+// is in a run). wait is what is left of the job's in-place retry, when it was waiting one.
+func (s *scheduler) drop(j *job, now time.Time) (found bool, wait time.Duration, behind []*job) {
+	g := j.grp
+	i := -1
+	if g != nil {
+		i = slices.Index(g.jobs, j)
+	}
+	if i < 0 {
+		return false, 0, nil
+	}
+	if i == 0 && g.state == groupWaiting {
+		wait = g.readyAt.Sub(now)
+	}
+	behind = slices.Clone(g.jobs[i+1:])
+	n := len(g.jobs) - i
+	g.jobs = g.jobs[:i]
+	s.held -= n
+	switch g.state {
+	case groupReady:
+		s.readyMsgs -= n
+		if len(g.jobs) == 0 {
+			s.ready = slices.DeleteFunc(s.ready, func(r *group) bool { return r == g })
+			g.state = groupIdle
+		}
+	case groupWaiting:
+		if len(g.jobs) == 0 {
+			s.waiting = slices.DeleteFunc(s.waiting, func(w *group) bool { return w == g })
+			g.state = groupIdle
+		}
+	}
+	if len(g.jobs) == 0 && g.inRun == 0 {
+		delete(s.groups, g.key)
+	}
+	return true, wait, behind
+}
+
+// giveBack is a held message to hand back to SQS, visible again after wait; or, lost, one
+// that is no longer watchbot's and is only let go.
+type giveBack struct {
+	j    *job
+	wait time.Duration
+	lost bool
+}
+
+// drain takes out every held message, to be handed back: a group's head keeps what is left
+// of its in-place retry, the messages behind it go back at once.
+func (s *scheduler) drain(now time.Time) []giveBack {
+	var out []giveBack
+	take := func(g *group) {
+		for i, j := range g.jobs {
+			var wait time.Duration
+			if i == 0 && g.state == groupWaiting {
+				wait = max(0, g.readyAt.Sub(now))
+			}
+			out = append(out, giveBack{j: j, wait: wait})
+		}
+		s.held -= len(g.jobs)
+		g.jobs = nil
+		g.state = groupIdle
+		if g.inRun == 0 {
+			delete(s.groups, g.key)
+		}
+	}
+	for _, g := range s.ready {
+		take(g)
+	}
+	for _, g := range s.waiting {
+		take(g)
+	}
+	// FIFO groups with a run under way hold their later messages too.
+	for _, g := range s.groups {
+		if len(g.jobs) > 0 {
+			take(g)
+		}
+	}
+	s.ready, s.waiting, s.readyMsgs = nil, nil, 0
+	return out
+}
+
+// idle reports that no run is under way or settling.
+func (s *scheduler) idle() bool { return s.open == 0 }
+
+// compareSequence orders two FIFO SequenceNumbers: decimal strings of up to 128 bits, so the
+// shorter is the smaller and equal lengths compare as text.
+func compareSequence(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
