@@ -28,7 +28,10 @@ type ackOp struct {
 	kind       ackKind
 	handle     string
 	visibility int32
-	done       chan error // buffered, receives exactly one result
+	// urgent: someone waits on this op (the next message of a FIFO group), so it is sent at
+	// once, with whatever of its kind is pending, instead of lingering.
+	urgent bool
+	done   chan error // buffered, receives exactly one result
 }
 
 // acker batches deletes and visibility changes: an op waits at most linger for others to
@@ -41,9 +44,10 @@ type acker struct {
 	linger   time.Duration
 	timeout  time.Duration
 
-	in      chan ackOp
-	flights sync.WaitGroup // batch calls under way
-	stopped chan struct{}
+	in        chan ackOp
+	flights   sync.WaitGroup // batch calls under way
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
 
 func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker {
@@ -53,12 +57,19 @@ func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker
 
 // submit queues an op and returns where its result arrives.
 func (a *acker) submit(kind ackKind, handle string, visibility int32) <-chan error {
-	op := ackOp{kind: kind, handle: handle, visibility: visibility, done: make(chan error, 1)}
+	return a.enqueue(ackOp{kind: kind, handle: handle, visibility: visibility})
+}
+
+func (a *acker) enqueue(op ackOp) <-chan error {
+	op.done = make(chan error, 1)
 	a.in <- op
 	return op.done
 }
 
-func (a *acker) delete(handle string) error { return <-a.submit(ackDelete, handle, 0) }
+// delete deletes a message; urgent sends it without lingering.
+func (a *acker) delete(handle string, urgent bool) error {
+	return <-a.enqueue(ackOp{kind: ackDelete, handle: handle, urgent: urgent})
+}
 
 func (a *acker) changeVisibility(handle string, seconds int32) error {
 	return <-a.submit(ackVisibility, handle, seconds)
@@ -93,7 +104,7 @@ func (a *acker) run(ctx context.Context) {
 				return
 			}
 			pending[op.kind] = append(pending[op.kind], op)
-			if len(pending[op.kind]) == maxBatch || a.linger == 0 {
+			if len(pending[op.kind]) == maxBatch || a.linger == 0 || op.urgent {
 				flush(op.kind)
 			}
 			if fire == nil && len(pending[ackDelete])+len(pending[ackVisibility]) > 0 {
@@ -112,9 +123,10 @@ func (a *acker) run(ctx context.Context) {
 	}
 }
 
-// close stops accepting ops and waits until every pending one has been sent.
+// close stops accepting ops and waits until every pending one has been sent. Calling it
+// again only waits.
 func (a *acker) close() {
-	close(a.in)
+	a.closeOnce.Do(func() { close(a.in) })
 	<-a.stopped
 }
 

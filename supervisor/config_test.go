@@ -1,8 +1,13 @@
 package supervisor
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -59,5 +64,32 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// attrQueue answers GetQueueAttributes with fixed attributes; everything else is fakeQueue's.
+type attrQueue struct {
+	*fakeQueue
+	attrs map[string]string
+}
+
+func (q attrQueue) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: q.attrs}, nil
+}
+
+func TestStartupRefusesFIFOQueueWithStandardDLQ(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueURL = "http://sqs.us-east-1.localhost/000000000000/orders.fifo"
+	cfg.Command = []string{"true"}
+	// SQS refuses to create this pair, but a policy can be set before the DLQ is recreated
+	// as a standard queue: watchbot must not start on it.
+	api := attrQueue{newFakeQueue(), map[string]string{
+		"FifoQueue":     "true",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:orders-dlq","maxReceiveCount":"3"}`,
+	}}
+	err := Run(t.Context(), cfg, Deps{SQS: api})
+	var ce ConfigError
+	if !errors.As(err, &ce) || ce.Flag != "--queue-url" || !strings.Contains(err.Error(), "FIFO queue orders.fifo has a dead-letter queue that is not FIFO (orders-dlq)") {
+		t.Fatalf("Run = %v, want a --queue-url error naming both queues", err)
 	}
 }

@@ -147,34 +147,41 @@ func outcomeFor(r result) outcome {
 
 // inGroupOrder applies FIFO group order to the outcomes of one run: once a message does not
 // leave its group (retried in place, or handed back to SQS), the later messages of that group
-// in the run do not leave it either, whatever the worker said of them. Behind a message
-// retried in place they are held, to run again after it; behind one handed back they go back
-// too, visible at once (SQS keeps the group's order). A message whose lease is lost stays
-// abandoned. groups[i] and outs[i] belong to the run's i-th message, in group order.
+// in the run do not leave it either, whatever the worker said of them (see behind). groups[i]
+// and outs[i] belong to the run's i-th message, in group order.
 func inGroupOrder(groups []string, outs []outcome) []outcome {
-	blocked := map[string]outcome{} // group -> the outcome that stopped it
+	blocked := map[string]bool{} // group -> stopped by a retry in place (true) or a hand-back
 	res := make([]outcome, len(outs))
 	for i, o := range outs {
 		g := groups[i]
-		b, stopped := blocked[g]
-		switch {
-		case !stopped:
-			res[i] = o
-			if !o.Action.leavesGroup() {
-				blocked[g] = o
-			}
+		inPlace, stopped := blocked[g]
+		if stopped {
+			res[i] = behind(inPlace, o)
 			continue
-		case o.Action == actAbandon:
-			res[i] = o
-		case b.Action == actRetryInPlace || b.Action == actHold:
-			res[i] = outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place",
-				WorkerError: o.WorkerError, SpawnError: o.SpawnError, Attempted: !o.Success}
-		default:
-			res[i] = outcome{Action: actRelease, Reason: "handed back with an earlier message of its group",
-				WorkerError: o.WorkerError, SpawnError: o.SpawnError}
+		}
+		res[i] = o
+		if !o.Action.leavesGroup() {
+			blocked[g] = o.Action == actRetryInPlace || o.Action == actHold
 		}
 	}
 	return res
+}
+
+// behind is the outcome of a FIFO message whose group stopped at an earlier message of the
+// same run. Behind a message kept in place (retried, or its delete still pending) it is held,
+// to run again after it, counting an attempt unless the worker acked it. Behind one handed
+// back to SQS it goes back too, visible at once: SQS keeps the group's order. A message whose
+// lease is lost stays abandoned. Its worker's failure still counts.
+func behind(inPlace bool, o outcome) outcome {
+	switch {
+	case o.Action == actAbandon, inPlace && o.Action == actHold:
+		return o
+	case inPlace:
+		return outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place",
+			WorkerError: o.WorkerError, SpawnError: o.SpawnError, Attempted: !o.Success}
+	}
+	return outcome{Action: actRelease, Reason: "handed back with an earlier message of its group",
+		WorkerError: o.WorkerError, SpawnError: o.SpawnError}
 }
 
 // directive is a worker's outcome override, written as JSON to WATCHBOT_RESULT_FILE.

@@ -113,14 +113,51 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func()) []dispositi
 	}
 	disps := make([]disposition, len(jobs))
 	var settling sync.WaitGroup
-	for i, j := range jobs {
-		if !decided[i] {
-			r.count(outs[i])
-		}
-		settling.Go(func() { disps[i] = r.settle(ctx, j, outs[i], attrs...) })
+	for _, part := range settleOrder(jobs, r.fifo) {
+		settling.Go(func() {
+			// A FIFO message whose delete or dead-letter send failed stops its group too.
+			stopped, inPlace := false, false
+			for _, i := range part {
+				o := outs[i]
+				if stopped {
+					o = behind(inPlace, o)
+				}
+				if !decided[i] {
+					r.count(o)
+				}
+				d := r.settle(ctx, jobs[i], o, attrs...)
+				disps[i] = d
+				if !stopped && o.Action.leavesGroup() && (d.keep || d.returned) {
+					stopped, inPlace = true, d.keep
+				}
+			}
+		})
 	}
 	settling.Wait()
 	return disps
+}
+
+// settleOrder splits a run's jobs (by index) into parts settled side by side, each part in
+// order. On a FIFO queue a part is a group, so its messages leave SQS in the group's order
+// (a later one is never deleted while an earlier one's delete may still fail); elsewhere every
+// message is a part of its own.
+func settleOrder(jobs []*job, fifo bool) [][]int {
+	var parts [][]int
+	at := map[string]int{}
+	for i, j := range jobs {
+		if !fifo {
+			parts = append(parts, []int{i})
+			continue
+		}
+		k, ok := at[j.msg.GroupID]
+		if !ok {
+			k = len(parts)
+			at[j.msg.GroupID] = k
+			parts = append(parts, nil)
+		}
+		parts[k] = append(parts[k], i)
+	}
+	return parts
 }
 
 // runWorker writes the message file for jobs, runs the worker with the environment of the
@@ -242,10 +279,18 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	done, returned := disposition{}, disposition{returned: true}
+	d := r.act(ctx, j, o, log)
+	// Settled: no renewal may follow, and a new delivery of the message is a new job.
+	j.settled = !d.keep
+	return d
+}
+
+// act performs an outcome's SQS action, the job's lock held, and says how the message left.
+func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) disposition {
+	returned := disposition{returned: true}
 	switch o.Action {
 	case actDelete:
-		if err := r.acks.delete(j.receipt); err != nil {
+		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
 			return r.failed(j, log, o, err, "delete failed")
 		}
 		if o.Success {
@@ -275,18 +320,16 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 			r.setVisibility(j, log, r.retryDelay(j.attempt), "message will be retried", "dead-letter send failed")
 			return returned
 		}
-		if err := r.acks.delete(j.receipt); err != nil {
+		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
 			sent := outcome{Action: actDelete, Reason: "already in the dead-letter queue (" + o.Reason + ")"}
 			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
 		}
 		log.Warn("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
 	case actAbandon:
 		log.Warn("message left alone", "reason", o.Reason)
-		j.settled = true
 		return returned
 	}
-	j.settled = true
-	return done
+	return disposition{}
 }
 
 // settleBackoff spaces the retries of a FIFO message's delete or dead-letter send.
@@ -305,7 +348,6 @@ func (r *runner) failed(j *job, log *slog.Logger, o outcome, err error, what str
 		return disposition{keep: true, at: time.Now().Add(delay), pending: &o}
 	}
 	log.Error(what+": the message will be delivered again after its visibility timeout", "error", err, "reason", o.Reason)
-	j.settled = true
 	return disposition{returned: r.fifo}
 }
 

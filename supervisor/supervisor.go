@@ -302,12 +302,13 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		lastEmpty           = true // the last receive was empty: a long poll waits anyway
 		gatherUntil         time.Time
 		received, started   int
+		// later holds hand-backs put off while a stop waits for a receive under way: a
+		// message made visible then would be taken by that very receive and released again,
+		// one more receive on its count for nothing.
+		later []giveBack
 	)
 	stopRequested := ctx.Done()
-	stop := func(why string) {
-		stopping, stopRequested = true, nil
-		s.handBack(sched.drain(time.Now()), why)
-	}
+	stop := func() { stopping, stopRequested = true, nil }
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -318,11 +319,15 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				started++
 			}
 			if s.cfg.Once && started > 0 {
-				stop("--once: watchbot runs one message")
+				stop()
 			}
 		}
-		if stopping && !receiving && sched.idle() {
-			return received
+		if stopping && !receiving {
+			s.handBack(append(later, sched.drain(now)...), "watchbot is stopping")
+			later = nil
+			if sched.idle() {
+				return received
+			}
 		}
 		var wake time.Time
 		if !stopping && !receiving {
@@ -364,15 +369,17 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				sched.ended(e.run)
 				continue
 			}
-			s.handBack(backNow(sched.finish(e.run, e.disps, time.Now())), "an earlier message of its group went back to the queue")
-			if stopping {
-				s.handBack(sched.drain(time.Now()), "stopping")
+			back := backNow(sched.finish(e.run, e.disps, time.Now()))
+			if stopping && receiving {
+				later = append(later, back...)
+			} else {
+				s.handBack(back, "an earlier message of its group went back to the queue")
 			}
 		case j := <-s.lost:
 			s.dropLost(sched, j)
 		case <-timer.C:
 		case <-stopRequested:
-			stop("stop requested")
+			stop()
 		}
 	}
 }
