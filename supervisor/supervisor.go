@@ -332,9 +332,11 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		var wake time.Time
 		if !stopping && !receiving {
 			// With few slots free, wait a moment for more, so a busy supervisor makes few,
-			// full receives; not when the queue was empty last time (a long poll waits anyway).
+			// full receives; not when the queue was empty last time (a long poll waits anyway),
+			// nor on a FIFO queue, where a receive fills from one group first: waiting for more
+			// room would not bring more groups, only leave slots idle.
 			room := sched.room()
-			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0
+			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || s.fifo
 			if room > 0 && !enough && gatherUntil.IsZero() {
 				gatherUntil = now.Add(s.cfg.ReceiveGather)
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 )
 
 func main() {
@@ -37,6 +38,7 @@ func main() {
 type options struct {
 	messages    int
 	concurrency int
+	groups      int
 	binary      string
 	worker      string
 }
@@ -45,11 +47,12 @@ func run() error {
 	var o options
 	flag.IntVar(&o.messages, "messages", 3000, "messages preloaded for each contender")
 	flag.IntVar(&o.concurrency, "concurrency", 8, "watchbot --concurrency")
+	flag.IntVar(&o.groups, "groups", 16, "message groups of the FIFO cases")
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
 	flag.Parse()
-	if o.messages < 100 || o.concurrency < 1 {
-		return fmt.Errorf("-messages must be at least 100 and -concurrency at least 1")
+	if o.messages < 100 || o.concurrency < 1 || o.groups < 1 {
+		return fmt.Errorf("-messages must be at least 100, -concurrency and -groups at least 1")
 	}
 	worker, err := exec.LookPath(o.worker)
 	if err != nil {
@@ -66,18 +69,18 @@ func run() error {
 	ctx := context.Background()
 
 	fmt.Printf("preloading %d messages per contender into the fauxqs emulator; worker %q; %d cores\n", o.messages, worker, numCPU())
-	qBase, err := newQueue(ctx, direct, "bench-baseline")
+	qBase, err := newQueue(ctx, direct, "bench-baseline", false)
 	if err != nil {
 		return err
 	}
-	qWatchbot, err := newQueue(ctx, direct, "bench-watchbot")
+	qWatchbot, err := newQueue(ctx, direct, "bench-watchbot", false)
 	if err != nil {
 		return err
 	}
-	if err := preload(ctx, direct, qBase, o.messages); err != nil {
+	if err := preload(ctx, direct, qBase, o.messages, 0); err != nil {
 		return err
 	}
-	if err := preload(ctx, direct, qWatchbot, o.messages); err != nil {
+	if err := preload(ctx, direct, qWatchbot, o.messages, 0); err != nil {
 		return err
 	}
 
@@ -97,6 +100,11 @@ func run() error {
 	wbReqs := counts.total()
 	wbDetail := counts.detail()
 
+	fifo, err := fifoCases(ctx, o, emu, worker)
+	if err != nil {
+		return err
+	}
+
 	baseRate := float64(o.messages) / baseTime.Seconds()
 	wbRate := float64(o.messages) / wbTime.Seconds()
 	fmt.Println()
@@ -107,7 +115,75 @@ func run() error {
 	fmt.Printf("throughput ratio watchbot/baseline: %.2f (goal ≥ 0.8)\n", wbRate/baseRate)
 	fmt.Printf("watchbot SQS requests per message:  %.3f (goal ≤ 0.3): %s\n", float64(wbReqs)/float64(o.messages), wbDetail)
 	fmt.Printf("watchbot peak RSS:                  %.1f MiB\n", float64(rss)/1024)
+	fmt.Println()
+	fmt.Printf("FIFO: --concurrency %d, %d message groups, the same %d messages, ratio to a standard queue on the same server\n", o.concurrency, o.groups, o.messages)
+	for _, f := range fifo {
+		fmt.Printf("  %-52s %6.0f msg/s vs %6.0f standard: ratio %.2f, %.3f SQS req/msg\n", f.server, f.fifoRate, f.stdRate, f.fifoRate/f.stdRate, f.reqPerMsg)
+	}
 	return nil
+}
+
+// fifoFigures is watchbot on a FIFO queue and on a standard one, on one server.
+type fifoFigures struct {
+	server            string
+	fifoRate, stdRate float64
+	reqPerMsg         float64
+}
+
+// fifoCases runs watchbot on a standard queue and on a FIFO queue of o.groups groups, on two
+// servers: fakesqs, which delivers FIFO messages as SQS does (as many of one group per receive
+// as it can), and fauxqs, which returns one message per group per receive.
+func fifoCases(ctx context.Context, o options, fauxqs *testenv.Emulator, worker string) ([]fifoFigures, error) {
+	fake := fakesqs.New()
+	endpoint, closeFake, err := fake.Listen()
+	if err != nil {
+		return nil, err
+	}
+	defer closeFake()
+	servers := []struct {
+		name string
+		emu  *testenv.Emulator
+	}{
+		{"fakesqs (SQS's FIFO delivery)", &testenv.Emulator{Endpoint: endpoint}},
+		{"fauxqs (one message per group per receive)", fauxqs},
+	}
+	var out []fifoFigures
+	for _, srv := range servers {
+		proxy, counts := countingProxy(srv.emu.Endpoint)
+		direct := srv.emu.Client()
+		f := fifoFigures{server: srv.name}
+		for _, fifo := range []bool{false, true} {
+			name := "bench-std"
+			groups := 0
+			if fifo {
+				name, groups = "bench-fifo", o.groups
+			}
+			q, err := newQueue(ctx, direct, name, fifo)
+			if err != nil {
+				proxy.Close()
+				return nil, err
+			}
+			if err := preload(ctx, direct, q, o.messages, groups); err != nil {
+				proxy.Close()
+				return nil, err
+			}
+			counts.reset()
+			took, _, err := watchbot(ctx, o, srv.emu, proxy.URL, direct, q, worker)
+			if err != nil {
+				proxy.Close()
+				return nil, fmt.Errorf("%s, fifo %v: %w", srv.name, fifo, err)
+			}
+			rate := float64(o.messages) / took.Seconds()
+			if fifo {
+				f.fifoRate, f.reqPerMsg = rate, float64(counts.total())/float64(o.messages)
+			} else {
+				f.stdRate = rate
+			}
+		}
+		proxy.Close()
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func numCPU() int {
@@ -115,8 +191,12 @@ func numCPU() int {
 	return strings.Count(string(data), "processor\t:")
 }
 
-func newQueue(ctx context.Context, c *sqs.Client, name string) (string, error) {
-	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+func newQueue(ctx context.Context, c *sqs.Client, name string, fifo bool) (string, error) {
+	suffix, fifoAttrs := "", map[string]string{}
+	if fifo {
+		suffix, fifoAttrs = ".fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+	}
+	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq" + suffix), Attributes: fifoAttrs})
 	if err != nil {
 		return "", err
 	}
@@ -124,16 +204,20 @@ func newQueue(ctx context.Context, c *sqs.Client, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, attrs.Attributes["QueueArn"]),
-	}})
+	qAttrs := map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, attrs.Attributes["QueueArn"])}
+	for k, v := range fifoAttrs {
+		qAttrs[k] = v
+	}
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + suffix), Attributes: qAttrs})
 	if err != nil {
 		return "", err
 	}
 	return aws.ToString(out.QueueUrl), nil
 }
 
-func preload(ctx context.Context, c *sqs.Client, queue string, n int) error {
+// preload sends n messages, 10 per call from 4 senders; with groups > 0, message i goes to
+// group i mod groups of a FIFO queue.
+func preload(ctx context.Context, c *sqs.Client, queue string, n, groups int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	batches := make(chan int)
@@ -142,8 +226,11 @@ func preload(ctx context.Context, c *sqs.Client, queue string, n int) error {
 			for first := range batches {
 				var entries []types.SendMessageBatchRequestEntry
 				for i := first; i < min(first+10, n); i++ {
-					entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
-						MessageBody: aws.String(fmt.Sprintf(`{"job":%d}`, i))})
+					e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(fmt.Sprintf(`{"job":%d}`, i))}
+					if groups > 0 {
+						e.MessageGroupId = aws.String("g" + strconv.Itoa(i%groups))
+					}
+					entries = append(entries, e)
 				}
 				if _, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: entries}); err != nil {
 					select {
