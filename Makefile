@@ -18,8 +18,8 @@ node_modules/.package-lock.json: package-lock.json
 ## test: everything CI runs: formatting, vet, the race-enabled test suite (unit, emulator, linter),
 ## then the fault-injection scenarios on their own, so their load does not starve the others
 test: node_modules/.package-lock.json fmt-check vet
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /internal/scenarios)
-	$(GO) test -race -count=1 -timeout 12m ./internal/scenarios
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /internal/testing/scenarios)
+	$(GO) test -race -count=1 -timeout 12m ./internal/testing/scenarios
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // The linter is the npm package cfn-lint 1.9.7 (martysweet/cfn-lint), pinned in the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/deadletter"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 func TestParseBatchResults(t *testing.T) {

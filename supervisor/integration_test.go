@@ -22,7 +22,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/deadletter"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // harness runs the supervisor against the emulator for one test.

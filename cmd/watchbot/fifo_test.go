@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/watchbot/watchbot/internal/testenv"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // fifoServer is an SQS endpoint for the FIFO end-to-end tests.

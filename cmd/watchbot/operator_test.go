@@ -25,7 +25,7 @@ import (
 
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/queueattr"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // operatorEnv points the in-process CLI at the emulator.

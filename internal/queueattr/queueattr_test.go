@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 func TestParseRedrivePolicy(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/faultproxy"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // TestScenario2EndpointStalls: mid-run the endpoint stops answering (requests and answers

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/faultproxy"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // onePercent makes 1% of every SQS call fail: 0.4% 500s, 0.3% throttles, 0.3% lost answers.

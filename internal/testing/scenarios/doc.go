@@ -4,7 +4,7 @@
 //
 // It holds only tests (and testworker, the worker they run). Each scenario runs the
 // supervisor (in-process through supervisor.Run, or the real binary) against the fauxqs
-// emulator, often through internal/faultproxy, with several seeds, and checks the
+// emulator, often through internal/testing/faultproxy, with several seeds, and checks the
 // invariants at the end from three sources: the queue and its dead-letter queue as they
 // are left, the trace every worker run appends to (start and end records with monotonic
 // timestamps, and a per-message flock that reveals concurrent runs), and the supervisor's

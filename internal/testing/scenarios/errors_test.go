@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/faultproxy"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // tenPercent makes 10% of every SQS call fail: 4% answered 500, 3% throttled, 3% lost after

@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/internal/faultproxy"
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -633,7 +633,7 @@ func workerBinary(tb testing.TB) string {
 			return
 		}
 		workerPath = filepath.Join(dir, "testworker")
-		cmd := exec.Command("go", "build", "-o", workerPath, "./internal/scenarios/testworker")
+		cmd := exec.Command("go", "build", "-o", workerPath, "./internal/testing/scenarios/testworker")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			workerErr = fmt.Errorf("go build testworker: %w\n%s", err, out)

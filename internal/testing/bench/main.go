@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/watchbot/watchbot/internal/testenv"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 func main() {

@@ -2,7 +2,7 @@
 // one line, "fauxqs listening on port N", once it accepts requests. FAUXQS_QUEUES may hold a
 // JSON array of {"name": ..., "attributes": {...}, "deadLetter": {"name": ..., "maxReceiveCount": N}}
 // to create at start; each is announced as "queue NAME URL" after the first line. Used by scripts/local-sqs
-// and by the Go test environment (internal/testenv). Exits when stdin closes or on SIGTERM, so
+// and by the Go test environment (testenv.go, beside it). Exits when stdin closes or on SIGTERM, so
 // a parent that dies never leaves it behind.
 import { startFauxqs } from "fauxqs";
 

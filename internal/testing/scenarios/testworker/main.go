@@ -1,4 +1,4 @@
-// Command testworker is the worker the fault-injection scenarios of internal/scenarios run
+// Command testworker is the worker the fault-injection scenarios of internal/testing/scenarios run
 // under watchbot. It does what the message tells it (succeed, fail, hang, kill itself, fork a
 // child that outlives it, flood stdout ...) and records every run in a trace file, so the
 // scenario can check at the end that no message was lost and none ran twice at once.

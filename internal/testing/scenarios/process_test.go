@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sys/unix"
 
-	"github.com/watchbot/watchbot/internal/testenv"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // procStatus reads fields (VmRSS, VmHWM, Threads) of /proc/PID/status, in kB for sizes.

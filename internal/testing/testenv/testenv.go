@@ -89,7 +89,7 @@ func Start() (*Emulator, error) {
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("install emulator: %w\n%s", err, out)
 	}
-	cmd := exec.Command("node", filepath.Join(root, "scripts", "fauxqs-server.mjs"))
+	cmd := exec.Command("node", filepath.Join(root, "internal", "testing", "testenv", "fauxqs-server.mjs"))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "FAUXQS_PORT=0", "FAUXQS_EXIT_ON_STDIN_CLOSE=1")
 	cmd.Stderr = os.Stderr
