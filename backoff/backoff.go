@@ -6,10 +6,10 @@ package backoff
 import (
 	"fmt"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-// MaxVisibility is SQS's longest visibility timeout, the ceiling of every delay.
-const MaxVisibility = 12 * time.Hour
 
 // Jitter selects how a delay is randomised.
 type Jitter string
@@ -53,7 +53,7 @@ type Exponential struct {
 
 // Default returns the policy of `watchbot listen` without backoff flags.
 func Default() Exponential {
-	return Exponential{Base: 2 * time.Second, Min: 0, Max: MaxVisibility, Jitter: None}
+	return Exponential{Base: 2 * time.Second, Min: 0, Max: sqsspec.MaxInFlight, Jitter: None}
 }
 
 // Validate reports settings that cannot produce a sensible delay, naming the flags.
@@ -63,7 +63,7 @@ func (p Exponential) Validate() error {
 		return fmt.Errorf("--backoff-base (%v) must be positive", p.Base)
 	case p.Min < 0:
 		return fmt.Errorf("--backoff-min (%v) must not be negative", p.Min)
-	case p.Max <= 0 || p.Max > MaxVisibility:
+	case p.Max <= 0 || p.Max > sqsspec.MaxInFlight:
 		return fmt.Errorf("--backoff-max (%v) must be between 1s and 12h (SQS's longest visibility timeout)", p.Max)
 	case p.Min > p.Max:
 		return fmt.Errorf("--backoff-min (%v) must not exceed --backoff-max (%v)", p.Min, p.Max)
@@ -99,13 +99,4 @@ func (p Exponential) exponential(attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, p.Max)
-}
-
-// Seconds rounds d up to whole seconds, SQS's granularity, clamped to SQS's visibility range.
-func Seconds(d time.Duration) int32 {
-	if d <= 0 {
-		return 0
-	}
-	d = min(d, MaxVisibility)
-	return int32((d + time.Second - 1) / time.Second)
 }

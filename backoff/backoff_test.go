@@ -84,18 +84,3 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestSeconds(t *testing.T) {
-	tests := []struct {
-		in   time.Duration
-		want int32
-	}{
-		{-time.Second, 0}, {0, 0}, {time.Nanosecond, 1}, {time.Second, 1},
-		{1500 * time.Millisecond, 2}, {12 * time.Hour, 43200}, {100 * time.Hour, 43200},
-	}
-	for _, tt := range tests {
-		if got := Seconds(tt.in); got != tt.want {
-			t.Errorf("Seconds(%v) = %d, want %d", tt.in, got, tt.want)
-		}
-	}
-}

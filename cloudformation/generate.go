@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // Logical ids of the template's parameters, conditions and resources.
@@ -146,7 +147,8 @@ func (g *generator) queueNames() (queue, deadLetter string) {
 	return base + suffix, base + deadLetterPart + suffix
 }
 
-func seconds(d time.Duration) int { return int(d / time.Second) }
+// seconds is d in SQS's and ECS's whole seconds (the options allow only whole seconds).
+func seconds(d time.Duration) int { return int(sqsspec.Seconds(d)) }
 
 func flagSeconds(d time.Duration) string { return strconv.Itoa(seconds(d)) + "s" }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
@@ -93,8 +94,6 @@ func DefaultOptions() Options {
 const (
 	// DeadLetterRetention is the dead-letter queue's retention: SQS's maximum.
 	DeadLetterRetention = 14 * 24 * time.Hour
-	// MaxVisibility is SQS's longest visibility timeout.
-	MaxVisibility = 12 * time.Hour
 	// MaxStopTimeout is the longest container StopTimeout Fargate allows.
 	MaxStopTimeout = 120 * time.Second
 	// StopMargin is left after --shutdown-timeout and --kill-grace inside the StopTimeout for
@@ -167,7 +166,7 @@ func (o Options) Validate() error {
 	if o.MaxAttempts < 1 || o.MaxAttempts > 1000 {
 		return fmt.Errorf("--max-attempts (%d) must be between 1 and 1000", o.MaxAttempts)
 	}
-	if o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility {
+	if o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsspec.MaxInFlight {
 		return fmt.Errorf("--visibility-timeout (%v) must be between 1s and 12h", o.VisibilityTimeout)
 	}
 	if o.VisibilityTimeout%time.Second != 0 {

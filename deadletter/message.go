@@ -15,11 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
 
-// The message attributes the supervisor adds when it dead-letters a message (DESIGN §2.3), and
-// the one replay adds.
+// The message attributes the supervisor adds when it dead-letters a message (the README's
+// outcome table), and the one replay adds.
 const (
 	AttrReason      = "watchbot-reason"
 	AttrSourceQueue = "watchbot-source-queue"
@@ -59,9 +60,6 @@ func CauseOf(attrs map[string]types.MessageAttributeValue) (c Cause, ok bool) {
 	return c, r || s || a
 }
 
-// maxMessageAttributes is SQS's limit on a message's attributes.
-const maxMessageAttributes = 10
-
 // WithCause returns attrs without any watchbot-* attribute, plus c as the supervisor records
 // it: three attributes, or, when fewer than three of SQS's ten slots are free, one
 // AttrPacked attribute holding c as JSON. With no slot free it returns the attributes alone
@@ -76,7 +74,7 @@ func WithCause(attrs map[string]types.MessageAttributeValue, c Cause) (map[strin
 	str := func(s string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
 	}
-	switch free := maxMessageAttributes - len(out); {
+	switch free := sqsspec.MaxMessageAttributes - len(out); {
 	case free >= 3:
 		out[AttrReason] = str(c.Reason)
 		out[AttrSourceQueue] = str(c.SourceQueue)
@@ -182,7 +180,7 @@ func replayMessage(m Message, fifo bool, maxSize int, now time.Time) producer.Me
 		}
 		out.DeduplicationID = producer.NewDeduplicationID()
 	}
-	if len(attrs) < producer.MaxAttributes {
+	if len(attrs) < sqsspec.MaxMessageAttributes {
 		attrs[AttrReplayedAt] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(now.UTC().Format(time.RFC3339))}
 		if maxSize > 0 && producer.Size(out) > maxSize {
 			delete(attrs, AttrReplayedAt)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -121,7 +122,7 @@ func (c ReplayConfig) Validate() error {
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
 		return fmt.Errorf("--rate (%v) must be a positive number of messages per second", c.Rate)
 	}
-	if c.Hold < time.Second || c.Hold > 12*time.Hour {
+	if c.Hold < time.Second || c.Hold > sqsspec.MaxInFlight {
 		return fmt.Errorf("hold (%v) must be between 1s and 12h", c.Hold)
 	}
 	_, err := ParseFilter(c.MatchBody, c.MatchAttrs)
@@ -180,7 +181,7 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 	if now == nil {
 		now = time.Now
 	}
-	chunk := producer.MaxBatchEntries
+	chunk := sqsspec.MaxBatchEntries
 	if cfg.Rate > 0 && cfg.Rate < float64(chunk) {
 		chunk = max(1, int(cfg.Rate))
 	}
@@ -194,7 +195,7 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 	targetName := queueattr.NameFromURL(target.URL)
 
 	for cfg.Limit == 0 || sum.Replayed < cfg.Limit {
-		want := producer.MaxBatchEntries
+		want := sqsspec.MaxBatchEntries
 		if cfg.Limit > 0 {
 			// Receive no more than can be replayed, so nothing is held for no reason.
 			want = min(want, cfg.Limit-sum.Replayed)
@@ -267,7 +268,7 @@ func replayPart(ctx context.Context, api API, dlqURL string, target queueattr.In
 	if len(sent) == 0 {
 		return nil
 	}
-	failed, err := deleteMessages(context.WithoutCancel(ctx), api, dlqURL, sent)
+	failed := deleteMessages(context.WithoutCancel(ctx), api, dlqURL, sent)
 	for _, m := range sent {
 		_ = cfg.Progress.Add(1)
 		if ferr, bad := failed[m.ID]; bad {
@@ -278,7 +279,7 @@ func replayPart(ctx context.Context, api API, dlqURL string, target queueattr.In
 		sum.Replayed++
 		fmt.Fprintf(cfg.Out, "replayed %s to %s\n", m.ID, queueattr.NameFromURL(target.URL))
 	}
-	return err
+	return nil
 }
 
 func describeCause(m Message) string {

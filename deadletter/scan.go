@@ -1,18 +1,18 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/watchbot/watchbot/producer"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // A scanner walks a DLQ once. SQS offers no way to look at a message without receiving it, so
@@ -46,9 +46,9 @@ func (s *scanner) next(ctx context.Context, limit int) ([]Message, error) {
 	for {
 		out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(s.url),
-			MaxNumberOfMessages:         int32(min(max(limit, 1), 10)),
+			MaxNumberOfMessages:         int32(min(max(limit, 1), sqsspec.MaxReceive)),
 			WaitTimeSeconds:             1, // a long poll asks every SQS server, so "nothing" means empty
-			VisibilityTimeout:           producer.Seconds(s.hold),
+			VisibilityTimeout:           sqsspec.Seconds(s.hold),
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
@@ -89,67 +89,52 @@ func (s *scanner) keep(m Message) { s.kept[m.ID] = m.receipt }
 func (s *scanner) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	var entries []types.ChangeMessageVisibilityBatchRequestEntry
-	for _, receipt := range s.kept {
-		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
-			Id:                aws.String("e" + strconv.Itoa(len(entries))),
-			ReceiptHandle:     aws.String(receipt),
-			VisibilityTimeout: 0,
-		})
-	}
+	receipts := slices.Collect(maps.Values(s.kept))
 	clear(s.kept)
-	failed := 0
-	var firstErr error
-	for start := 0; start < len(entries); start += 10 {
-		batch := entries[start:min(start+10, len(entries))]
-		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.url), Entries: batch})
-		if err != nil {
-			failed += len(batch)
-			firstErr = firstOf(firstErr, err)
-			continue
+	errs := sqsspec.InBatches(len(receipts), func(from, to int) ([]types.BatchResultErrorEntry, error) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, to-from)
+		for i, r := range receipts[from:to] {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: sqsspec.EntryID(i), ReceiptHandle: aws.String(r)}
 		}
-		for _, f := range out.Failed {
+		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.url), Entries: entries})
+		if err != nil {
+			return nil, err
+		}
+		return out.Failed, nil
+	})
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
 			failed++
-			firstErr = firstOf(firstErr, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+			first = cmp.Or(first, err)
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("make %d messages visible again (they stay in the DLQ and reappear within %v): %w", failed, s.hold, firstErr)
+		return fmt.Errorf("make %d messages visible again (they stay in the DLQ and reappear within %v): %w", failed, s.hold, first)
 	}
 	return nil
 }
 
-func firstOf(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
 // deleteMessages deletes msgs from the DLQ and returns those that could not be deleted, with
 // the reason.
-func deleteMessages(ctx context.Context, api API, url string, msgs []Message) (map[string]error, error) {
-	failed := map[string]error{}
-	for start := 0; start < len(msgs); start += 10 {
-		batch := msgs[start:min(start+10, len(msgs))]
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
-		for i, m := range batch {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String("d" + strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
+func deleteMessages(ctx context.Context, api API, url string, msgs []Message) map[string]error {
+	errs := sqsspec.InBatches(len(msgs), func(from, to int) ([]types.BatchResultErrorEntry, error) {
+		entries := make([]types.DeleteMessageBatchRequestEntry, to-from)
+		for i, m := range msgs[from:to] {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: sqsspec.EntryID(i), ReceiptHandle: aws.String(m.receipt)}
 		}
 		out, err := api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
 		if err != nil {
-			for _, m := range batch {
-				failed[m.ID] = err
-			}
-			continue
+			return nil, err
 		}
-		for _, f := range out.Failed {
-			i, err := strconv.Atoi(strings.TrimPrefix(aws.ToString(f.Id), "d"))
-			if err != nil || i < 0 || i >= len(batch) {
-				return failed, errors.New("delete batch: SQS answered with an unknown entry id")
-			}
-			failed[batch[i].ID] = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		return out.Failed, nil
+	})
+	failed := map[string]error{}
+	for i, err := range errs {
+		if err != nil {
+			failed[msgs[i].ID] = err
 		}
 	}
-	return failed, nil
+	return failed
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -104,7 +105,7 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for cfg.Limit == 0 || sum.Exported < cfg.Limit {
-		want := producer.MaxBatchEntries
+		want := sqsspec.MaxBatchEntries
 		if cfg.Limit > 0 {
 			want = min(want, cfg.Limit-sum.Exported)
 		}
@@ -133,7 +134,7 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 		if err := w.Sync(); err != nil {
 			return sum, fmt.Errorf("sync export (nothing deleted): %w", err)
 		}
-		failed, err := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, batch)
+		failed := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, batch)
 		for _, m := range batch {
 			if _, bad := failed[m.ID]; bad {
 				sum.NotDeleted++
@@ -141,9 +142,6 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 			}
 			delete(sc.kept, m.ID)
 			sum.Deleted++
-		}
-		if err != nil {
-			return sum, err
 		}
 	}
 	if err := w.Sync(); err != nil {
@@ -228,7 +226,7 @@ func Import(ctx context.Context, api API, q Queues, r io.Reader, cfg ImportConfi
 		}
 		pending = append(pending, m)
 		lines = append(lines, n)
-		if len(pending) == producer.MaxBatchEntries {
+		if len(pending) == sqsspec.MaxBatchEntries {
 			flush()
 		}
 		if err := ctx.Err(); err != nil {

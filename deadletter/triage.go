@@ -169,11 +169,7 @@ func Triage(ctx context.Context, api API, q Queues, cfg TriageConfig) (sum Triag
 				sc.keep(m)
 				return sum, nil
 			case ActionDelete:
-				failed, err := deleteMessages(ctx, api, q.DLQ.URL, []Message{m})
-				if err == nil {
-					err = failed[m.ID]
-				}
-				if err != nil {
+				if err := deleteMessages(ctx, api, q.DLQ.URL, []Message{m})[m.ID]; err != nil {
 					fmt.Fprintf(out, "delete failed, the message is still there: %v\n", err)
 					continue
 				}
@@ -186,11 +182,7 @@ func Triage(ctx context.Context, api API, q Queues, cfg TriageConfig) (sum Triag
 					fmt.Fprintf(out, "replay failed, the message is still in the dead-letter queue: %v\n", res.Err)
 					continue
 				}
-				failed, err := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, []Message{m})
-				if err == nil {
-					err = failed[m.ID]
-				}
-				if err != nil {
+				if err := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, []Message{m})[m.ID]; err != nil {
 					sum.Replayed++
 					fmt.Fprintf(out, "replayed as %s, but not deleted from the dead-letter queue: %v\n\n", res.MessageID, err)
 					break ask

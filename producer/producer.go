@@ -20,18 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-)
 
-// SQS limits (DESIGN §7).
-const (
-	// MaxBatchEntries is the most entries one batch call may carry.
-	MaxBatchEntries = 10
-	// MaxBatchBytes is the most one SendMessageBatch request may carry, summed over entries.
-	MaxBatchBytes = 1 << 20
-	// MaxAttributes is the most message attributes one message may carry.
-	MaxAttributes = 10
-	// MaxDelay is the longest per-message delay SQS accepts.
-	MaxDelay = 15 * time.Minute
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // API is the part of the SQS client this package calls.
@@ -95,8 +85,8 @@ func Check(m Message, l Limits) error {
 		return errors.New("a deduplication id is only for FIFO queues")
 	case l.FIFO && m.Delay != 0:
 		return errors.New("FIFO queues take no per-message delay")
-	case m.Delay < 0 || m.Delay > MaxDelay:
-		return fmt.Errorf("delay %v is outside 0..%v", m.Delay, MaxDelay)
+	case m.Delay < 0 || m.Delay > sqsspec.MaxDelay:
+		return fmt.Errorf("delay %v is outside 0..%v", m.Delay, sqsspec.MaxDelay)
 	}
 	if len(m.GroupID) > 128 || len(m.DeduplicationID) > 128 {
 		return errors.New("group and deduplication ids are at most 128 characters")
@@ -127,8 +117,8 @@ func validRune(r rune) bool {
 
 // CheckAttributes reports why SQS would refuse attrs.
 func CheckAttributes(attrs map[string]types.MessageAttributeValue) error {
-	if len(attrs) > MaxAttributes {
-		return fmt.Errorf("%d message attributes, more than SQS's %d", len(attrs), MaxAttributes)
+	if len(attrs) > sqsspec.MaxMessageAttributes {
+		return fmt.Errorf("%d message attributes, more than SQS's %d", len(attrs), sqsspec.MaxMessageAttributes)
 	}
 	for name, v := range attrs {
 		if err := checkAttributeName(name); err != nil {
@@ -218,14 +208,14 @@ func NewDeduplicationID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Batches splits messages into SendMessageBatch calls: at most MaxBatchEntries entries and
-// MaxBatchBytes bytes each, in order. It returns index ranges [start, end) into msgs.
+// Batches splits messages into SendMessageBatch calls: at most sqsspec.MaxBatchEntries entries
+// and sqsspec.MaxBatchBytes bytes each, in order. It returns index ranges [start, end) into msgs.
 func Batches(msgs []Message) [][2]int {
 	var out [][2]int
 	start, bytes := 0, 0
 	for i, m := range msgs {
 		n := Size(m)
-		if i > start && (i-start == MaxBatchEntries || bytes+n > MaxBatchBytes) {
+		if i > start && (i-start == sqsspec.MaxBatchEntries || bytes+n > sqsspec.MaxBatchBytes) {
 			out = append(out, [2]int{start, i})
 			start, bytes = i, 0
 		}
@@ -243,37 +233,24 @@ type Result struct {
 	Err       error
 }
 
-// EntryError is SQS's refusal of one batch entry.
-type EntryError struct {
-	Code        string
-	Message     string
-	SenderFault bool
-}
-
-func (e *EntryError) Error() string {
-	if e.Message == "" {
-		return e.Code
-	}
-	return e.Code + ": " + e.Message
-}
-
-// SendBatch sends msgs (at most MaxBatchEntries) in one SendMessageBatch call and returns one
-// Result per message, in order. A failed call fails every entry with the call's error.
+// SendBatch sends msgs (at most sqsspec.MaxBatchEntries) in one SendMessageBatch call and
+// returns one Result per message, in order. A failed call fails every entry with the call's
+// error; an entry SQS refused fails with an *sqsspec.EntryError.
 func SendBatch(ctx context.Context, api API, queueURL string, msgs []Message) []Result {
 	results := make([]Result, len(msgs))
 	if len(msgs) == 0 {
 		return results
 	}
-	if len(msgs) > MaxBatchEntries {
+	if len(msgs) > sqsspec.MaxBatchEntries {
 		for i := range results {
-			results[i].Err = fmt.Errorf("send batch: %d entries, more than %d", len(msgs), MaxBatchEntries)
+			results[i].Err = fmt.Errorf("send batch: %d entries, more than %d", len(msgs), sqsspec.MaxBatchEntries)
 		}
 		return results
 	}
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
 		e := types.SendMessageBatchRequestEntry{
-			Id:                aws.String("m" + strconv.Itoa(i)),
+			Id:                sqsspec.EntryID(i),
 			MessageBody:       aws.String(m.Body),
 			MessageAttributes: m.Attributes,
 		}
@@ -284,7 +261,7 @@ func SendBatch(ctx context.Context, api API, queueURL string, msgs []Message) []
 			e.MessageDeduplicationId = aws.String(m.DeduplicationID)
 		}
 		if m.Delay > 0 {
-			e.DelaySeconds = Seconds(m.Delay)
+			e.DelaySeconds = sqsspec.Seconds(m.Delay)
 		}
 		entries[i] = e
 	}
@@ -297,8 +274,8 @@ func SendBatch(ctx context.Context, api API, queueURL string, msgs []Message) []
 	}
 	done := make([]bool, len(msgs))
 	index := func(id *string) (int, bool) {
-		i, err := strconv.Atoi(strings.TrimPrefix(aws.ToString(id), "m"))
-		if err != nil || i < 0 || i >= len(msgs) || done[i] {
+		i, ok := sqsspec.EntryIndex(id, len(msgs))
+		if !ok || done[i] {
 			return 0, false
 		}
 		done[i] = true
@@ -311,7 +288,7 @@ func SendBatch(ctx context.Context, api API, queueURL string, msgs []Message) []
 	}
 	for _, f := range out.Failed {
 		if i, ok := index(f.Id); ok {
-			results[i].Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+			results[i].Err = &sqsspec.EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 		}
 	}
 	for i := range results {
@@ -337,12 +314,4 @@ func Send(ctx context.Context, api API, queueURL string, msgs []Message, report 
 			report(b[0]+j, r)
 		}
 	}
-}
-
-// Seconds converts d to SQS's whole seconds, rounding up.
-func Seconds(d time.Duration) int32 {
-	if d <= 0 {
-		return 0
-	}
-	return int32((d + time.Second - 1) / time.Second)
 }

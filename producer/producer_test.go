@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -265,19 +266,11 @@ func TestSendBatchReportsEachEntry(t *testing.T) {
 	if got[0].MessageID != "id-a" || got[3].MessageID != "id-d" {
 		t.Errorf("successes: %+v", got)
 	}
-	var ee *EntryError
+	var ee *sqsspec.EntryError
 	if !errors.As(got[1].Err, &ee) || ee.Code != "InvalidMessageContents" || !ee.SenderFault {
 		t.Errorf("entry 1: %v", got[1].Err)
 	}
 	if got[2].Err == nil {
 		t.Error("an entry SQS did not answer counted as sent")
-	}
-}
-
-func TestSecondsRoundsUp(t *testing.T) {
-	for d, want := range map[time.Duration]int32{0: 0, -time.Second: 0, time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 15 * time.Minute: 900} {
-		if got := Seconds(d); got != want {
-			t.Errorf("Seconds(%v) = %d, want %d", d, got, want)
-		}
 	}
 }

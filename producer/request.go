@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // QueueAPI is the part of the SQS client Deliver calls.
@@ -35,7 +36,7 @@ type Request struct {
 	QueueURL   string
 	Bodies     []Body
 	Attributes map[string]types.MessageAttributeValue
-	// Delay postpones delivery; standard queues only, at most MaxDelay.
+	// Delay postpones delivery; standard queues only, at most sqsspec.MaxDelay.
 	Delay time.Duration
 	// GroupID is the MessageGroupId: required on FIFO queues, refused on standard ones.
 	GroupID string
@@ -49,8 +50,8 @@ func (r Request) Validate() error {
 	if len(r.Bodies) == 0 {
 		return errors.New("nothing to send: give --body, --file or lines on stdin")
 	}
-	if r.Delay < 0 || r.Delay > MaxDelay {
-		return fmt.Errorf("--delay (%v) must be between 0 and %v", r.Delay, MaxDelay)
+	if r.Delay < 0 || r.Delay > sqsspec.MaxDelay {
+		return fmt.Errorf("--delay (%v) must be between 0 and %v", r.Delay, sqsspec.MaxDelay)
 	}
 	if err := CheckAttributes(r.Attributes); err != nil {
 		return fmt.Errorf("--attr: %w", err)
@@ -119,7 +120,7 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 }
 
 // maxLine is the longest stdin line ReadLines accepts: a 1 MiB body and its line ending.
-const maxLine = 1<<20 + 2
+const maxLine = sqsspec.MaxMessageSize + 2
 
 // ReadLines reads one body per line ("\n" or "\r\n" ends a line), naming each "<name> line N".
 // Empty lines are kept so that Deliver refuses them by line number rather than skipping input

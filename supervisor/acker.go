@@ -2,19 +2,16 @@ package supervisor
 
 import (
 	"context"
-	"fmt"
-	"strconv"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
-)
 
-// maxBatch is SQS's limit on entries in one batch call.
-const maxBatch = 10
+	"github.com/watchbot/watchbot/internal/sqsspec"
+)
 
 type ackKind int
 
@@ -104,7 +101,7 @@ func (a *acker) run(ctx context.Context) {
 				return
 			}
 			pending[op.kind] = append(pending[op.kind], op)
-			if len(pending[op.kind]) == maxBatch || a.linger == 0 || op.urgent {
+			if len(pending[op.kind]) == sqsspec.MaxBatchEntries || a.linger == 0 || op.urgent {
 				flush(op.kind)
 			}
 			if fire == nil && len(pending[ackDelete])+len(pending[ackVisibility]) > 0 {
@@ -130,6 +127,8 @@ func (a *acker) close() {
 	<-a.stopped
 }
 
+// send sends one batch of ops of one kind and answers each op on its own. An entry that
+// failed on SQS's side gets one more try on its own.
 func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
@@ -137,48 +136,34 @@ func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
 		ops[0].done <- a.sendOne(ctx, ops[0])
 		return
 	}
-	var failed []types.BatchResultErrorEntry
-	var err error
-	switch kind {
-	case ackDelete:
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(ops))
-		for i, op := range ops {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle)}
+	errs := sqsspec.InBatches(len(ops), func(from, to int) ([]types.BatchResultErrorEntry, error) {
+		switch kind {
+		case ackDelete:
+			entries := make([]types.DeleteMessageBatchRequestEntry, to-from)
+			for i, op := range ops[from:to] {
+				entries[i] = types.DeleteMessageBatchRequestEntry{Id: sqsspec.EntryID(i), ReceiptHandle: aws.String(op.handle)}
+			}
+			out, err := a.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
+			if err != nil {
+				return nil, err
+			}
+			return out.Failed, nil
+		default:
+			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, to-from)
+			for i, op := range ops[from:to] {
+				entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: sqsspec.EntryID(i),
+					ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility}
+			}
+			out, err := a.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
+			if err != nil {
+				return nil, err
+			}
+			return out.Failed, nil
 		}
-		var out *sqs.DeleteMessageBatchOutput
-		out, err = a.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
-		if out != nil {
-			failed = out.Failed
-		}
-	case ackVisibility:
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ops))
-		for i, op := range ops {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
-				ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility}
-		}
-		var out *sqs.ChangeMessageVisibilityBatchOutput
-		out, err = a.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(a.queueURL), Entries: entries})
-		if out != nil {
-			failed = out.Failed
-		}
-	}
-	if err != nil {
-		for _, op := range ops {
-			op.done <- err
-		}
-		return
-	}
-	errs := make([]error, len(ops))
-	for _, f := range failed {
-		i, convErr := strconv.Atoi(aws.ToString(f.Id))
-		if convErr != nil || i < 0 || i >= len(ops) {
-			continue
-		}
-		errs[i] = &entryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
-	}
+	})
 	for i, op := range ops {
-		if errs[i] != nil && !errs[i].(*entryError).SenderFault {
-			// A server-side failure of one entry: one more try on its own.
+		var entry *sqsspec.EntryError
+		if errors.As(errs[i], &entry) && !entry.SenderFault {
 			errs[i] = a.sendOne(ctx, op)
 		}
 		op.done <- errs[i]
@@ -195,26 +180,4 @@ func (a *acker) sendOne(ctx context.Context, op ackOp) error {
 			ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility})
 	}
 	return err
-}
-
-// entryError is the failure of one entry of a batch call.
-type entryError struct {
-	Code, Message string
-	SenderFault   bool
-}
-
-func (e *entryError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
-
-// ErrorCode returns the entry's error code, so smithy.APIError checks see it.
-func (e *entryError) ErrorCode() string { return e.Code }
-
-// ErrorMessage and ErrorFault complete smithy.APIError.
-func (e *entryError) ErrorMessage() string { return e.Message }
-
-// ErrorFault says whose fault the failure was.
-func (e *entryError) ErrorFault() smithy.ErrorFault {
-	if e.SenderFault {
-		return smithy.FaultClient
-	}
-	return smithy.FaultServer
 }

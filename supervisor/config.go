@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // RejectAction is what exit code 3 does (--on-reject).
@@ -94,15 +95,12 @@ func DefaultConfig() Config {
 		KillGrace:         5 * time.Second,
 		ShutdownTimeout:   20 * time.Second,
 		OnReject:          RejectDeadLetter,
-		WaitTime:          20 * time.Second,
+		WaitTime:          sqsspec.MaxWait,
 		AckTimeout:        15 * time.Second,
 		AckLinger:         20 * time.Millisecond,
 		ReceiveGather:     20 * time.Millisecond,
 	}
 }
-
-// maxInFlight is SQS's ceiling on a message's time in flight since it was received.
-const maxInFlight = 12 * time.Hour
 
 // Validate checks the configuration without any I/O. Errors name the flag.
 func (c Config) Validate() error {
@@ -127,7 +125,7 @@ func (c Config) Validate() error {
 	if err := c.Backoff.Validate(); err != nil {
 		return ConfigError{Msg: err.Error()}
 	}
-	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > maxInFlight {
+	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > sqsspec.MaxInFlight {
 		return bad("--visibility-timeout", "(%v) must be between 1s and 12h", c.VisibilityTimeout)
 	}
 	if hb := c.heartbeat(); hb <= 0 || hb >= c.VisibilityTimeout {
@@ -136,7 +134,7 @@ func (c Config) Validate() error {
 	if c.MaxJobDuration < 0 {
 		return bad("--max-job-duration", "(%v) must not be negative", c.MaxJobDuration)
 	}
-	if c.MaxJobDuration > maxInFlight {
+	if c.MaxJobDuration > sqsspec.MaxInFlight {
 		return bad("--max-job-duration", "(%v) must not exceed 12h, SQS's longest time in flight", c.MaxJobDuration)
 	}
 	if c.KillGrace < 0 {
@@ -151,7 +149,7 @@ func (c Config) Validate() error {
 	if c.MaxMessageAge < 0 {
 		return bad("--max-message-age", "(%v) must not be negative", c.MaxMessageAge)
 	}
-	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
+	if c.WaitTime < 0 || c.WaitTime > sqsspec.MaxWait {
 		return bad("", "receive wait time (%v) must be between 0 and 20s", c.WaitTime)
 	}
 	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
@@ -166,7 +164,7 @@ func (c Config) Validate() error {
 	if c.BatchWindow > 0 && c.BatchSize == 1 {
 		return bad("--batch-window", "(%v) needs --batch-size above 1", c.BatchWindow)
 	}
-	if c.RetryDelay < 0 || c.RetryDelay > maxInFlight {
+	if c.RetryDelay < 0 || c.RetryDelay > sqsspec.MaxInFlight {
 		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
 	}
 	for _, v := range c.Volumes {

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // fakeQueue is a small in-memory SQS queue that behaves like one for what the supervisor
@@ -49,7 +51,7 @@ func (q *fakeQueue) add(id, body string) {
 
 // receive takes one visible message as the supervisor would, returning it and its handle.
 func (q *fakeQueue) receive(visibility time.Duration) (types.Message, bool) {
-	out, _ := q.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{MaxNumberOfMessages: 1, VisibilityTimeout: seconds(visibility)})
+	out, _ := q.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{MaxNumberOfMessages: 1, VisibilityTimeout: sqsspec.Seconds(visibility)})
 	if len(out.Messages) == 0 {
 		return types.Message{}, false
 	}

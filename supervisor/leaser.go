@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // job is one message held by the supervisor, from its receive until it is settled: where it
@@ -251,7 +253,7 @@ func (l *leaser) renew(js []*job) (retry bool) {
 			continue
 		}
 		inFlight := now.Sub(j.receivedAt)
-		left := maxInFlight - inFlight
+		left := sqsspec.MaxInFlight - inFlight
 		if left <= l.ceilingMargin() {
 			j.mu.Unlock()
 			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
@@ -260,7 +262,7 @@ func (l *leaser) renew(js []*job) (retry bool) {
 			continue
 		}
 		vis := min(l.visibility, left-time.Second)
-		waits = append(waits, pending{j, j.receipt, now, vis, l.acks.submit(ackVisibility, j.receipt, seconds(vis))})
+		waits = append(waits, pending{j, j.receipt, now, vis, l.acks.submit(ackVisibility, j.receipt, sqsspec.Seconds(vis))})
 	}
 	for _, p := range waits {
 		err := <-p.done

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // Exit codes with a meaning of their own (the README's outcome table).
@@ -243,8 +245,8 @@ func (d *directive) validate() error {
 	switch d.Action {
 	case "ack", "dead-letter":
 	case "retry":
-		if d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > maxInFlight.Seconds()) {
-			return fmt.Errorf("delaySeconds %v must be between 0 and 43200", *d.DelaySeconds)
+		if most := sqsspec.MaxInFlight.Seconds(); d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > most) {
+			return fmt.Errorf("delaySeconds %v must be between 0 and %v", *d.DelaySeconds, most)
 		}
 	default:
 		return fmt.Errorf("unknown action %q (want ack, retry or dead-letter)", d.Action)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // receiveAsk asks the receive loop for up to n messages.
@@ -80,7 +81,7 @@ func (s *Supervisor) receive(ctx context.Context, n int, attemptID string) ([]ty
 		QueueUrl:                    aws.String(s.cfg.QueueURL),
 		MaxNumberOfMessages:         int32(n),
 		WaitTimeSeconds:             int32(s.cfg.WaitTime / time.Second),
-		VisibilityTimeout:           seconds(s.cfg.VisibilityTimeout),
+		VisibilityTimeout:           sqsspec.Seconds(s.cfg.VisibilityTimeout),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // runner runs workers: one path for one message or a batch. It writes the message file,
@@ -271,7 +272,7 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 	case actRetryInPlace:
 		delay := r.delay(o, j.attempt)
 		log.Info("message will be retried in place: watchbot keeps it, and its group's later messages, leased",
-			"reason", o.Reason, "retry_in_seconds", seconds(delay))
+			"reason", o.Reason, "retry_in_seconds", sqsspec.Seconds(delay))
 		return disposition{keep: true, at: time.Now().Add(delay), attempt: true}
 	case actHold:
 		log.Info("message held: an earlier message of its group is retried in place first", "reason", o.Reason)
@@ -369,9 +370,9 @@ func (r *runner) retryDelay(attempt int) time.Duration {
 
 // setVisibility makes the message visible again after delay, never past the 12 h limit.
 func (r *runner) setVisibility(j *job, log *slog.Logger, delay time.Duration, what, reason string) {
-	left := maxInFlight - time.Since(j.receivedAt) - time.Second
+	left := sqsspec.MaxInFlight - time.Since(j.receivedAt) - time.Second
 	delay = max(0, min(delay, left))
-	secs := seconds(delay)
+	secs := sqsspec.Seconds(delay)
 	if err := r.acks.changeVisibility(j.receipt, secs); err != nil {
 		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
 		return
@@ -387,7 +388,8 @@ func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 	m := j.msg
 	attrs, ok := deadletter.WithCause(m.SQSAttributes, deadletter.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt})
 	if !ok {
-		j.log.Warn("message has 10 attributes, no room for watchbot's: the dead-letter reason is only in this log", "reason", reason)
+		j.log.Warn("message has all its attribute slots taken, no room for watchbot's: the dead-letter reason is only in this log",
+			"reason", reason, "attributes", len(m.SQSAttributes))
 	}
 	in := &sqs.SendMessageInput{
 		QueueUrl:          aws.String(r.dlqURL),

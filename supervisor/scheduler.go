@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // scheduler decides which held messages start next and how many more may be received. It is
@@ -63,15 +65,12 @@ const (
 	groupWaiting                   // in waiting
 )
 
-// maxReceive is the most messages one ReceiveMessage returns.
-const maxReceive = 10
-
 func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *scheduler {
 	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, groups: map[string]*group{}}
 	s.holdLimit = slots * batchSize
 	if fifo {
 		// Room for a receive's worth behind each slot's running message.
-		s.holdLimit += slots * maxReceive
+		s.holdLimit += slots * sqsspec.MaxReceive
 	}
 	return s
 }
@@ -190,13 +189,13 @@ func (s *scheduler) room() int {
 	if s.batchSize == 1 {
 		startable = len(s.ready)
 	}
-	return max(0, min(maxReceive, s.slots*s.batchSize-s.runMsgs-startable, s.holdLimit-s.held))
+	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize-s.runMsgs-startable, s.holdLimit-s.held))
 }
 
 // target is the room worth a receive without waiting for more: a full receive, or the
 // capacity when it is smaller.
 func (s *scheduler) target() int {
-	return min(maxReceive, s.slots*s.batchSize)
+	return min(sqsspec.MaxReceive, s.slots*s.batchSize)
 }
 
 // wake returns when next could start something without any other event: the end of an

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/alarms"
-	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -493,6 +492,3 @@ func (s *Supervisor) releaseReceived(msgs []types.Message) {
 		})
 	}
 }
-
-// seconds converts a duration to SQS's whole seconds, rounding up.
-func seconds(d time.Duration) int32 { return backoff.Seconds(d) }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -121,8 +122,8 @@ func parseDelay(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d < 0 || d > producer.MaxDelay {
-		return 0, fmt.Errorf("%v is outside 0..%v", d, producer.MaxDelay)
+	if d < 0 || d > sqsspec.MaxDelay {
+		return 0, fmt.Errorf("%v is outside 0..%v", d, sqsspec.MaxDelay)
 	}
 	return d, nil
 }

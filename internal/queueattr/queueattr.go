@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // API is the part of the SQS client this package calls.
@@ -96,7 +98,7 @@ func parseInfo(queueURL string, attrs map[string]string) (Info, error) {
 	info.RetentionPeriod = seconds("MessageRetentionPeriod")
 	info.MaximumMessageSize = int(count("MaximumMessageSize"))
 	if info.MaximumMessageSize == 0 {
-		info.MaximumMessageSize = 256 * 1024
+		info.MaximumMessageSize = sqsspec.MaxMessageSize
 	}
 	info.Visible = count("ApproximateNumberOfMessages")
 	info.InFlight = count("ApproximateNumberOfMessagesNotVisible")
