@@ -96,7 +96,9 @@ func DefaultPublisherConfig() PublisherConfig {
 	}
 }
 
-// Validate reports the first setting CloudWatch or the publisher would refuse.
+// Validate reports the first setting CloudWatch or the publisher would refuse. It checks what
+// a user chose, not the wiring (Stdout, CloudWatch), which NewPublisher checks: a command
+// validates its flags before it builds the clients.
 func (c PublisherConfig) Validate() error {
 	switch c.Mode {
 	case ModeCloudWatch, ModeEMF, ModeNone:
@@ -117,12 +119,6 @@ func (c PublisherConfig) Validate() error {
 	}
 	if c.MaxBufferedWindows < 1 {
 		return fmt.Errorf("metrics buffered windows (%d) must be at least 1", c.MaxBufferedWindows)
-	}
-	if c.Mode == ModeEMF && c.Stdout == nil {
-		return errors.New("--metrics emf needs an output for its lines")
-	}
-	if c.Mode == ModeCloudWatch && c.CloudWatch == nil {
-		return errors.New("--metrics cloudwatch needs a CloudWatch client")
 	}
 	return nil
 }
@@ -241,10 +237,17 @@ type Publisher struct {
 
 var _ Recorder = (*Publisher)(nil)
 
-// NewPublisher checks cfg and returns a Publisher. It does no I/O.
+// NewPublisher checks cfg, and that its mode has what it writes to, and returns a Publisher.
+// It does no I/O.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Mode == ModeEMF && cfg.Stdout == nil {
+		return nil, errors.New("--metrics emf needs an output for its lines")
+	}
+	if cfg.Mode == ModeCloudWatch && cfg.CloudWatch == nil {
+		return nil, errors.New("--metrics cloudwatch needs a CloudWatch client")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

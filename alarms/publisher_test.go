@@ -68,8 +68,6 @@ func TestValidate(t *testing.T) {
 		{"interval too short", func(c *PublisherConfig) { c.Interval = time.Millisecond }, "metrics interval (1ms) must be between 1s and 1h"},
 		{"no flush timeout", func(c *PublisherConfig) { c.FlushTimeout = 0 }, "flush timeout"},
 		{"no buffered window", func(c *PublisherConfig) { c.MaxBufferedWindows = 0 }, "buffered windows (0) must be at least 1"},
-		{"emf without output", func(c *PublisherConfig) { c.Stdout = nil }, "--metrics emf needs an output"},
-		{"cloudwatch without client", func(c *PublisherConfig) { c.Mode = ModeCloudWatch }, "--metrics cloudwatch needs a CloudWatch client"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,6 +89,32 @@ func TestValidate(t *testing.T) {
 			}
 			if _, err := NewPublisher(c); err == nil {
 				t.Fatal("NewPublisher() accepted what Validate refuses")
+			}
+		})
+	}
+}
+
+// TestNewPublisherNeedsItsOutput: the wiring is NewPublisher's to check, not Validate's, so
+// listen can validate --metrics cloudwatch before it builds the CloudWatch client.
+func TestNewPublisherNeedsItsOutput(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*PublisherConfig)
+		wantErr string
+	}{
+		{"emf without output", func(c *PublisherConfig) { c.Stdout = nil }, "--metrics emf needs an output"},
+		{"cloudwatch without client", func(c *PublisherConfig) { c.Mode = ModeCloudWatch }, "--metrics cloudwatch needs a CloudWatch client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testConfig(ModeEMF)
+			c.Stdout = &bytes.Buffer{}
+			tt.change(&c)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate() = %v, want nil: the settings are valid", err)
+			}
+			if _, err := NewPublisher(c); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewPublisher() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}
