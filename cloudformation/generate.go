@@ -11,6 +11,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/supervisor"
 )
 
 // Logical ids of the template's parameters, conditions and resources.
@@ -304,6 +305,33 @@ func ListenArgs(o Options, queueURL any) []any {
 	}
 	if o.Metrics != MetricsNone {
 		args = append(args, "--metrics-namespace", o.MetricsNamespace)
+	}
+	// The rest only when they differ from listen's defaults, so a template says what it chose.
+	listen := supervisor.DefaultConfig()
+	if o.HeartbeatInterval != listen.HeartbeatInterval {
+		args = append(args, "--heartbeat-interval", o.HeartbeatInterval.String())
+	}
+	if o.MaxJobDuration != listen.MaxJobDuration {
+		args = append(args, "--max-job-duration", o.MaxJobDuration.String())
+	}
+	if o.BatchSize != listen.BatchSize {
+		args = append(args, "--batch-size", strconv.Itoa(o.BatchSize))
+	}
+	if o.BatchWindow != listen.BatchWindow {
+		args = append(args, "--batch-window", o.BatchWindow.String())
+	}
+	b, d := o.Backoff, listen.Backoff
+	if b.Base != d.Base {
+		args = append(args, "--backoff-base", b.Base.String())
+	}
+	if b.Min != d.Min {
+		args = append(args, "--backoff-min", b.Min.String())
+	}
+	if b.Max != d.Max {
+		args = append(args, "--backoff-max", b.Max.String())
+	}
+	if b.Jitter != d.Jitter {
+		args = append(args, "--backoff-jitter", string(b.Jitter))
 	}
 	args = append(args, "--")
 	for _, c := range o.Command {

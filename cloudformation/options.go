@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
-	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/supervisor"
 )
 
 // MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
@@ -67,12 +68,27 @@ type Options struct {
 	// ShutdownTimeout and KillGrace are listen's --shutdown-timeout and --kill-grace. The
 	// container's StopTimeout is their sum plus StopMargin, at most 120 s (Fargate's limit).
 	ShutdownTimeout, KillGrace time.Duration
+	// HeartbeatInterval is listen's --heartbeat-interval (0: half the visibility timeout).
+	HeartbeatInterval time.Duration
+	// MaxJobDuration is listen's --max-job-duration (0: no limit).
+	MaxJobDuration time.Duration
+	// BatchSize and BatchWindow are listen's --batch-size and --batch-window.
+	BatchSize   int
+	BatchWindow time.Duration
+	// Backoff is listen's --backoff-base, --backoff-min, --backoff-max and --backoff-jitter.
+	Backoff backoff.Exponential
 }
 
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
-// and must be set.
+// and must be set. The listen settings the template does not choose are listen's defaults.
 func DefaultOptions() Options {
+	listen := supervisor.DefaultConfig()
 	return Options{
+		HeartbeatInterval: listen.HeartbeatInterval,
+		MaxJobDuration:    listen.MaxJobDuration,
+		BatchSize:         listen.BatchSize,
+		BatchWindow:       listen.BatchWindow,
+		Backoff:           listen.Backoff,
 		MaxAttempts:       10,
 		VisibilityTimeout: 3 * time.Minute,
 		QueueRetention:    4 * 24 * time.Hour,
@@ -85,8 +101,8 @@ func DefaultOptions() Options {
 		MetricsNamespace:  "Watchbot",
 		Alarms:            alarms.DefaultThresholds(),
 		LogRetentionDays:  30,
-		ShutdownTimeout:   20 * time.Second,
-		KillGrace:         5 * time.Second,
+		ShutdownTimeout:   listen.ShutdownTimeout,
+		KillGrace:         listen.KillGrace,
 	}
 }
 
@@ -128,9 +144,8 @@ func steps(from, to, step int) []int {
 }
 
 var (
-	namePattern     = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	namespaceFormat = regexp.MustCompile(`^[A-Za-z0-9.\-_/#:]{1,255}$`)
+	namePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // reservedEnvironment are variables the template sets itself or passes as listen flags, which
@@ -140,7 +155,8 @@ var reservedEnvironment = []string{
 }
 
 // Validate reports the first option that cannot produce a working stack, naming the
-// `watchbot template` flag.
+// `watchbot template` flag. The options that become listen's flags are checked by listen's
+// own rules (supervisor.Check*), so the template never generates a command listen refuses.
 func (o Options) Validate() error {
 	if o.NamePrefix != "" {
 		if !namePattern.MatchString(o.NamePrefix) {
@@ -163,11 +179,24 @@ func (o Options) Validate() error {
 			return fmt.Errorf("--queue-name (%q) must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", o.QueueName, maxQueueName-len(deadLetterPart+fifoSuffix))
 		}
 	}
-	if o.MaxAttempts < 1 || o.MaxAttempts > 1000 {
-		return fmt.Errorf("--max-attempts (%d) must be between 1 and 1000", o.MaxAttempts)
+	if o.MaxAttempts < 1 || o.MaxAttempts > supervisor.MaxAttempts {
+		// Also the redrive policy's maxReceiveCount, so listen's 0 (the queue's) has no meaning.
+		return fmt.Errorf("--max-attempts (%d) must be between 1 and %d", o.MaxAttempts, supervisor.MaxAttempts)
 	}
-	if o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsspec.MaxInFlight {
-		return fmt.Errorf("--visibility-timeout (%v) must be between 1s and 12h", o.VisibilityTimeout)
+	for _, err := range []error{
+		supervisor.CheckConcurrency(o.Concurrency),
+		supervisor.CheckLease(o.VisibilityTimeout, o.HeartbeatInterval),
+		supervisor.CheckJobDuration(o.MaxJobDuration),
+		supervisor.CheckBatch(o.BatchSize, o.BatchWindow),
+		supervisor.CheckBackoff(o.Backoff),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	var volumeErr supervisor.ConfigError
+	if errors.As(supervisor.CheckVolumes(volumes(o.Environment), o.Concurrency), &volumeErr) {
+		return fmt.Errorf("--env Volumes (listen's --volumes): %s", volumeErr.Msg)
 	}
 	if o.VisibilityTimeout%time.Second != 0 {
 		return fmt.Errorf("--visibility-timeout (%v) must be a whole number of seconds", o.VisibilityTimeout)
@@ -180,9 +209,6 @@ func (o Options) Validate() error {
 	}
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		return errors.New("the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
-	}
-	if o.Concurrency < 1 || o.Concurrency > 1000 {
-		return fmt.Errorf("--concurrency (%d) must be between 1 and 1000", o.Concurrency)
 	}
 	memories, ok := FargateSizes[o.CPU]
 	if !ok {
@@ -202,8 +228,8 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("--metrics (%q) must be emf, cloudwatch or none", o.Metrics)
 	}
-	if !namespaceFormat.MatchString(o.MetricsNamespace) || strings.HasPrefix(o.MetricsNamespace, "AWS/") {
-		return fmt.Errorf("--metrics-namespace (%q) must be 1 to 255 letters, digits or .-_/#: and not start with AWS/", o.MetricsNamespace)
+	if err := alarms.ValidateNamespace(o.MetricsNamespace); err != nil {
+		return err
 	}
 	for name := range o.Environment {
 		if !envNamePattern.MatchString(name) {
@@ -212,9 +238,6 @@ func (o Options) Validate() error {
 		if slices.Contains(reservedEnvironment, name) {
 			return fmt.Errorf("--env %s: set by the template itself (the queue, concurrency and attempts come from their own options)", name)
 		}
-	}
-	if _, set := o.Environment["Volumes"]; set && o.Concurrency > 1 {
-		return fmt.Errorf("--env Volumes needs --concurrency 1: watchbot listen empties those directories after every job (got --concurrency %d)", o.Concurrency)
 	}
 	for i, s := range o.ExtraStatements {
 		if err := s.validate(); err != nil {
@@ -238,6 +261,17 @@ func (o Options) Validate() error {
 			o.ShutdownTimeout, o.KillGrace, StopMargin, MaxStopTimeout)
 	}
 	return nil
+}
+
+// volumes returns the directories Watchbot's Volumes variable names (listen's --volumes).
+func volumes(env map[string]string) []string {
+	var out []string
+	for _, v := range strings.Split(env["Volumes"], ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // StopTimeout is the container's stop timeout: time for listen to drain, escalate and release.

@@ -116,26 +116,18 @@ func (c Config) Validate() error {
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return bad("", "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh")
 	}
-	if c.Concurrency < 1 || c.Concurrency > 1000 {
-		return bad("--concurrency", "(%d) must be between 1 and 1000", c.Concurrency)
-	}
-	if c.MaxAttempts < 0 || c.MaxAttempts > 1000 {
-		return bad("--max-attempts", "(%d) must be between 1 and 1000 (0 = the queue's maxReceiveCount)", c.MaxAttempts)
-	}
-	if err := c.Backoff.Validate(); err != nil {
-		return ConfigError{Msg: err.Error()}
-	}
-	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > sqsspec.MaxInFlight {
-		return bad("--visibility-timeout", "(%v) must be between 1s and 12h", c.VisibilityTimeout)
-	}
-	if hb := c.heartbeat(); hb <= 0 || hb >= c.VisibilityTimeout {
-		return bad("--heartbeat-interval", "(%v) must be shorter than --visibility-timeout (%v)", hb, c.VisibilityTimeout)
-	}
-	if c.MaxJobDuration < 0 {
-		return bad("--max-job-duration", "(%v) must not be negative", c.MaxJobDuration)
-	}
-	if c.MaxJobDuration > sqsspec.MaxInFlight {
-		return bad("--max-job-duration", "(%v) must not exceed 12h, SQS's longest time in flight", c.MaxJobDuration)
+	for _, err := range []error{
+		CheckConcurrency(c.Concurrency),
+		CheckMaxAttempts(c.MaxAttempts),
+		CheckBackoff(c.Backoff),
+		CheckLease(c.VisibilityTimeout, c.HeartbeatInterval),
+		CheckJobDuration(c.MaxJobDuration),
+		CheckBatch(c.BatchSize, c.BatchWindow),
+		CheckVolumes(c.Volumes, c.Concurrency),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if c.KillGrace < 0 {
 		return bad("--kill-grace", "(%v) must not be negative", c.KillGrace)
@@ -155,25 +147,99 @@ func (c Config) Validate() error {
 	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
 		return bad("", "ack timeout must be positive and linger/gather not negative")
 	}
-	if c.BatchSize < 1 || c.BatchSize > 100 {
-		return bad("--batch-size", "(%d) must be between 1 and 100", c.BatchSize)
-	}
-	if c.BatchWindow < 0 || c.BatchWindow > 30*time.Second {
-		return bad("--batch-window", "(%v) must be between 0 and 30s", c.BatchWindow)
-	}
-	if c.BatchWindow > 0 && c.BatchSize == 1 {
-		return bad("--batch-window", "(%v) needs --batch-size above 1", c.BatchWindow)
-	}
 	if c.RetryDelay < 0 || c.RetryDelay > sqsspec.MaxInFlight {
 		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
 	}
-	for _, v := range c.Volumes {
+	return nil
+}
+
+// The rules below are listen's, shared with `watchbot template`, which must never generate a
+// listen command that refuses to start. Each returns a ConfigError naming listen's flag, or nil.
+
+// Limits of listen's own, beyond SQS's.
+const (
+	// MaxConcurrency is the most worker processes one listen runs at once.
+	MaxConcurrency = 1000
+	// MaxAttempts is the most attempts --max-attempts allows (SQS's most maxReceiveCount).
+	MaxAttempts = 1000
+	// MaxBatchSize is the most messages one batch-mode worker run takes.
+	MaxBatchSize = 100
+	// MaxBatchWindow is the longest a batch waits to fill.
+	MaxBatchWindow = 30 * time.Second
+)
+
+// CheckConcurrency checks --concurrency.
+func CheckConcurrency(n int) error {
+	if n < 1 || n > MaxConcurrency {
+		return ConfigError{Flag: "--concurrency", Msg: fmt.Sprintf("(%d) must be between 1 and %d", n, MaxConcurrency)}
+	}
+	return nil
+}
+
+// CheckMaxAttempts checks --max-attempts; 0 stands for the queue's maxReceiveCount.
+func CheckMaxAttempts(n int) error {
+	if n < 0 || n > MaxAttempts {
+		return ConfigError{Flag: "--max-attempts", Msg: fmt.Sprintf("(%d) must be between 1 and %d (0 = the queue's maxReceiveCount)", n, MaxAttempts)}
+	}
+	return nil
+}
+
+// CheckBackoff checks the --backoff-* flags.
+func CheckBackoff(b backoff.Exponential) error {
+	if err := b.Validate(); err != nil {
+		return ConfigError{Msg: err.Error()}
+	}
+	return nil
+}
+
+// CheckLease checks --visibility-timeout and --heartbeat-interval (0 means half the
+// visibility timeout).
+func CheckLease(visibility, heartbeat time.Duration) error {
+	if visibility < time.Second || visibility > sqsspec.MaxInFlight {
+		return ConfigError{Flag: "--visibility-timeout", Msg: fmt.Sprintf("(%v) must be between 1s and 12h", visibility)}
+	}
+	if heartbeat == 0 {
+		heartbeat = visibility / 2
+	}
+	if heartbeat <= 0 || heartbeat >= visibility {
+		return ConfigError{Flag: "--heartbeat-interval", Msg: fmt.Sprintf("(%v) must be shorter than --visibility-timeout (%v)", heartbeat, visibility)}
+	}
+	return nil
+}
+
+// CheckJobDuration checks --max-job-duration (0: no limit).
+func CheckJobDuration(d time.Duration) error {
+	switch {
+	case d < 0:
+		return ConfigError{Flag: "--max-job-duration", Msg: fmt.Sprintf("(%v) must not be negative", d)}
+	case d > sqsspec.MaxInFlight:
+		return ConfigError{Flag: "--max-job-duration", Msg: fmt.Sprintf("(%v) must not exceed 12h, SQS's longest time in flight", d)}
+	}
+	return nil
+}
+
+// CheckBatch checks --batch-size and --batch-window.
+func CheckBatch(size int, window time.Duration) error {
+	switch {
+	case size < 1 || size > MaxBatchSize:
+		return ConfigError{Flag: "--batch-size", Msg: fmt.Sprintf("(%d) must be between 1 and %d", size, MaxBatchSize)}
+	case window < 0 || window > MaxBatchWindow:
+		return ConfigError{Flag: "--batch-window", Msg: fmt.Sprintf("(%v) must be between 0 and %v", window, MaxBatchWindow)}
+	case window > 0 && size == 1:
+		return ConfigError{Flag: "--batch-window", Msg: fmt.Sprintf("(%v) needs --batch-size above 1", window)}
+	}
+	return nil
+}
+
+// CheckVolumes checks --volumes (Watchbot's Volumes) against --concurrency.
+func CheckVolumes(volumes []string, concurrency int) error {
+	for _, v := range volumes {
 		if err := checkVolume(v); err != nil {
-			return bad("--volumes", "%v", err)
+			return ConfigError{Flag: "--volumes", Msg: err.Error()}
 		}
 	}
-	if len(c.Volumes) > 0 && c.Concurrency > 1 {
-		return bad("--volumes", "needs --concurrency 1: emptying them after one job would delete the files of the others still running")
+	if len(volumes) > 0 && concurrency > 1 {
+		return ConfigError{Flag: "--volumes", Msg: "needs --concurrency 1: emptying them after one job would delete the files of the others still running"}
 	}
 	return nil
 }

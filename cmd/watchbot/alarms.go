@@ -21,7 +21,6 @@ func alarmsCommand() *cli.Command {
 			Name:  "list",
 			Usage: "print the alarm definitions: metric, statistic, period, threshold, missing-data treatment and what to do",
 			// A bad flag value is bad usage: exit 2, the message once, no help text.
-			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
 			Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 				&cli.StringFlag{Name: "metrics", Value: alarms.ModeEMF, Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (then only the alarms on AWS/SQS metrics remain)"},

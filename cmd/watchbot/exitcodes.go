@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -29,6 +31,10 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// onUsageError is every command's OnUsageError: a bad flag or value is bad usage (exit 2),
+// printed once as one line, without the help text.
+func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 
 // usagef returns a usageError.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,25 +21,16 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 		Description: "The command is exec'd directly (no shell; use -- sh -c '...' for one) in its own process group,\n" +
 			"with the message in its environment, on stdin and in $WATCHBOT_MESSAGE_FILE. Exit 0 deletes the\n" +
 			"message, 3 rejects it (dead-letter), 4 releases it for a retry, anything else retries with backoff.",
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's URL", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}},
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "worker processes running at once (1..1000)", EnvVars: []string{"WATCHBOT_CONCURRENCY"}},
 			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
 			&cli.BoolFlag{Name: "allow-no-dlq", Usage: "run on a queue without a redrive policy; dead-lettered messages are then logged and deleted"},
-			durationFlag("backoff-base", def.Backoff.Base, "delay after failed attempt n is base·2^(n-1)"),
-			durationFlag("backoff-min", def.Backoff.Min, "shortest retry delay"),
-			durationFlag("backoff-max", def.Backoff.Max, "longest retry delay (at most 12h)"),
-			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal"},
 			durationFlag("visibility-timeout", def.VisibilityTimeout, "lease taken on receive and renewed by the heartbeat"),
-			withDefaultText(durationFlag("heartbeat-interval", 0, "lease renewal period"), "visibility timeout / 2"),
-			durationFlag("max-job-duration", 0, "stop a worker after this long (0 = no limit)", "maxJobDuration"),
 			durationFlag("kill-grace", def.KillGrace, "wait between SIGTERM and SIGKILL when a worker is stopped"),
 			durationFlag("shutdown-timeout", def.ShutdownTimeout, "how long running workers may finish after SIGTERM"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
 			durationFlag("max-message-age", 0, "dead-letter messages sent longer ago without running them (0 = off)"),
-			&cli.IntFlag{Name: "batch-size", Value: def.BatchSize, Usage: "messages handed to one worker run as JSON Lines (1..100; 1 = one message per run)"},
-			durationFlag("batch-window", 0, "how long a batch may wait to fill after its first message (0..30s)"),
 			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "volumes", Usage: "comma-separated directories emptied after every job", EnvVars: []string{"Volumes"}},
 			&cli.BoolFlag{Name: "once", Usage: "process one message, then exit", EnvVars: []string{"writableFilesystem"}},
@@ -47,7 +39,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for the jobs' message and result files", DefaultText: "/dev/shm when usable, else $TMPDIR"},
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
-		}, metricsFlags()...),
+		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
 			if err != nil {
@@ -87,21 +79,13 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.Concurrency = c.Int("concurrency")
 	cfg.MaxAttempts = c.Int("max-attempts")
 	cfg.AllowNoDLQ = c.Bool("allow-no-dlq")
-	cfg.Backoff = backoff.Exponential{
-		Base:   durationOf(c, "backoff-base"),
-		Min:    durationOf(c, "backoff-min"),
-		Max:    durationOf(c, "backoff-max"),
-		Jitter: backoff.Jitter(c.String("backoff-jitter")),
-	}
+	t := readTuning(c)
+	cfg.Backoff, cfg.HeartbeatInterval, cfg.MaxJobDuration, cfg.BatchSize, cfg.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 	cfg.VisibilityTimeout = durationOf(c, "visibility-timeout")
-	cfg.HeartbeatInterval = durationOf(c, "heartbeat-interval")
-	cfg.MaxJobDuration = durationOf(c, "max-job-duration")
 	cfg.KillGrace = durationOf(c, "kill-grace")
 	cfg.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
 	cfg.MaxMessageAge = durationOf(c, "max-message-age")
-	cfg.BatchSize = c.Int("batch-size")
-	cfg.BatchWindow = durationOf(c, "batch-window")
 	cfg.RetryDelay = durationOf(c, "retry-delay")
 	for _, v := range strings.Split(c.String("volumes"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
@@ -112,4 +96,47 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.LogBodies = c.Bool("log-bodies")
 	cfg.TempDir = c.String("temp-dir")
 	return cfg, cfg.Validate()
+}
+
+// tuningFlags are listen's flags that `watchbot template` offers too and passes on to the
+// listen command it generates, with listen's defaults. Only listen (listen true) reads
+// Watchbot's maxJobDuration from the environment.
+func tuningFlags(def supervisor.Config, listen bool) []cli.Flag {
+	var jobEnv []string
+	if listen {
+		jobEnv = []string{"maxJobDuration"}
+	}
+	return []cli.Flag{
+		durationFlag("backoff-base", def.Backoff.Base, "delay after failed attempt n is base·2^(n-1)"),
+		durationFlag("backoff-min", def.Backoff.Min, "shortest retry delay"),
+		durationFlag("backoff-max", def.Backoff.Max, "longest retry delay (at most 12h)"),
+		&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal"},
+		withDefaultText(durationFlag("heartbeat-interval", def.HeartbeatInterval, "lease renewal period"), "visibility timeout / 2"),
+		durationFlag("max-job-duration", def.MaxJobDuration, "stop a worker after this long (0 = no limit)", jobEnv...),
+		&cli.IntFlag{Name: "batch-size", Value: def.BatchSize, Usage: "messages handed to one worker run as JSON Lines (1..100; 1 = one message per run)"},
+		durationFlag("batch-window", def.BatchWindow, "how long a batch may wait to fill after its first message (0..30s)"),
+	}
+}
+
+// tuning is what tuningFlags set.
+type tuning struct {
+	Backoff                           backoff.Exponential
+	HeartbeatInterval, MaxJobDuration time.Duration
+	BatchSize                         int
+	BatchWindow                       time.Duration
+}
+
+func readTuning(c *cli.Context) tuning {
+	return tuning{
+		Backoff: backoff.Exponential{
+			Base:   durationOf(c, "backoff-base"),
+			Min:    durationOf(c, "backoff-min"),
+			Max:    durationOf(c, "backoff-max"),
+			Jitter: backoff.Jitter(c.String("backoff-jitter")),
+		},
+		HeartbeatInterval: durationOf(c, "heartbeat-interval"),
+		MaxJobDuration:    durationOf(c, "max-job-duration"),
+		BatchSize:         c.Int("batch-size"),
+		BatchWindow:       durationOf(c, "batch-window"),
+	}
 }

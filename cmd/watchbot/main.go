@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -23,34 +24,41 @@ func main() {
 
 // run executes the CLI and returns the process exit code. The first SIGINT/SIGTERM cancels
 // the context handed to the command (a graceful stop); a second one closes abort (stop now).
+// Nothing it starts outlives it.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	abort := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		n := 0
-		for range sigs {
-			n++
-			switch n {
-			case 1:
-				stop()
-			case 2:
-				close(abort)
-				return
-			}
-		}
-	}()
+	abort, done := make(chan struct{}), make(chan struct{})
+	var watcher sync.WaitGroup
+	defer watcher.Wait()
+	defer close(done)
+	watcher.Go(func() { abortOnSecondSignal(ctx, done, abort) })
 
 	app := newApp(stdin, stdout, stderr, abort)
 	err := app.RunContext(ctx, args)
 	return exitCode(err, stderr)
 }
 
+// abortOnSecondSignal closes abort when SIGINT or SIGTERM comes again after the first one
+// cancelled ctx. It returns as soon as done is closed.
+func abortOnSecondSignal(ctx context.Context, done <-chan struct{}, abort chan<- struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case <-sigs:
+		close(abort)
+	case <-done:
+	}
+}
+
 func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "watchbot",
 		Usage:   "supervise queue workers on Amazon SQS",
 		Version: version,
@@ -72,9 +80,17 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			templateCommand(),
 			versionCommand(),
 		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
+		OnUsageError: onUsageError,
+	}
+	withUsageErrors(app.Commands)
+	return app
+}
+
+// withUsageErrors gives every command and subcommand the one usage-error handler.
+func withUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		withUsageErrors(c.Subcommands)
 	}
 }
 

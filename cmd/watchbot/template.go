@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/cloudformation"
+	"github.com/watchbot/watchbot/supervisor"
 )
 
 func templateCommand() *cli.Command {
@@ -18,15 +19,13 @@ func templateCommand() *cli.Command {
 		Name:      "template",
 		Usage:     "print the CloudFormation stack that runs a worker: queue, DLQ, Fargate service, autoscaling, IAM, alarms",
 		ArgsUsage: "-- COMMAND [ARG...]",
-		// A bad flag value is bad usage: exit 2, the message once, no help text.
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
 		Description: "The worker command after -- becomes the container command\n" +
 			"  /usr/local/bin/watchbot listen --queue-url <queue> ... -- COMMAND [ARG...]\n" +
 			"so the image (a deploy-time parameter) must hold the watchbot binary at /usr/local/bin/watchbot.\n" +
 			"Deploy-time values are the template's parameters: ContainerImage, Cluster, Subnets,\n" +
 			"SecurityGroups, AssignPublicIp, and exactly one of AlarmEmail and AlarmTopicArn.\n" +
 			"Deploy with: aws cloudformation deploy --template-file FILE --stack-name NAME --capabilities CAPABILITY_IAM --parameter-overrides ...",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Value: string(cloudformation.YAML), Usage: "output `FORMAT`: yaml or json"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the template to `FILE` instead of stdout"},
 			&cli.StringFlag{Name: "name-prefix", Usage: "`PREFIX` of queue, task family and alarm names (default: the stack's name)"},
@@ -49,7 +48,7 @@ func templateCommand() *cli.Command {
 			&cli.IntFlag{Name: "log-retention-days", Value: d.LogRetentionDays, Usage: "log group retention in `DAYS` (a CloudWatch Logs period: 1, 3, 5, 7, 14, 30, 60, 90, ...)"},
 			durationFlag("shutdown-timeout", d.ShutdownTimeout, "listen's drain window after SIGTERM; with --kill-grace + 5s it sets the container's StopTimeout (at most 120s)"),
 			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
-		},
+		}, tuningFlags(supervisor.DefaultConfig(), false)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
 			if err != nil {
@@ -105,6 +104,8 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.LogRetentionDays = c.Int("log-retention-days")
 	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	o.KillGrace = durationOf(c, "kill-grace")
+	t := readTuning(c)
+	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 
 	for _, kv := range c.StringSlice("env") {
 		name, value, ok := strings.Cut(kv, "=")

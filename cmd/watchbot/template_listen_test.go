@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// TestTemplatesStartListen generates templates over a table of option combinations, takes the
+// container's command and environment out of each, and runs them through listen's own flag
+// parsing (environment aliases included) and validation, as the container would: any
+// generated stack whose listen would refuse to start fails the test. Every generation option
+// is used by some row.
+func TestTemplatesStartListen(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::in/*"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := supervisor.DefaultConfig()
+	tests := []struct {
+		name string
+		args []string
+		want func(c *supervisor.Config) // listen's config, from listen's defaults
+	}{
+		{"defaults", nil, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"fifo with names and retention", []string{"--fifo", "--queue-name", "orders.fifo", "--name-prefix", "shop", "--queue-retention", "96h", "--max-attempts", "3"},
+			func(c *supervisor.Config) { c.MaxAttempts = 3 }},
+		{"lease and concurrency", []string{"--visibility-timeout", "45s", "--heartbeat-interval", "10s", "--concurrency", "16", "--max-attempts", "1000"},
+			func(c *supervisor.Config) {
+				c.VisibilityTimeout, c.HeartbeatInterval, c.Concurrency, c.MaxAttempts = 45*time.Second, 10*time.Second, 16, 1000
+			}},
+		{"longest lease", []string{"--visibility-timeout", "12h", "--max-job-duration", "11h"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.VisibilityTimeout, c.MaxJobDuration = 10, 12*time.Hour, 11*time.Hour
+			}},
+		{"batch mode", []string{"--batch-size", "50", "--batch-window", "5s", "--concurrency", "2"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.BatchSize, c.BatchWindow, c.Concurrency = 10, 50, 5*time.Second, 2
+			}},
+		{"backoff", []string{"--backoff-base", "500ms", "--backoff-min", "1s", "--backoff-max", "10m", "--backoff-jitter", "full"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts = 10
+				c.Backoff = backoff.Exponential{Base: 500 * time.Millisecond, Min: time.Second, Max: 10 * time.Minute, Jitter: backoff.Full}
+			}},
+		{"metrics cloudwatch, drain at Fargate's limit", []string{"--metrics", "cloudwatch", "--metrics-namespace", "Team/Jobs", "--shutdown-timeout", "90s", "--kill-grace", "25s"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.ShutdownTimeout, c.KillGrace = 10, 90*time.Second, 25*time.Second
+			}},
+		{"no metrics", []string{"--metrics", "none"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"Watchbot's environment", []string{"--env", "Volumes=/scratch", "--env", "maxJobDuration=300", "--env", "structuredLogging=false", "--env", "TMPDIR=/work"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.Volumes, c.MaxJobDuration = 10, []string{"/scratch"}, 5*time.Minute
+			}},
+		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
+		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
+			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--log-retention-days", "7", "--extra-policy", policy,
+			"--format", "yaml", "--output", filepath.Join(dir, "stack.yaml")},
+			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+	}
+	used := map[string]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, a := range tt.args {
+				if name, ok := strings.CutPrefix(a, "--"); ok {
+					used[name] = true
+				}
+			}
+			command, env := generatedContainer(t, tt.args)
+			for name, value := range env {
+				t.Setenv(name, value)
+			}
+			cfg, err := parseListenCommand(command)
+			if err != nil {
+				t.Fatalf("the generated task would not start: listen %v (env %v): %v", command, env, err)
+			}
+			want := base
+			want.QueueURL = generatedQueueURL
+			want.Command = []string{"/app/worker", "--mode", "thumbnail"}
+			tt.want(&want)
+			if diff := cmp.Diff(want, cfg); diff != "" {
+				t.Errorf("listen's config (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, f := range templateCommand().Flags {
+		if name := f.Names()[0]; !used[name] {
+			t.Errorf("no row uses --%s: every generation option must reach a listen that starts", name)
+		}
+	}
+}
+
+// generatedQueueURL stands for the queue's URL, an intrinsic in the template.
+const generatedQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/queue"
+
+// generatedContainer runs `watchbot template args -- /app/worker --mode thumbnail` and returns
+// the container's command (after the entry point) and environment, intrinsics resolved.
+func generatedContainer(t *testing.T, args []string) ([]string, map[string]string) {
+	t.Helper()
+	args = append(slices.Clone(args), "--", "/app/worker", "--mode", "thumbnail")
+	out := ""
+	if i := slices.Index(args, "--output"); i >= 0 {
+		code, _, stderr := runTemplate(t, args...)
+		if code != 0 {
+			t.Fatalf("template %v: exit %d: %s", args, code, stderr)
+		}
+		data, err := os.ReadFile(args[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = string(data)
+		args = append(args[:i:i], args[i+2:]...)
+	}
+	if i := slices.Index(args, "--format"); i >= 0 {
+		args = append(args[:i:i], args[i+2:]...)
+	}
+	code, stdout, stderr := runTemplate(t, append([]string{"--format", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("template %v: exit %d: %s", args, code, stderr)
+	}
+	if out != "" && !strings.Contains(out, "listen") {
+		t.Errorf("--output wrote no template: %q", out)
+	}
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct {
+				ContainerDefinitions []struct {
+					EntryPoint  []string
+					Command     []any
+					Environment []struct {
+						Name  string
+						Value any
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tpl.Resources {
+		if r.Type != "AWS::ECS::TaskDefinition" {
+			continue
+		}
+		c := r.Properties.ContainerDefinitions[0]
+		if !slices.Equal(c.EntryPoint, []string{"/usr/local/bin/watchbot"}) {
+			t.Fatalf("entry point %v", c.EntryPoint)
+		}
+		var command []string
+		for _, a := range c.Command {
+			command = append(command, resolve(t, a))
+		}
+		env := map[string]string{}
+		for _, kv := range c.Environment {
+			env[kv.Name] = resolve(t, kv.Value)
+		}
+		return command, env
+	}
+	t.Fatal("no task definition in the template")
+	return nil, nil
+}
+
+// resolve turns a template value into what the container sees: the queue's URL for the
+// queue's Ref, a region for AWS::Region.
+func resolve(t *testing.T, v any) string {
+	t.Helper()
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		switch ref := v["Ref"]; ref {
+		case "Queue":
+			return generatedQueueURL
+		case "AWS::Region":
+			return "eu-west-1"
+		}
+	}
+	t.Fatalf("cannot resolve %v", v)
+	return ""
+}
+
+// parseListenCommand parses args (starting with "listen") as the listen command does and
+// returns the config it validates.
+func parseListenCommand(args []string) (supervisor.Config, error) {
+	cmd := listenCommand(nil)
+	var cfg supervisor.Config
+	var cfgErr error
+	cmd.Action = func(c *cli.Context) error {
+		cfg, cfgErr = listenConfig(c)
+		if cfgErr == nil {
+			_, cfgErr = newLogger(c, logFormat(c), c.String("log-level"))
+		}
+		if cfgErr == nil {
+			_, cfgErr = metricsConfig(c, cfg.QueueURL, nil)
+		}
+		return nil
+	}
+	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {}}
+	withUsageErrors(app.Commands)
+	if err := app.Run(append([]string{"watchbot"}, args...)); err != nil {
+		return cfg, fmt.Errorf("flags: %w", err)
+	}
+	return cfg, cfgErr
+}
