@@ -101,11 +101,7 @@ func Locate(ctx context.Context, api API, l Location) (Queues, error) {
 			return Queues{}, fmt.Errorf("--queue-url %s: %w, so it has no dead-letter queue (give the DLQ itself with --dlq-url)",
 				l.QueueURL, queueattr.ErrNoRedrivePolicy)
 		}
-		dlqURL, err := queueattr.DeadLetterQueue(ctx, api, src)
-		if err != nil {
-			return Queues{}, err
-		}
-		dlq, err := queueattr.Describe(ctx, api, dlqURL)
+		dlq, err := queueattr.DescribeDeadLetterQueue(ctx, api, src)
 		if err != nil {
 			return Queues{}, err
 		}

@@ -195,12 +195,7 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 	targetName := queueattr.NameFromURL(target.URL)
 
 	for cfg.Limit == 0 || sum.Replayed < cfg.Limit {
-		want := sqsspec.MaxBatchEntries
-		if cfg.Limit > 0 {
-			// Receive no more than can be replayed, so nothing is held for no reason.
-			want = min(want, cfg.Limit-sum.Replayed)
-		}
-		batch, err := sc.next(ctx, want)
+		batch, err := sc.next(ctx, upTo(cfg.Limit, sum.Replayed))
 		if err != nil {
 			return sum, err
 		}

@@ -81,6 +81,15 @@ func (s *scanner) next(ctx context.Context, limit int) ([]Message, error) {
 	}
 }
 
+// upTo is how many messages a walk receives next when limit (0: no limit) leaves limit-done
+// to handle: no more than it can handle, so nothing is held for no reason.
+func upTo(limit, done int) int {
+	if limit == 0 {
+		return sqsspec.MaxReceive
+	}
+	return min(sqsspec.MaxReceive, limit-done)
+}
+
 // keep leaves m in the DLQ; it becomes visible again when the walk ends.
 func (s *scanner) keep(m Message) { s.kept[m.ID] = m.receipt }
 

@@ -60,17 +60,13 @@ func Status(ctx context.Context, api queueattr.API, queueURL string) (QueueStatu
 	if info.Redrive == nil {
 		return s, nil
 	}
-	dlqURL, err := queueattr.DeadLetterQueue(ctx, api, info)
-	if err != nil {
-		return QueueStatus{}, err
-	}
-	dlq, err := queueattr.Describe(ctx, api, dlqURL)
+	dlq, err := queueattr.DescribeDeadLetterQueue(ctx, api, info)
 	if err != nil {
 		return QueueStatus{}, err
 	}
 	s.Redrive = &RedriveStatus{
-		DeadLetterQueue: queueattr.NameFromURL(dlqURL),
-		DLQURL:          dlqURL,
+		DeadLetterQueue: queueattr.NameFromURL(dlq.URL),
+		DLQURL:          dlq.URL,
 		MaxReceiveCount: info.Redrive.MaxReceiveCount,
 		DLQ:             Counts{Visible: dlq.Visible, InFlight: dlq.InFlight, Delayed: dlq.Delayed},
 	}

@@ -105,11 +105,7 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for cfg.Limit == 0 || sum.Exported < cfg.Limit {
-		want := sqsspec.MaxBatchEntries
-		if cfg.Limit > 0 {
-			want = min(want, cfg.Limit-sum.Exported)
-		}
-		batch, err := sc.next(ctx, want)
+		batch, err := sc.next(ctx, upTo(cfg.Limit, sum.Exported))
 		if err != nil {
 			return sum, err
 		}

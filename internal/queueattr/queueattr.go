@@ -133,6 +133,15 @@ func DeadLetterQueue(ctx context.Context, api API, info Info) (string, error) {
 	return aws.ToString(out.QueueUrl), nil
 }
 
+// DescribeDeadLetterQueue reads the attributes of the queue named by info's redrive policy.
+func DescribeDeadLetterQueue(ctx context.Context, api API, info Info) (Info, error) {
+	url, err := DeadLetterQueue(ctx, api, info)
+	if err != nil {
+		return Info{}, err
+	}
+	return Describe(ctx, api, url)
+}
+
 // ARN is a parsed Amazon Resource Name.
 type ARN struct {
 	Partition, Service, Region, Account, Resource string
