@@ -163,6 +163,9 @@ func (s *scheduler) next(now time.Time) [][]*job {
 			if s.batchSize == 1 {
 				n = 1
 			}
+			for _, j := range g.jobs[:n] {
+				j.waitedOn = s.fifo && (len(g.jobs) > n || s.batchSize > 1)
+			}
 			run = append(run, g.jobs[:n]...)
 			g.jobs = slices.Clone(g.jobs[n:])
 			g.inRun += n
