@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -119,27 +118,18 @@ func (s *Server) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]*string, len(in.Entries))
-		for i, e := range in.Entries {
-			ids[i] = e.Id
-		}
-		if err := checkBatch(ids); err != nil {
+		now := time.Now()
+		ok, failed, err := eachEntry(in.Entries, func(e types.DeleteMessageBatchRequestEntry) *string { return e.Id },
+			func(e types.DeleteMessageBatchRequestEntry) (types.DeleteMessageBatchResultEntry, error) {
+				if e.ReceiptHandle == nil {
+					return types.DeleteMessageBatchResultEntry{}, missing("ReceiptHandle")
+				}
+				return types.DeleteMessageBatchResultEntry{Id: e.Id}, q.delete(*e.ReceiptHandle, now)
+			})
+		if err != nil {
 			return nil, err
 		}
-		now := time.Now()
-		out := &sqs.DeleteMessageBatchOutput{Successful: []types.DeleteMessageBatchResultEntry{}, Failed: []types.BatchResultErrorEntry{}}
-		for _, e := range in.Entries {
-			err := missing("ReceiptHandle")
-			if e.ReceiptHandle != nil {
-				err = q.delete(*e.ReceiptHandle, now)
-			}
-			if err != nil {
-				out.Failed = append(out.Failed, batchFailure(*e.Id, err))
-				continue
-			}
-			out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
-		}
-		return out, nil
+		return &sqs.DeleteMessageBatchOutput{Successful: ok, Failed: failed}, nil
 	})
 }
 
@@ -201,26 +191,17 @@ func (s *Server) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]*string, len(in.Entries))
-		for i, e := range in.Entries {
-			ids[i] = e.Id
-		}
-		if err := checkBatch(ids); err != nil {
+		now := time.Now()
+		ok, failed, err := eachEntry(in.Entries, func(e types.ChangeMessageVisibilityBatchRequestEntry) *string { return e.Id },
+			func(e types.ChangeMessageVisibilityBatchRequestEntry) (types.ChangeMessageVisibilityBatchResultEntry, error) {
+				if e.ReceiptHandle == nil {
+					return types.ChangeMessageVisibilityBatchResultEntry{}, missing("ReceiptHandle")
+				}
+				return types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id}, q.changeVisibility(*e.ReceiptHandle, e.VisibilityTimeout, now)
+			})
+		if err != nil {
 			return nil, err
 		}
-		now := time.Now()
-		out := &sqs.ChangeMessageVisibilityBatchOutput{Successful: []types.ChangeMessageVisibilityBatchResultEntry{}, Failed: []types.BatchResultErrorEntry{}}
-		for _, e := range in.Entries {
-			err := missing("ReceiptHandle")
-			if e.ReceiptHandle != nil {
-				err = q.changeVisibility(aws.ToString(e.ReceiptHandle), e.VisibilityTimeout, now)
-			}
-			if err != nil {
-				out.Failed = append(out.Failed, batchFailure(*e.Id, err))
-				continue
-			}
-			out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
-		}
-		return out, nil
+		return &sqs.ChangeMessageVisibilityBatchOutput{Successful: ok, Failed: failed}, nil
 	})
 }

@@ -65,11 +65,7 @@ func (s *Server) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]*string, len(in.Entries))
-		for i, e := range in.Entries {
-			ids[i] = e.Id
-		}
-		if err := checkBatch(ids); err != nil {
+		if err := checkBatch(entryIDs(in.Entries, sendID)); err != nil {
 			return nil, err
 		}
 		total := 0
@@ -80,24 +76,33 @@ func (s *Server) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 			return nil, errBatchRequestTooLong.errorf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", maxBatchPayload, total)
 		}
 		now := time.Now()
-		out := &sqs.SendMessageBatchOutput{Successful: []types.SendMessageBatchResultEntry{}, Failed: []types.BatchResultErrorEntry{}}
-		for _, e := range in.Entries {
+		ok, failed, err := eachEntry(in.Entries, sendID, func(e types.SendMessageBatchRequestEntry) (types.SendMessageBatchResultEntry, error) {
 			a, err := s.enqueue(q, now, outgoing{
 				body: e.MessageBody, attrs: e.MessageAttributes, sysAttrs: e.MessageSystemAttributes,
 				delay: e.DelaySeconds, group: e.MessageGroupId, dedupID: e.MessageDeduplicationId,
 			})
-			if err != nil {
-				out.Failed = append(out.Failed, batchFailure(*e.Id, err))
-				continue
-			}
-			out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{
+			return types.SendMessageBatchResultEntry{
 				Id: e.Id, MessageId: &a.messageID, MD5OfMessageBody: &a.md5Body,
 				MD5OfMessageAttributes: optional(a.md5Attrs), MD5OfMessageSystemAttributes: optional(a.md5SysAttrs),
 				SequenceNumber: optional(a.seq),
-			})
+			}, err
+		})
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return &sqs.SendMessageBatchOutput{Successful: ok, Failed: failed}, nil
 	})
+}
+
+func sendID(e types.SendMessageBatchRequestEntry) *string { return e.Id }
+
+// entryIDs lists the ids of a batch call's entries.
+func entryIDs[E any](entries []E, id func(E) *string) []*string {
+	ids := make([]*string, len(entries))
+	for i, e := range entries {
+		ids[i] = id(e)
+	}
+	return ids
 }
 
 func optional(s string) *string {
@@ -129,6 +134,26 @@ func checkBatch(ids []*string) error {
 		seen[*id] = true
 	}
 	return nil
+}
+
+// eachEntry checks a batch call's entries (checkBatch) and runs do on each, as the single
+// call would run, in order; an entry whose do fails is answered in failed with the error the
+// single call would give, the others in the order they succeeded.
+func eachEntry[E, R any](entries []E, id func(E) *string, do func(E) (R, error)) (ok []R, failed []types.BatchResultErrorEntry, err error) {
+	ids := entryIDs(entries, id)
+	if err := checkBatch(ids); err != nil {
+		return nil, nil, err
+	}
+	ok, failed = []R{}, []types.BatchResultErrorEntry{}
+	for i, e := range entries {
+		r, err := do(e)
+		if err != nil {
+			failed = append(failed, batchFailure(*ids[i], err))
+			continue
+		}
+		ok = append(ok, r)
+	}
+	return ok, failed, nil
 }
 
 // enqueue checks o against q's rules and adds it, or answers a FIFO duplicate with the
