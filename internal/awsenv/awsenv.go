@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/reqbody"
 )
 
 // Options select where SQS requests go.
@@ -23,7 +24,7 @@ type Options struct {
 	QueueURL string
 }
 
-// Load returns the SDK configuration.
+// Load returns the SDK configuration, for every client watchbot builds (SQS and CloudWatch).
 func Load(ctx context.Context, o Options) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -35,6 +36,8 @@ func Load(ctx context.Context, o Options) (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	// Without it, a loaded machine can lose a ReceiveMessage answer: see package reqbody.
+	cfg.APIOptions = append(cfg.APIOptions, reqbody.APIOption)
 	return cfg, nil
 }
 
