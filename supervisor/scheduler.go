@@ -28,6 +28,11 @@ import (
 //     group's running message, or waiting out an in-place retry) do not count there, since their
 //     group is locked in SQS while they are held and holding them delays no one; they count
 //     against holdLimit instead, which bounds memory.
+//   - On a FIFO queue in per-message mode, room counts groups: a free slot takes one new
+//     group. SQS fills a receive with as many messages of one group as it can, so a receive
+//     asks for the free slots times the messages per group recent receives brought (depth):
+//     with deep groups a free slot brings a whole run of its group in one receive, with
+//     shallow ones (a message per group) no more groups come than there are free slots.
 type scheduler struct {
 	slots     int
 	batchSize int
@@ -44,6 +49,9 @@ type scheduler struct {
 	ready     []*group          // groups whose head may start now, in the order they became ready
 	readyMsgs int               // messages held in ready groups
 	waiting   []*group          // groups whose head waits out an in-place retry
+	// depth is the messages per new group recent FIFO receives brought (1 when shallow, up
+	// to a receive's 10), averaged.
+	depth float64
 }
 
 // group is the messages of one message group that watchbot holds, and where the group stands.
@@ -66,7 +74,7 @@ const (
 )
 
 func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *scheduler {
-	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, groups: map[string]*group{}}
+	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, groups: map[string]*group{}, depth: 1}
 	s.holdLimit = slots * batchSize
 	if fifo {
 		// Room for a receive's worth behind each slot's running message.
@@ -91,8 +99,20 @@ type disposition struct {
 	pending *outcome
 }
 
-// add holds received messages. A FIFO message joins its group in SequenceNumber order.
+// add holds the messages of one receive. A FIFO message joins its group in SequenceNumber
+// order.
 func (s *scheduler) add(now time.Time, js ...*job) {
+	if s.fifo && len(js) > 0 {
+		fresh := map[string]bool{}
+		for _, j := range js {
+			if s.groups[j.msg.GroupID] == nil {
+				fresh[j.msg.GroupID] = true
+			}
+		}
+		if len(fresh) > 0 {
+			s.depth = (s.depth + float64(len(js))/float64(len(fresh))) / 2
+		}
+	}
 	for _, j := range js {
 		s.held++
 		if !s.fifo {
@@ -188,6 +208,13 @@ func (s *scheduler) next(now time.Time) [][]*job {
 
 // room returns how many messages may be received now.
 func (s *scheduler) room() int {
+	if s.fifo && s.batchSize == 1 {
+		free := s.slots - s.runMsgs - len(s.ready) // groups that could start at once
+		if free <= 0 {
+			return 0
+		}
+		return max(0, min(sqsspec.MaxReceive, int(float64(free)*s.depth), s.holdLimit-s.held))
+	}
 	startable := s.readyMsgs
 	if s.batchSize == 1 {
 		startable = len(s.ready)

@@ -351,3 +351,41 @@ func TestCompareSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerFIFOReceiveSize: on a FIFO queue a free slot takes one new group, and a
+// receive asks for as many messages as recent receives brought per new group, so deep groups
+// come a run at a time while shallow ones bring no more groups than there are free slots.
+func TestSchedulerFIFOReceiveSize(t *testing.T) {
+	s := newScheduler(4, 1, 0, true)
+	if got := s.room(); got != 4 {
+		t.Fatalf("room = %d at start (4 free slots, nothing known of the groups), want 4", got)
+	}
+	// One receive brings 8 of group a: groups are deep.
+	var deep []*job
+	for i := 1; i <= 8; i++ {
+		deep = append(deep, sj(fmt.Sprintf("a%d", i)))
+	}
+	s.add(t0, deep...)
+	s.next(t0) // a1 runs; three slots free
+	if got := s.room(); got != 10 {
+		t.Fatalf("room = %d after a deep receive with 3 free slots, want a full receive (10)", got)
+	}
+	// Receives then bring one message per group: shallow. The size follows.
+	s.add(t0, sj("b1"), sj("c1"), sj("d1"))
+	s.add(t0, sj("e1"))
+	s.next(t0) // b1, c1, d1 start: all four slots busy
+	if got := s.room(); got != 0 {
+		t.Fatalf("room = %d with every slot busy, want 0", got)
+	}
+	r := s.next(t0)
+	if len(r) != 0 {
+		t.Fatalf("started %v with no slot free", runIDs(r))
+	}
+	// a1 ends, its group goes on with a2; b1 ends: one slot for e1 (held, ready), none free.
+	s.ended(deep[:1])
+	s.finish(deep[:1], []disposition{done}, t0)
+	if got := s.depth; got > 2.5 {
+		t.Fatalf("depth %.2f after shallow receives, want it to have fallen toward 1", got)
+	}
+	checkBooks(t, s)
+}
