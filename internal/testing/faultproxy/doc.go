@@ -27,6 +27,8 @@
 //	defer p.Close()
 //	// run watchbot with AWS_ENDPOINT_URL_SQS=url (or --endpoint-url url)
 //
+// In a Go test, Serve does the same and closes the proxy when the test ends.
+//
 // The SDK retries 500s, throttles and dropped connections (three attempts by default), so
 // a caller sees a fault only when every attempt of a call is faulted; a DropAfter that the
 // SDK retries repeats a request that already took effect (a SendMessage sent twice).

@@ -1,6 +1,9 @@
 // Package testenv gives integration tests a real SQS endpoint: the pinned fauxqs emulator,
 // started once per test binary on a free port on 127.0.0.1, and reached through the real AWS
-// SDK over HTTP. It also builds the watchbot binary for tests that run it as a user would.
+// SDK over HTTP. It also builds the watchbot binary for tests that run it as a user would,
+// and holds the helpers every package's tests share: waiting for a condition (Eventually), a
+// run function or a process (Run, Spawn), reading, filling and draining queues (Depth, Send,
+// DeadLetter, Drain). It is test tooling: product code never imports it.
 //
 // When the emulator cannot start, tests are skipped on a developer's machine and fail under
 // CI=true, so CI never passes without having run them.
@@ -22,9 +25,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // Region is the region every test client uses.
@@ -50,12 +51,7 @@ var (
 func SQS(tb testing.TB) *Emulator {
 	tb.Helper()
 	startOnce.Do(func() { shared, startErr = Start() })
-	if startErr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("SQS emulator did not start (required under CI=true): %v", startErr)
-		}
-		tb.Skipf("SQS emulator did not start: %v", startErr)
-	}
+	Require(tb, "SQS emulator did not start", startErr)
 	return shared
 }
 
@@ -135,19 +131,10 @@ func Start() (*Emulator, error) {
 }
 
 // Config returns SDK configuration for the emulator: fixed test credentials and region.
-func (e *Emulator) Config() aws.Config {
-	return aws.Config{
-		Region:      Region,
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	}
-}
+func (e *Emulator) Config() aws.Config { return config() }
 
 // Client returns a real SQS client that sends every request to the emulator.
-func (e *Emulator) Client() *sqs.Client {
-	return sqs.NewFromConfig(e.Config(), func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(e.Endpoint)
-	})
-}
+func (e *Emulator) Client() *sqs.Client { return ClientFor(e.Endpoint) }
 
 // Env returns environment variables that point the watchbot binary at the emulator.
 func (e *Emulator) Env() []string {
@@ -158,6 +145,15 @@ func (e *Emulator) Env() []string {
 		"AWS_ENDPOINT_URL_SQS=" + e.Endpoint,
 		"AWS_EC2_METADATA_DISABLED=true",
 	}
+}
+
+// Watchbot returns the command that runs the watchbot binary with args, its environment
+// pointing at the emulator. Start it with Spawn, after setting its output.
+func (e *Emulator) Watchbot(tb testing.TB, args ...string) *exec.Cmd {
+	tb.Helper()
+	cmd := exec.Command(Binary(tb), args...)
+	cmd.Env = append(os.Environ(), e.Env()...)
+	return cmd
 }
 
 // Queue is a work queue created for one test, with its dead-letter queue.
@@ -175,6 +171,8 @@ type QueueOptions struct {
 	VisibilityTimeout time.Duration
 	// FIFO creates .fifo queues with content-based deduplication.
 	FIFO bool
+	// Attributes are further attributes of the queue and its DLQ, such as MaximumMessageSize.
+	Attributes map[string]string
 }
 
 var queueSeq atomic.Int64
@@ -183,54 +181,12 @@ var queueSeq atomic.Int64
 // MaxReceiveCount > 0) for this test.
 func (e *Emulator) NewQueue(tb testing.TB, o QueueOptions) Queue {
 	tb.Helper()
-	ctx := context.Background()
-	c := e.Client()
 	name := sanitize(tb.Name()) + "-" + strconv.FormatInt(queueSeq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	suffix := ""
-	if o.FIFO {
-		suffix = ".fifo"
+	q, err := CreateQueue(context.Background(), e.Client(), name, o)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	q := Queue{Name: name + suffix}
-	attrs := map[string]string{}
-	if o.FIFO {
-		attrs["FifoQueue"] = "true"
-		attrs["ContentBasedDeduplication"] = "true"
-	}
-	vis := o.VisibilityTimeout
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
-	if o.MaxReceiveCount > 0 {
-		q.DLQURL, q.DLQARN = e.createQueue(tb, ctx, c, name+"-dlq"+suffix, copyAttrs(attrs))
-		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, q.DLQARN, o.MaxReceiveCount)
-	}
-	attrs["VisibilityTimeout"] = strconv.Itoa(int(vis / time.Second))
-	q.URL, q.ARN = e.createQueue(tb, ctx, c, q.Name, attrs)
 	return q
-}
-
-func (e *Emulator) createQueue(tb testing.TB, ctx context.Context, c *sqs.Client, name string, attrs map[string]string) (string, string) {
-	tb.Helper()
-	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-	if err != nil {
-		tb.Fatalf("create queue %s: %v", name, err)
-	}
-	got, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       out.QueueUrl,
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		tb.Fatalf("read queue %s: %v", name, err)
-	}
-	return aws.ToString(out.QueueUrl), got.Attributes["QueueArn"]
-}
-
-func copyAttrs(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // sanitize turns a test name into a legal queue-name prefix (alphanumerics, - and _, ≤ 50).
@@ -247,35 +203,47 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
-
 // Binary builds ./cmd/watchbot once per test binary and returns its path.
 func Binary(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
+	return Build(tb, "./cmd/watchbot")
+}
+
+// build is one package built by Build.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds sync.Map // package path → *build
+
+// Build builds the main package pkg (a path from the repository root, such as
+// "./cmd/watchbot") once per test binary and returns the executable's path.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
 		root, err := Root()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "watchbot-test-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildPath = filepath.Join(dir, "watchbot")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/watchbot")
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		tb.Fatalf("build watchbot: %v", buildErr)
+	if b.err != nil {
+		tb.Fatalf("build %s: %v", pkg, b.err)
 	}
-	return buildPath
+	return b.path
 }
