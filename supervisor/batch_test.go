@@ -302,7 +302,10 @@ func TestBatchShutdownReleasesHeldMessages(t *testing.T) {
 	worker := h.batchWorker("exit 0")
 	stop := h.start(batchConfig(h, worker, 10, 20*time.Second))
 	h.sendN(2, "m")
-	h.eventually("two held messages", 10*time.Second, func() bool { _, f := h.counts(h.q.URL); return f == 2 })
+	h.eventually("two held messages", 10*time.Second, func() bool {
+		d := testenv.Depth(t, h.c, h.q.URL)
+		return d.InFlight+d.Delayed == 2
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // These tests run the whole supervisor in a testing/synctest bubble against fakesqs, an
@@ -141,36 +142,23 @@ func (r *fifoRig) send(bodies ...string) {
 	}
 }
 
-// start runs the supervisor until stop is called.
+// start runs the supervisor until stop is called. Time in the bubble is free, so stop may
+// wait long: 10 minutes of the bubble's clock.
 func (r *fifoRig) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn})
-	}()
-	var once sync.Once
-	var err error
-	r.stop = func() error {
-		once.Do(func() {
-			cancel()
-			err = <-done
-		})
-		return err
-	}
-	r.t.Cleanup(func() { _ = r.stop() })
+	r.t.Helper()
+	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn})
+	}, r.trail)
 }
 
 // waitFor sleeps (on the bubble's clock) until cond holds, failing after limit.
 func (r *fifoRig) waitFor(what string, limit time.Duration, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("no %s after %v; runs %v; logs:\n%s", what, limit, r.bodies(), r.logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(r.t, what, limit, cond, r.trail)
 }
+
+// trail is what a failure shows: the runs and the supervisor's log.
+func (r *fifoRig) trail() string { return fmt.Sprintf("runs %v\n%s", r.bodies(), r.logs) }
 
 // empty reports that the work queue holds nothing, in flight or not.
 func (r *fifoRig) empty() bool { return len(r.sqs.Messages(r.queue)) == 0 }

@@ -69,26 +69,9 @@ func (h *harness) script(name, body string) string {
 // start runs the supervisor until the returned stop is called; stop returns Run's error.
 func (h *harness) start(cfg Config) (stop func() error) {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, Deps{SQS: h.c, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Metrics: h.metrics})
-	}()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(60 * time.Second):
-				h.t.Fatalf("supervisor did not stop; logs:\n%s", h.logs)
-			}
-		})
-		return err
-	}
-	h.t.Cleanup(func() { _ = stop() })
-	return stop
+	return testenv.Run(h.t, "supervisor", 60*time.Second, func(ctx context.Context) error {
+		return Run(ctx, cfg, Deps{SQS: h.c, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Metrics: h.metrics})
+	}, h.logs.String)
 }
 
 func (h *harness) send(body string, attrs map[string]string) string {
@@ -107,38 +90,15 @@ func (h *harness) send(body string, attrs map[string]string) string {
 	return aws.ToString(out.MessageId)
 }
 
-// counts returns visible + in-flight messages of a queue.
-func (h *harness) counts(url string) (visible, inFlight int) {
-	h.t.Helper()
-	out, err := h.c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed},
-	})
-	if err != nil {
-		h.t.Fatalf("queue attributes: %v", err)
-	}
-	v, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
-	f, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
-	d, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesDelayed"])
-	return v, f + d
-}
-
-// eventually polls cond until it holds or the deadline passes.
+// eventually is testenv.Eventually with the supervisor's log.
 func (h *harness) eventually(what string, limit time.Duration, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s; logs:\n%s", what, h.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(h.t, what, limit, cond, h.logs.String)
 }
 
 func (h *harness) empty(url string) bool {
-	v, f := h.counts(url)
-	return v == 0 && f == 0
+	h.t.Helper()
+	return testenv.Depth(h.t, h.c, url).Total() == 0
 }
 
 // receiveDLQ takes every message from the DLQ.
@@ -264,8 +224,8 @@ func TestRejectDeleteMode(t *testing.T) {
 	h.eventually("the message deleted", 20*time.Second, func() bool {
 		return h.readFile("ran") != "" && h.empty(h.q.URL)
 	})
-	if v, f := h.counts(h.q.DLQURL); v+f != 0 {
-		t.Errorf("DLQ holds %d messages, want none with --on-reject delete", v+f)
+	if n := testenv.Depth(t, h.c, h.q.DLQURL).Total(); n != 0 {
+		t.Errorf("DLQ holds %d messages, want none with --on-reject delete", n)
 	}
 }
 
@@ -654,5 +614,5 @@ func TestOnceProcessesOneMessage(t *testing.T) {
 	if n := strings.Count(h.readFile("ran"), "\n"); n != 1 {
 		t.Fatalf("ran %d messages, want 1", n)
 	}
-	h.eventually("the other message to stay in the queue", 5*time.Second, func() bool { v, _ := h.counts(h.q.URL); return v == 1 })
+	h.eventually("the other message to stay in the queue", 5*time.Second, func() bool { return testenv.Depth(t, h.c, h.q.URL).Visible == 1 })
 }
