@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -34,30 +35,21 @@ func sha(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// bigQueue creates a queue that takes 1 MiB bodies, with a DLQ, and points w at it.
-func (w *world) bigQueue() {
+// bigQueue are the options of a queue that takes 1 MiB bodies, with a DLQ.
+var bigQueue = testenv.QueueOptions{MaxReceiveCount: 3, Attributes: map[string]string{"MaximumMessageSize": "1048576"}}
+
+// checkBigQueue fails the test unless w's queue and DLQ take 1 MiB bodies.
+func (w *world) checkBigQueue() {
 	w.t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("s6-%d", time.Now().UnixNano())
-	create := func(name string, attrs map[string]string) (url, arn string) {
-		out, err := w.direct.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			w.t.Fatalf("create queue %s: %v", name, err)
-		}
-		got, err := w.direct.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
-			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameMaximumMessageSize}})
+	for _, url := range []string{w.q.URL, w.q.DLQURL} {
+		info, err := queueattr.Describe(context.Background(), w.direct, url)
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if got.Attributes["MaximumMessageSize"] != "1048576" {
-			w.t.Fatalf("queue %s: MaximumMessageSize %s, want 1048576", name, got.Attributes["MaximumMessageSize"])
+		if info.MaximumMessageSize != 1<<20 {
+			w.t.Fatalf("queue %s: MaximumMessageSize %d, want 1048576", queueattr.NameFromURL(url), info.MaximumMessageSize)
 		}
-		return aws.ToString(out.QueueUrl), got.Attributes["QueueArn"]
 	}
-	w.q.DLQURL, w.q.DLQARN = create(name+"-dlq", map[string]string{"MaximumMessageSize": "1048576"})
-	w.q.Name = name
-	w.q.URL, w.q.ARN = create(name, map[string]string{"MaximumMessageSize": "1048576", "VisibilityTimeout": "30",
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, w.q.DLQARN)})
 }
 
 func str(v string) types.MessageAttributeValue {
@@ -73,8 +65,8 @@ func TestScenario6HostileContent(t *testing.T) {
 	for _, seed := range []int64{1, 2} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, testenv.QueueOptions{MaxReceiveCount: 3}, seed, nil)
-			w.bigQueue()
+			w := newWorld(t, bigQueue, seed, nil)
+			w.checkBigQueue()
 			shell := "$(touch " + w.dir + "/pwned1); `touch " + w.dir + "/pwned2`; echo x > " + w.dir + "/pwned3 | cat & wait; " +
 				"${IFS} * ? [a-z] ~ # ! % ^ \\ \" ' <(true) >(true) -- --help -e %s%n%x"
 			// XML-valid control characters: SQS refuses the others (and NUL).

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -62,33 +61,15 @@ func newWorld(t *testing.T, qo testenv.QueueOptions, seed int64, rules []faultpr
 	return w
 }
 
-// startProxy puts a fault proxy in front of the emulator. Under CI=true a proxy that cannot
-// start fails the test, as the emulator does.
+// startProxy puts a fault proxy in front of the emulator.
 func (w *world) startProxy(seed int64, rules []faultproxy.Rule) {
 	w.t.Helper()
-	p, err := faultproxy.New(w.emu.Endpoint, faultproxy.Config{Seed: seed, Rules: rules})
-	if err != nil {
-		w.t.Fatalf("fault proxy configuration: %v", err)
-	}
-	url, err := p.Start()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			w.t.Fatalf("fault proxy did not start (required under CI=true): %v", err)
-		}
-		w.t.Skipf("fault proxy did not start: %v", err)
-	}
-	w.t.Cleanup(func() { _ = p.Close() })
-	w.proxy, w.endpoint = p, url
-}
-
-// client returns an SQS client that sends to w.endpoint (through the proxy, if any).
-func (w *world) client() *sqs.Client {
-	return sqs.NewFromConfig(w.emu.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(w.endpoint) })
+	w.proxy, w.endpoint = faultproxy.Serve(w.t, w.emu.Endpoint, faultproxy.Config{Seed: seed, Rules: rules})
 }
 
 // command is the worker command line.
 func (w *world) command() []string {
-	return []string{workerBinary(w.t), "-trace", w.trace, "-locks", w.locks}
+	return []string{testenv.Build(w.t, "./internal/testing/scenarios/testworker"), "-trace", w.trace, "-locks", w.locks}
 }
 
 // config is a fast supervisor configuration: 1 s backoff base capped at 4 s, 1 s long
@@ -110,30 +91,13 @@ func (w *world) config() supervisor.Config {
 // Run's error. The supervisor talks to w.endpoint.
 func (w *world) start(cfg supervisor.Config, seed int64) (stop func() error) {
 	w.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- supervisor.Run(ctx, cfg, supervisor.Deps{
-			SQS:    w.client(),
+	return testenv.Run(w.t, "supervisor", 90*time.Second, func(ctx context.Context) error {
+		return supervisor.Run(ctx, cfg, supervisor.Deps{
+			SQS:    testenv.ClientFor(w.endpoint),
 			Logger: slog.New(slog.NewJSONHandler(w.logs, nil)),
 			Random: lockedRandom(seed),
 		})
-	}()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(90 * time.Second):
-				w.t.Fatalf("supervisor did not stop within 90s; log tail:\n%s", w.logs.tail())
-			}
-		})
-		return err
-	}
-	w.t.Cleanup(func() { _ = stop() })
-	return stop
+	}, w.logs.tail)
 }
 
 // lockedRandom is a seeded random source safe for the supervisor's concurrent calls.
@@ -147,40 +111,14 @@ func lockedRandom(seed int64) func() float64 {
 	}
 }
 
-// proc is a running watchbot binary.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
 // binary starts `watchbot listen --queue-url URL --endpoint-url ENDPOINT ARGS -- worker`.
-func (w *world) binary(args ...string) *proc {
+func (w *world) binary(args ...string) *testenv.Process {
 	w.t.Helper()
 	full := append([]string{"listen", "--queue-url", w.q.URL, "--endpoint-url", w.endpoint, "--log-format", "json"}, args...)
-	full = append(append(full, "--"), w.command()...)
-	cmd := exec.Command(testenv.Binary(w.t), full...)
-	cmd.Env = append(append(os.Environ(), w.emu.Env()...), "TMPDIR="+w.dir)
+	cmd := w.emu.Watchbot(w.t, append(append(full, "--"), w.command()...)...)
+	cmd.Env = append(cmd.Env, "TMPDIR="+w.dir)
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs
-	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	w.t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
-	return p
-}
-
-// wait waits for the binary to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, limit time.Duration, logs *logSink) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(limit):
-		t.Fatalf("watchbot did not exit within %v; log tail:\n%s", limit, logs.tail())
-		return -1
-	}
+	return testenv.Spawn(w.t, cmd)
 }
 
 // body is a planned message's body (see testworker).
@@ -203,91 +141,26 @@ func keyOf(b string) string {
 	return p.Key
 }
 
-// sendBodies sends bodies in batches of 10, straight to the emulator, and returns their ids.
+// sendBodies sends bodies straight to the emulator and returns their ids.
 func (w *world) sendBodies(bodies []string) []string {
 	w.t.Helper()
-	var ids []string
-	for start := 0; start < len(bodies); start += 10 {
-		var entries []types.SendMessageBatchRequestEntry
-		for i, b := range bodies[start:min(start+10, len(bodies))] {
-			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)})
-		}
-		out, err := w.direct.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(w.q.URL), Entries: entries})
-		if err != nil {
-			w.t.Fatalf("send: %v", err)
-		}
-		if len(out.Failed) > 0 {
-			w.t.Fatalf("send: %d entries failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
-		}
-		got := make([]string, len(entries))
-		for _, s := range out.Successful {
-			i, _ := strconv.Atoi(aws.ToString(s.Id))
-			got[i] = aws.ToString(s.MessageId)
-		}
-		ids = append(ids, got...)
+	ids, err := testenv.Send(context.Background(), w.direct, w.q.URL, bodies, nil)
+	if err != nil {
+		w.t.Fatal(err)
 	}
 	return ids
 }
 
 // depth returns a queue's visible, in-flight and delayed messages, as the emulator counts them.
-func (w *world) depth(url string) int {
+func (w *world) depth(url string) int64 {
 	w.t.Helper()
-	out, err := w.direct.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed},
-	})
-	if err != nil {
-		w.t.Fatalf("queue attributes: %v", err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		k, _ := strconv.Atoi(v)
-		n += k
-	}
-	return n
+	return testenv.Depth(w.t, w.direct, url).Total()
 }
 
-// eventually polls cond every 100 ms until it holds, failing the test after limit.
+// eventually is testenv.Eventually with the tail of the log.
 func (w *world) eventually(what string, limit time.Duration, cond func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out after %v waiting for %s; log tail:\n%s", limit, what, w.logs.tail())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// drain takes every message left in a queue, waiting up to limit for in-flight ones to
-// come back, and returns them. The messages stay in the queue, invisible for 10 minutes.
-func (w *world) drain(url string, limit time.Duration) []types.Message {
-	w.t.Helper()
-	var held []types.Message
-	deadline := time.Now().Add(limit)
-	for {
-		out, err := w.direct.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 600,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil {
-			w.t.Fatalf("drain: %v", err)
-		}
-		held = append(held, out.Messages...)
-		if len(out.Messages) > 0 {
-			continue
-		}
-		if w.depth(url) <= len(held) {
-			return held
-		}
-		if time.Now().After(deadline) {
-			w.t.Errorf("drain: %d messages still in flight after %v", w.depth(url)-len(held), limit)
-			return held
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(w.t, what, limit, cond, w.logs.tail)
 }
 
 // run is one worker run from the trace.
@@ -401,11 +274,11 @@ func (w *world) verify(keys []string, opts verifyOpts) tally {
 		return aws.ToString(m.MessageId)
 	}
 	inQueue, inDLQ := map[string]int{}, map[string]int{}
-	for _, m := range w.drain(w.q.URL, opts.drainWait) {
+	for _, m := range testenv.Drain(w.t, w.direct, w.q.URL, opts.drainWait) {
 		inQueue[keyOfMsg(m)]++
 	}
 	if w.q.DLQURL != "" {
-		for _, m := range w.drain(w.q.DLQURL, opts.drainWait) {
+		for _, m := range testenv.Drain(w.t, w.direct, w.q.DLQURL, opts.drainWait) {
 			inDLQ[keyOfMsg(m)]++
 		}
 	}
@@ -610,39 +483,6 @@ func (s *logSink) evidence() evidence {
 
 func (e evidence) explain(id string, attempt int) string {
 	return e.causes[id+"|"+strconv.Itoa(attempt)]
-}
-
-var (
-	workerOnce sync.Once
-	workerPath string
-	workerErr  error
-)
-
-// workerBinary builds testworker once per test binary.
-func workerBinary(tb testing.TB) string {
-	tb.Helper()
-	workerOnce.Do(func() {
-		root, err := testenv.Root()
-		if err != nil {
-			workerErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "watchbot-testworker-")
-		if err != nil {
-			workerErr = err
-			return
-		}
-		workerPath = filepath.Join(dir, "testworker")
-		cmd := exec.Command("go", "build", "-o", workerPath, "./internal/testing/scenarios/testworker")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			workerErr = fmt.Errorf("go build testworker: %w\n%s", err, out)
-		}
-	})
-	if workerErr != nil {
-		tb.Fatal(workerErr)
-	}
-	return workerPath
 }
 
 // soakDuration is the soak's length from WATCHBOT_SOAK (0: long forms off).

@@ -111,10 +111,10 @@ func TestScenario3SupervisorKilled(t *testing.T) {
 				return n >= tc.killAt
 			})
 			killed := mono()
-			if err := first.cmd.Process.Kill(); err != nil {
+			if err := first.Cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			<-first.done
+			<-first.Done()
 			var orphans []int
 			for _, rs := range w.readTrace().runs {
 				for _, run := range rs {
@@ -132,8 +132,8 @@ func TestScenario3SupervisorKilled(t *testing.T) {
 
 			second := w.binary(args...)
 			w.eventually("the queue to empty after the restart", 90*time.Second, func() bool { return w.depth(w.q.URL) == 0 })
-			_ = second.cmd.Process.Signal(syscall.SIGTERM)
-			if code := second.wait(t, 30*time.Second, w.logs); code != 0 {
+			_ = second.Cmd.Process.Signal(syscall.SIGTERM)
+			if code := second.Wait(t, 30*time.Second, w.logs.tail); code != 0 {
 				t.Errorf("restarted supervisor exited %d after SIGTERM, want 0", code)
 			}
 			// A run that had not ended a moment before the kill may not have been deleted.
@@ -201,10 +201,10 @@ func TestScenario4SIGTERMWithJobsRunning(t *testing.T) {
 			w.eventually("eight jobs running", 60*time.Second, func() bool { return len(w.readTrace().runs) == 8 })
 			w.sendBodies(extra)
 			began := time.Now()
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if code := p.wait(t, 15*time.Second, w.logs); code != 0 {
+			if code := p.Wait(t, 15*time.Second, w.logs.tail); code != 0 {
 				t.Errorf("exit code %d after the drain, want 0; log tail:\n%s", code, w.logs.tail())
 			}
 			took := time.Since(began)
@@ -274,7 +274,7 @@ func TestScenario5MisbehavingWorkers(t *testing.T) {
 			p := w.binary("--concurrency", tc.concurrency, "--max-job-duration", "2s", "--kill-grace", "1s",
 				"--visibility-timeout", "10s", "--backoff-base", "1s")
 			w.eventually("watchbot listening", 30*time.Second, func() bool { return w.logs.count("watchbot listening") == 1 })
-			pid := p.cmd.Process.Pid
+			pid := p.Cmd.Process.Pid
 			base, err := procStatus(pid)
 			if err != nil {
 				t.Fatal(err)
@@ -287,8 +287,8 @@ func TestScenario5MisbehavingWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			if code := p.wait(t, 30*time.Second, w.logs); code != 0 {
+			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+			if code := p.Wait(t, 30*time.Second, w.logs.tail); code != 0 {
 				t.Errorf("exit code %d, want 0", code)
 			}
 			got := w.verify(keys, verifyOpts{})

@@ -84,7 +84,7 @@ func TestSoak(t *testing.T) {
 	cfg.VisibilityTimeout = 10 * time.Second
 	stopInProcess := inp.w.start(cfg, 12)
 
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	self := os.Getpid()
 	take := func(at time.Duration) {
 		st, err := procStatus(pid)
@@ -135,8 +135,8 @@ func TestSoak(t *testing.T) {
 		l.w.eventually(l.name+" lane's queue to empty", 3*time.Minute, func() bool { return l.w.depth(l.w.q.URL) == 0 })
 	}
 	peak, _ := procStatus(pid)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t, time.Minute, bin.w.logs); code != 0 {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, time.Minute, bin.w.logs.tail); code != 0 {
 		t.Errorf("watchbot exited %d after SIGTERM, want 0", code)
 	}
 	if err := stopInProcess(); err != nil {
