@@ -108,17 +108,13 @@ func TestListenFIFOEndToEnd(t *testing.T) {
 			dir := t.TempDir()
 			worker := fifoWorker(t, dir, "a1")
 			sendFIFO(t, c, q.URL, "a1", "a2", "a3", "a4", "a5", "b1", "b2", "b3", "b4", "c1", "c2", "c3")
-			cmd, logs := listenBinary(t, srv.emu, "--queue-url", q.URL, "--concurrency", "4", "--backoff-base", "300ms",
+			p, logs := listenBinary(t, srv.emu, "--queue-url", q.URL, "--concurrency", "4", "--backoff-base", "300ms",
 				"--visibility-timeout", "30s", "--", worker)
-			deadline := time.Now().Add(60 * time.Second)
-			for visibleAndInFlight(t, c, q.URL) > 0 || visibleAndInFlight(t, c, q.DLQURL) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("the queue did not drain; logs:\n%s", logs)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+			testenv.Eventually(t, "the queue to drain", 60*time.Second, func() bool {
+				return testenv.Depth(t, c, q.URL).Total() == 0 && testenv.Depth(t, c, q.DLQURL).Total() > 0
+			}, logs.String)
+			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+			if code := p.Wait(t, 30*time.Second); code != 0 {
 				t.Fatalf("exit %d after SIGTERM; logs:\n%s", code, logs)
 			}
 			if !strings.Contains(logs.String(), `"fifo":true`) {
@@ -170,16 +166,12 @@ func TestListenFIFOLostReceiveAnswer(t *testing.T) {
 	dir := t.TempDir()
 	sendFIFO(t, c, q.URL, "a1", "a2", "b1")
 	srv.fake.Fail("ReceiveMessage", 1, fakesqs.After)
-	cmd, logs := listenBinary(t, srv.emu, "--queue-url", q.URL, "--concurrency", "2", "--visibility-timeout", "5m", "--", fifoWorker(t, dir))
-	deadline := time.Now().Add(30 * time.Second)
-	for visibleAndInFlight(t, c, q.URL) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("messages taken by a receive whose answer was lost were not processed; logs:\n%s", logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	waitExit(t, cmd, 30*time.Second)
+	p, logs := listenBinary(t, srv.emu, "--queue-url", q.URL, "--concurrency", "2", "--visibility-timeout", "5m", "--", fifoWorker(t, dir))
+	testenv.Eventually(t, "the messages taken by a receive whose answer was lost to be processed", 30*time.Second, func() bool {
+		return testenv.Depth(t, c, q.URL).Total() == 0
+	}, logs.String)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	p.Wait(t, 30*time.Second)
 	starts, _, _ := traceOf(t, dir)
 	got := fmt.Sprint(starts["a"], starts["b"])
 	if got != "[a1/1/1 a2/1/1] [b1/1/1]" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,32 +122,14 @@ func TestListenBadFlagValues(t *testing.T) {
 	}
 }
 
-// listenBinary starts the real watchbot binary against the emulator.
-func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// listenBinary starts `watchbot listen ARGS` against emu; its output, stdout and stderr
+// together, is in the returned buffer.
+func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), append([]string{"listen"}, args...)...)
-	cmd.Env = append(os.Environ(), emu.Env()...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, &stderr
-}
-
-func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-		return cmd.ProcessState.ExitCode()
-	case <-time.After(limit):
-		t.Fatalf("watchbot did not exit within %v", limit)
-		return -1
-	}
+	cmd := emu.Watchbot(t, append([]string{"listen"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return testenv.Spawn(t, cmd), &out
 }
 
 func TestListenStartupFailuresReceiveNothing(t *testing.T) {
@@ -174,8 +155,8 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 			if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(tt.queue.URL), MessageBody: aws.String("untouched")}); err != nil {
 				t.Fatal(err)
 			}
-			cmd, out := listenBinary(t, emu, tt.args...)
-			if code := waitExit(t, cmd, 60*time.Second); code != tt.code {
+			p, out := listenBinary(t, emu, tt.args...)
+			if code := p.Wait(t, 60*time.Second); code != tt.code {
 				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.code, out)
 			}
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -208,16 +189,16 @@ func TestListenDrainsOnSIGTERM(t *testing.T) {
 	if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("job")}); err != nil {
 		t.Fatal(err)
 	}
-	cmd, out := listenBinary(t, emu, "--queue-url", q.URL, "--", worker)
+	p, out := listenBinary(t, emu, "--queue-url", q.URL, "--", worker)
 	waitFile(t, filepath.Join(dir, "started"))
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d after a clean drain, want 0; output:\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "finished")); err != nil {
 		t.Fatalf("the running job was not allowed to finish; output:\n%s", out)
 	}
-	if n := visibleAndInFlight(t, c, q.URL); n != 0 {
+	if n := testenv.Depth(t, c, q.URL).Total(); n != 0 {
 		t.Fatalf("%d messages left after the drain, want 0 (deleted)", n)
 	}
 }
@@ -232,12 +213,12 @@ func TestListenSecondSignalStopsAtOnce(t *testing.T) {
 	if _, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String("job")}); err != nil {
 		t.Fatal(err)
 	}
-	cmd, out := listenBinary(t, emu, "--queue-url", q.URL, "--shutdown-timeout", "60s", "--", worker)
+	p, out := listenBinary(t, emu, "--queue-url", q.URL, "--shutdown-timeout", "60s", "--", worker)
 	waitFile(t, filepath.Join(dir, "started"))
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond)
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	if code := waitExit(t, cmd, 30*time.Second); code != 130 {
+	_ = p.Cmd.Process.Signal(syscall.SIGINT)
+	if code := p.Wait(t, 30*time.Second); code != 130 {
 		t.Fatalf("exit code %d after a second signal, want 130; output:\n%s", code, out)
 	}
 	// Released: visible again at once.
@@ -247,42 +228,16 @@ func TestListenSecondSignalStopsAtOnce(t *testing.T) {
 	}
 }
 
+// waitFile waits for the file p to exist.
 func waitFile(t *testing.T, p string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(p); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", p)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, p+" to appear", 30*time.Second, func() bool {
+		_, err := os.Stat(p)
+		return err == nil
+	})
 }
 
-func visibleAndInFlight(t *testing.T, c *sqs.Client, url string) int {
-	t.Helper()
-	out, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: []sqsQueueAttr{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		var k int
-		for _, ch := range v {
-			k = k*10 + int(ch-'0')
-		}
-		n += k
-	}
-	return n
-}
-
-type (
-	sqsAttr      = sqstypes.MessageSystemAttributeName
-	sqsQueueAttr = sqstypes.QueueAttributeName
-)
+type sqsAttr = sqstypes.MessageSystemAttributeName
 
 const sqsAttrReceiveCount = sqstypes.MessageSystemAttributeNameApproximateReceiveCount
 
@@ -304,24 +259,14 @@ esac
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(testenv.Binary(t), "listen", "--queue-url", q.URL, "--backoff-base", "1s", "--metrics", "emf",
+	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--backoff-base", "1s", "--metrics", "emf",
 		"--metrics-service", "demo", "--", worker)
-	cmd.Env = append(os.Environ(), emu.Env()...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	deadline := time.Now().Add(30 * time.Second)
-	for visibleAndInFlight(t, c, q.URL) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue not drained; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if code := waitExit(t, cmd, 30*time.Second); code != 0 {
+	p := testenv.Spawn(t, cmd)
+	testenv.Eventually(t, "the queue to drain", 30*time.Second, func() bool { return testenv.Depth(t, c, q.URL).Total() == 0 }, stderr.String)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	// Sum each metric over the EMF lines; one line carries both dimension sets

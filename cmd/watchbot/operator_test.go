@@ -6,10 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +20,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/watchbot/watchbot/deadletter"
-	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -49,35 +45,11 @@ func runCLI(t *testing.T, stdin io.Reader, args ...string) (int, string, string)
 	return code, out.String(), errOut.String()
 }
 
-// sqsCallCounter is a reverse proxy on 127.0.0.1 in front of the emulator that counts calls by
-// their X-Amz-Target.
-func sqsCallCounter(t *testing.T, emu *testenv.Emulator) (string, func(action string) int) {
-	t.Helper()
-	target, err := url.Parse(emu.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	calls := map[string]int{}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")]++
-		mu.Unlock()
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func(action string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return calls[action]
-	}
-}
-
 func TestSendFromStdinAndStatus(t *testing.T) {
 	emu := operatorEnv(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5})
-	endpoint, calls := sqsCallCounter(t, emu)
+	counter, endpoint := faultproxy.Serve(t, emu.Endpoint, faultproxy.Config{}) // no rules: it only counts
+	calls := func(op string) int { return counter.Stats().Operations[op].Requests }
 	var lines strings.Builder
 	for i := range 25 {
 		fmt.Fprintf(&lines, `{"n":%d,"text":"naïve, with commas"}`+"\n", i)
@@ -143,37 +115,28 @@ func TestSendFromStdinAndStatus(t *testing.T) {
 func deadLetterDirectly(t *testing.T, c *sqs.Client, q testenv.Queue, n int, kind func(int) string) map[string]bool {
 	t.Helper()
 	bodies := map[string]bool{}
+	var letters []testenv.Letter
 	for i := range n {
 		k := "ok"
 		if kind != nil {
 			k = kind(i)
 		}
-		body := fmt.Sprintf("job %d — ünïcødé", i)
-		_, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{
-			QueueUrl: aws.String(q.DLQURL), MessageBody: aws.String(body),
-			MessageAttributes: map[string]types.MessageAttributeValue{
-				"kind":                     {DataType: aws.String("String"), StringValue: aws.String(k)},
-				"blob":                     {DataType: aws.String("Binary"), BinaryValue: []byte{0xde, 0xad, byte(i)}},
-				deadletter.AttrReason:      {DataType: aws.String("String"), StringValue: aws.String("worker exited 3")},
-				deadletter.AttrSourceQueue: {DataType: aws.String("String"), StringValue: aws.String(q.URL)},
-				deadletter.AttrAttempts:    {DataType: aws.String("Number"), StringValue: aws.String("3")},
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		bodies[body] = true
+		attrs, _ := deadletter.WithCause(map[string]types.MessageAttributeValue{
+			"kind": {DataType: aws.String("String"), StringValue: aws.String(k)},
+			"blob": {DataType: aws.String("Binary"), BinaryValue: []byte{0xde, 0xad, byte(i)}},
+		}, deadletter.Cause{Reason: "worker exited 3", SourceQueue: q.URL, Attempts: 3})
+		letters = append(letters, testenv.Letter{Body: fmt.Sprintf("job %d — ünïcødé", i), Attributes: attrs})
+		bodies[letters[i].Body] = true
 	}
+	testenv.DeadLetter(t, c, q, letters...)
 	return bodies
 }
 
+// dlqCount returns the visible and in-flight messages of a queue.
 func dlqCount(t *testing.T, c *sqs.Client, url string) (visible, inFlight int64) {
 	t.Helper()
-	info, err := queueattr.Describe(t.Context(), c, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Visible, info.InFlight
+	d := testenv.Depth(t, c, url)
+	return d.Visible, d.InFlight
 }
 
 func TestDeadLetterVerbs(t *testing.T) {
