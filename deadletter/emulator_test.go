@@ -34,12 +34,14 @@ func bin(b []byte) types.MessageAttributeValue {
 }
 
 // deadLetter sends n messages straight into the DLQ as the supervisor does: body, the
-// message's own attributes, and watchbot-reason/-source-queue/-attempts. Messages whose index
-// bad returns true carry kind=bad, the others kind=ok. Every fourth message has its
-// dead-letter attributes packed into watchbot-deadletter.
+// message's own attributes, and the cause written by WithCause. Messages whose index bad
+// returns true carry kind=bad, the others kind=ok. Every fourth message carries eight
+// attributes of its own, which leaves WithCause too few slots for three and makes it pack the
+// cause into watchbot-deadletter. It returns each body's own attributes.
 func deadLetter(t *testing.T, c *sqs.Client, q testenv.Queue, n int, bad func(int) bool) map[string]map[string]types.MessageAttributeValue {
 	t.Helper()
 	sent := map[string]map[string]types.MessageAttributeValue{}
+	var letters []testenv.Letter
 	for i := range n {
 		kind := "ok"
 		if bad(i) {
@@ -50,27 +52,23 @@ func deadLetter(t *testing.T, c *sqs.Client, q testenv.Queue, n int, bad func(in
 			"n":     num(strconv.Itoa(i)),
 			"trace": bin([]byte{0, 1, 2, byte(i), 0xff}),
 		}
-		attrs := map[string]types.MessageAttributeValue{}
-		for k, v := range own {
-			attrs[k] = v
-		}
 		if i%4 == 3 {
-			attrs[AttrPacked] = str(fmt.Sprintf(`{"reason":"exit 3 #%d","sourceQueue":%q,"attempts":3}`, i, q.URL))
-		} else {
-			attrs[AttrReason] = str(fmt.Sprintf("exit 3 #%d", i))
-			attrs[AttrSourceQueue] = str(q.URL)
-			attrs[AttrAttempts] = num("3")
+			for j := range 5 {
+				own["pad"+strconv.Itoa(j)] = str("x")
+			}
 		}
-		body := fmt.Sprintf(`{"job":%d,"kind":%q,"text":"héllo wörld ✓"}`, i, kind)
-		in := &sqs.SendMessageInput{QueueUrl: aws.String(q.DLQURL), MessageBody: aws.String(body), MessageAttributes: attrs}
+		attrs, _ := WithCause(own, Cause{Reason: fmt.Sprintf("exit 3 #%d", i), SourceQueue: q.URL, Attempts: 3})
+		if _, packed := attrs[AttrPacked]; packed != (i%4 == 3) {
+			t.Fatalf("message %d: WithCause packed the cause: %v, want %v", i, packed, i%4 == 3)
+		}
+		l := testenv.Letter{Body: fmt.Sprintf(`{"job":%d,"kind":%q,"text":"héllo wörld ✓"}`, i, kind), Attributes: attrs}
 		if strings.HasSuffix(q.DLQURL, ".fifo") {
-			in.MessageGroupId = aws.String("group-" + strconv.Itoa(i%3))
+			l.Group = "group-" + strconv.Itoa(i%3)
 		}
-		if _, err := c.SendMessage(t.Context(), in); err != nil {
-			t.Fatalf("dead-letter message %d: %v", i, err)
-		}
-		sent[body] = own
+		letters = append(letters, l)
+		sent[l.Body] = own
 	}
+	testenv.DeadLetter(t, c, q, letters...)
 	return sent
 }
 
@@ -78,37 +76,20 @@ func deadLetter(t *testing.T, c *sqs.Client, q testenv.Queue, n int, bad func(in
 func drain(t *testing.T, c *sqs.Client, url string) map[string]types.Message {
 	t.Helper()
 	got := map[string]types.Message{}
-	for {
-		out, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return got
-		}
-		for _, m := range out.Messages {
-			got[aws.ToString(m.Body)] = m
-			if _, err := c.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	for _, m := range testenv.Drain(t, c, url, 10*time.Second) {
+		got[aws.ToString(m.Body)] = m
 	}
+	return got
 }
 
+// visible returns the visible messages of url and reports any in flight as a test error.
 func visible(t *testing.T, c *sqs.Client, url string) int64 {
 	t.Helper()
-	info, err := queueattr.Describe(t.Context(), c, url)
-	if err != nil {
-		t.Fatal(err)
+	d := testenv.Depth(t, c, url)
+	if d.InFlight != 0 {
+		t.Errorf("%s: %d messages still in flight, want every message visible again", queueattr.NameFromURL(url), d.InFlight)
 	}
-	if info.InFlight != 0 {
-		t.Errorf("%s: %d messages still in flight, want every message visible again", queueattr.NameFromURL(url), info.InFlight)
-	}
-	return info.Visible
+	return d.Visible
 }
 
 var attrCmp = cmp.Comparer(func(a, b types.MessageAttributeValue) bool {
