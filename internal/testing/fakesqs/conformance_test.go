@@ -57,10 +57,7 @@ import (
 //     has ended until the next receive.
 func TestConformance(t *testing.T) {
 	emu := testenv.SQS(t)
-	fauxqs := sqs.NewFromConfig(emu.Config(), func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(emu.Endpoint)
-		o.Retryer = aws.NopRetryer{}
-	})
+	fauxqs := client(emu.Endpoint, false)
 	prefix := "conf" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10) + "-"
 	want := conformanceScript(t, fauxqs, prefix)
 	got := conformanceScript(t, client(listen(t, New()), false), prefix)

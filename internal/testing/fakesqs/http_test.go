@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // listen serves s for the test and returns its endpoint.
@@ -37,11 +38,7 @@ func listen(t *testing.T, s *Server) string {
 // client is a real SDK client for endpoint, configured as watchbot's tests configure theirs.
 // With retries false it makes one attempt per call.
 func client(endpoint string, retries bool) *sqs.Client {
-	return sqs.New(sqs.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}, func(o *sqs.Options) {
+	return testenv.ClientFor(endpoint, func(o *sqs.Options) {
 		if !retries {
 			o.Retryer = aws.NopRetryer{}
 		}

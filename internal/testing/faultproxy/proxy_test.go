@@ -21,30 +21,10 @@ import (
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
-// start puts a proxy with cfg in front of the emulator.
-func start(t *testing.T, emu *testenv.Emulator, cfg Config) (*Proxy, string) {
-	t.Helper()
-	p, err := New(emu.Endpoint, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := p.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return p, url
-}
-
 // client is a real SQS client sending to endpoint, making at most attempts attempts per
 // call with short backoffs.
-func client(emu *testenv.Emulator, endpoint string, attempts int) *sqs.Client {
-	return sqs.NewFromConfig(emu.Config(), func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
+func client(endpoint string, attempts int) *sqs.Client {
+	return testenv.ClientFor(endpoint, func(o *sqs.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = attempts
 			so.MaxBackoff = 20 * time.Millisecond
@@ -58,26 +38,14 @@ func send(ctx context.Context, c *sqs.Client, q testenv.Queue, body string) erro
 	return err
 }
 
-// drain receives (and deletes) every visible message of q directly from the emulator.
+// drain empties q and returns the bodies it held.
 func drain(t *testing.T, emu *testenv.Emulator, q testenv.Queue) []string {
 	t.Helper()
-	c := emu.Client()
 	var bodies []string
-	for {
-		out, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10})
-		if err != nil {
-			t.Fatalf("receive from the emulator: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return bodies
-		}
-		for _, m := range out.Messages {
-			bodies = append(bodies, aws.ToString(m.Body))
-			if _, err := c.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.URL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatalf("delete: %v", err)
-			}
-		}
+	for _, m := range testenv.Drain(t, emu.Client(), q.URL, 10*time.Second) {
+		bodies = append(bodies, aws.ToString(m.Body))
 	}
+	return bodies
 }
 
 func apiCode(err error) string {
@@ -91,9 +59,9 @@ func apiCode(err error) string {
 func TestServerErrorSurfacesAfterRetries(t *testing.T) {
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{})
-	p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"SendMessage"}, Fault: ServerError, Rate: 1}}})
+	p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"SendMessage"}, Fault: ServerError, Rate: 1}}})
 
-	err := send(t.Context(), client(emu, url, 3), q, "doomed")
+	err := send(t.Context(), client(url, 3), q, "doomed")
 	if err == nil {
 		t.Fatal("SendMessage succeeded through a proxy that fails every SendMessage")
 	}
@@ -114,8 +82,8 @@ func TestThrottleIsClassifiedByTheSDK(t *testing.T) {
 	q := emu.NewQueue(t, testenv.QueueOptions{})
 	for _, code := range []string{"", ThrottlingException, RequestThrottled} {
 		t.Run("code="+code, func(t *testing.T) {
-			p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"ReceiveMessage"}, Fault: Throttle, Rate: 1, ThrottleCode: code}}})
-			_, err := client(emu, url, 2).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL)})
+			p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"ReceiveMessage"}, Fault: Throttle, Rate: 1, ThrottleCode: code}}})
+			_, err := client(url, 2).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL)})
 			if err == nil {
 				t.Fatal("ReceiveMessage succeeded through a proxy that throttles it")
 			}
@@ -158,8 +126,8 @@ func TestDrops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			q := emu.NewQueue(t, testenv.QueueOptions{})
 			tt.rule.Operations = []string{"SendMessage"}
-			p, url := start(t, emu, Config{Rules: []Rule{tt.rule}})
-			err := send(t.Context(), client(emu, url, tt.attempts), q, "payload")
+			p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{tt.rule}})
+			err := send(t.Context(), client(url, tt.attempts), q, "payload")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("SendMessage error = %v, want an error: %v", err, tt.wantErr)
 			}
@@ -180,9 +148,9 @@ func TestLatency(t *testing.T) {
 	attrs := &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}}
 
 	t.Run("delays then forwards", func(t *testing.T) {
-		p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: 300 * time.Millisecond}}})
+		p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: 300 * time.Millisecond}}})
 		begin := time.Now()
-		if _, err := client(emu, url, 1).GetQueueAttributes(t.Context(), attrs); err != nil {
+		if _, err := client(url, 1).GetQueueAttributes(t.Context(), attrs); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(begin); took < 300*time.Millisecond {
@@ -194,11 +162,11 @@ func TestLatency(t *testing.T) {
 	})
 
 	t.Run("honours the client's cancellation", func(t *testing.T) {
-		p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: time.Minute}}})
+		p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: time.Minute}}})
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
 		begin := time.Now()
-		_, err := client(emu, url, 1).GetQueueAttributes(ctx, attrs)
+		_, err := client(url, 1).GetQueueAttributes(ctx, attrs)
 		if err == nil {
 			t.Fatal("call succeeded despite a minute of latency and a 200ms deadline")
 		}
@@ -227,8 +195,8 @@ func waitIdle(t *testing.T, p *Proxy, limit time.Duration) {
 func TestLongPollPassesThrough(t *testing.T) {
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{})
-	p, url := start(t, emu, Config{})
-	c := client(emu, url, 1)
+	p, url := Serve(t, emu.Endpoint, Config{})
+	c := client(url, 1)
 
 	go func() {
 		time.Sleep(time.Second)
@@ -266,8 +234,8 @@ func TestDeterministicFromSeed(t *testing.T) {
 		{Operations: []string{"SendMessage"}, Fault: Throttle, Rate: 0.15},
 	}
 	run := func(seed int64) (seqs []int, faults []Fault, failed []int) {
-		p, url := start(t, emu, Config{Rules: rules, Seed: seed})
-		c := client(emu, url, 1)
+		p, url := Serve(t, emu.Endpoint, Config{Rules: rules, Seed: seed})
+		c := client(url, 1)
 		for i := range 40 {
 			if err := send(t.Context(), c, q, strconv.Itoa(i)); err != nil {
 				failed = append(failed, i)
@@ -311,16 +279,16 @@ func TestScheduleTurnsFaultsOnAndOff(t *testing.T) {
 	}
 
 	t.Run("in requests", func(t *testing.T) {
-		_, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: ServerError, Rate: 1, After: 2, For: 3}}})
+		_, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: ServerError, Rate: 1, After: 2, For: 3}}})
 		want := []bool{true, true, false, false, false, true, true}
-		if got := outcomes(client(emu, url, 1), len(want)); !slices.Equal(got, want) {
+		if got := outcomes(client(url, 1), len(want)); !slices.Equal(got, want) {
 			t.Errorf("outcomes = %v, want %v", got, want)
 		}
 	})
 
 	t.Run("in time", func(t *testing.T) {
-		_, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"*"}, Fault: ServerError, Rate: 1, Until: 500 * time.Millisecond}}})
-		c := client(emu, url, 1)
+		_, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"*"}, Fault: ServerError, Rate: 1, Until: 500 * time.Millisecond}}})
+		c := client(url, 1)
 		if got := outcomes(c, 1); got[0] {
 			t.Error("call inside the window succeeded")
 		}
@@ -331,8 +299,8 @@ func TestScheduleTurnsFaultsOnAndOff(t *testing.T) {
 	})
 
 	t.Run("SetRules at run time", func(t *testing.T) {
-		p, url := start(t, emu, Config{})
-		c := client(emu, url, 1)
+		p, url := Serve(t, emu.Endpoint, Config{})
+		c := client(url, 1)
 		var got []bool
 		got = append(got, outcomes(c, 1)...)
 		if err := p.SetRules([]Rule{{Operations: []string{"*"}, Fault: Throttle, Rate: 1}}); err != nil {
@@ -355,9 +323,9 @@ func TestStall(t *testing.T) {
 	attrs := &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL)}
 
 	t.Run("a Stall rule holds requests until its window closes", func(t *testing.T) {
-		p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Stall, Rate: 1, Until: time.Second}}})
+		p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Stall, Rate: 1, Until: time.Second}}})
 		begin := time.Now()
-		if _, err := client(emu, url, 1).GetQueueAttributes(t.Context(), attrs); err != nil {
+		if _, err := client(url, 1).GetQueueAttributes(t.Context(), attrs); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(begin); took < 900*time.Millisecond {
@@ -369,11 +337,11 @@ func TestStall(t *testing.T) {
 	})
 
 	t.Run("SetRules releases a stall", func(t *testing.T) {
-		p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"*"}, Fault: Stall, Rate: 1, Until: time.Minute}}})
+		p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"*"}, Fault: Stall, Rate: 1, Until: time.Minute}}})
 		done := make(chan error, 1)
 		begin := time.Now()
 		go func() {
-			_, err := client(emu, url, 1).GetQueueAttributes(t.Context(), attrs)
+			_, err := client(url, 1).GetQueueAttributes(t.Context(), attrs)
 			done <- err
 		}()
 		for p.Stats().Operations["GetQueueAttributes"].Faults[Stall] == 0 {
@@ -400,14 +368,14 @@ func TestStall(t *testing.T) {
 		}
 		p.Close()
 
-		p, url := start(t, emu, Config{})
+		p, url := Serve(t, emu.Endpoint, Config{})
 		if err := p.Stall(0); err == nil {
 			t.Error("Stall(0) succeeded")
 		}
 		done := make(chan error, 1)
 		begin := time.Now()
 		go func() {
-			_, err := client(emu, url, 1).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), WaitTimeSeconds: 1})
+			_, err := client(url, 1).ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), WaitTimeSeconds: 1})
 			done <- err
 		}()
 		for p.Stats().Operations["ReceiveMessage"].Forwarded == 0 {
@@ -431,8 +399,8 @@ func TestStall(t *testing.T) {
 func TestCloseCutsLongPolls(t *testing.T) {
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{})
-	p, url := start(t, emu, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: time.Minute}}})
-	c := client(emu, url, 1)
+	p, url := Serve(t, emu.Endpoint, Config{Rules: []Rule{{Operations: []string{"GetQueueAttributes"}, Fault: Latency, Rate: 1, Latency: time.Minute}}})
+	c := client(url, 1)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
