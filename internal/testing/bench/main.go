@@ -7,16 +7,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,7 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -62,43 +61,41 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	proxy, counts := countingProxy(emu.Endpoint)
-	defer proxy.Close()
 	direct := emu.Client()
-	viaProxy := sqs.NewFromConfig(emu.Config(), func(so *sqs.Options) { so.BaseEndpoint = aws.String(proxy.URL) })
 	ctx := context.Background()
 
 	fmt.Printf("preloading %d messages per contender into the fauxqs emulator; worker %q; %d cores\n", o.messages, worker, numCPU())
-	qBase, err := newQueue(ctx, direct, "bench-baseline", false)
+	qBase, err := newQueue(ctx, direct, "bench-baseline", o.messages, 0)
 	if err != nil {
 		return err
 	}
-	qWatchbot, err := newQueue(ctx, direct, "bench-watchbot", false)
+	qWatchbot, err := newQueue(ctx, direct, "bench-watchbot", o.messages, 0)
 	if err != nil {
-		return err
-	}
-	if err := preload(ctx, direct, qBase, o.messages, 0); err != nil {
-		return err
-	}
-	if err := preload(ctx, direct, qWatchbot, o.messages, 0); err != nil {
 		return err
 	}
 
-	counts.reset()
+	baseProxy, baseURL, err := countingProxy(emu.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer baseProxy.Close()
 	start := time.Now()
-	if err := baseline(ctx, viaProxy, qBase, worker, o.messages); err != nil {
+	if err := baseline(ctx, testenv.ClientFor(baseURL), qBase, worker, o.messages); err != nil {
 		return err
 	}
 	baseTime := time.Since(start)
-	baseReqs := counts.total()
+	baseReqs, _ := requests(baseProxy)
 
-	counts.reset()
-	wbTime, rss, err := watchbot(ctx, o, emu, proxy.URL, direct, qWatchbot, worker)
+	wbProxy, wbURL, err := countingProxy(emu.Endpoint)
 	if err != nil {
 		return err
 	}
-	wbReqs := counts.total()
-	wbDetail := counts.detail()
+	defer wbProxy.Close()
+	wbTime, rss, err := watchbot(ctx, o, emu, wbURL, direct, qWatchbot, worker)
+	if err != nil {
+		return err
+	}
+	wbReqs, wbDetail := requests(wbProxy)
 
 	fifo, err := fifoCases(ctx, o, emu, worker)
 	if err != nil {
@@ -149,7 +146,6 @@ func fifoCases(ctx context.Context, o options, fauxqs *testenv.Emulator, worker 
 	}
 	var out []fifoFigures
 	for _, srv := range servers {
-		proxy, counts := countingProxy(srv.emu.Endpoint)
 		direct := srv.emu.Client()
 		f := fifoFigures{server: srv.name}
 		for _, fifo := range []bool{false, true} {
@@ -158,29 +154,27 @@ func fifoCases(ctx context.Context, o options, fauxqs *testenv.Emulator, worker 
 			if fifo {
 				name, groups = "bench-fifo", o.groups
 			}
-			q, err := newQueue(ctx, direct, name, fifo)
+			q, err := newQueue(ctx, direct, name, o.messages, groups)
 			if err != nil {
-				proxy.Close()
 				return nil, err
 			}
-			if err := preload(ctx, direct, q, o.messages, groups); err != nil {
-				proxy.Close()
+			proxy, url, err := countingProxy(srv.emu.Endpoint)
+			if err != nil {
 				return nil, err
 			}
-			counts.reset()
-			took, _, err := watchbot(ctx, o, srv.emu, proxy.URL, direct, q, worker)
+			took, _, err := watchbot(ctx, o, srv.emu, url, direct, q, worker)
+			reqs, _ := requests(proxy)
+			proxy.Close()
 			if err != nil {
-				proxy.Close()
 				return nil, fmt.Errorf("%s, fifo %v: %w", srv.name, fifo, err)
 			}
 			rate := float64(o.messages) / took.Seconds()
 			if fifo {
-				f.fifoRate, f.reqPerMsg = rate, float64(counts.total())/float64(o.messages)
+				f.fifoRate, f.reqPerMsg = rate, float64(reqs)/float64(o.messages)
 			} else {
 				f.stdRate = rate
 			}
 		}
-		proxy.Close()
 		out = append(out, f)
 	}
 	return out, nil
@@ -191,67 +185,25 @@ func numCPU() int {
 	return strings.Count(string(data), "processor\t:")
 }
 
-func newQueue(ctx context.Context, c *sqs.Client, name string, fifo bool) (string, error) {
-	suffix, fifoAttrs := "", map[string]string{}
-	if fifo {
-		suffix, fifoAttrs = ".fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-	}
-	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq" + suffix), Attributes: fifoAttrs})
+// newQueue creates a queue and its DLQ (maxReceiveCount 5) as the tests do and preloads n
+// messages; with groups > 0 the queue is FIFO and message i goes to group i mod groups.
+func newQueue(ctx context.Context, c *sqs.Client, name string, n, groups int) (string, error) {
+	q, err := testenv.CreateQueue(ctx, c, name, testenv.QueueOptions{MaxReceiveCount: 5, FIFO: groups > 0})
 	if err != nil {
 		return "", err
 	}
-	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{"QueueArn"}})
-	if err != nil {
-		return "", err
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf(`{"job":%d}`, i)
 	}
-	qAttrs := map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, attrs.Attributes["QueueArn"])}
-	for k, v := range fifoAttrs {
-		qAttrs[k] = v
+	var group func(int) string
+	if groups > 0 {
+		group = func(i int) string { return "g" + strconv.Itoa(i%groups) }
 	}
-	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + suffix), Attributes: qAttrs})
-	if err != nil {
-		return "", err
+	if _, err := testenv.Send(ctx, c, q.URL, bodies, group); err != nil {
+		return "", fmt.Errorf("preload: %w", err)
 	}
-	return aws.ToString(out.QueueUrl), nil
-}
-
-// preload sends n messages, 10 per call from 4 senders; with groups > 0, message i goes to
-// group i mod groups of a FIFO queue.
-func preload(ctx context.Context, c *sqs.Client, queue string, n, groups int) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	batches := make(chan int)
-	for range 4 {
-		wg.Go(func() {
-			for first := range batches {
-				var entries []types.SendMessageBatchRequestEntry
-				for i := first; i < min(first+10, n); i++ {
-					e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(fmt.Sprintf(`{"job":%d}`, i))}
-					if groups > 0 {
-						e.MessageGroupId = aws.String("g" + strconv.Itoa(i%groups))
-					}
-					entries = append(entries, e)
-				}
-				if _, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue), Entries: entries}); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		})
-	}
-	for i := 0; i < n; i += 10 {
-		batches <- i
-	}
-	close(batches)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return fmt.Errorf("preload: %w", err)
-	default:
-		return nil
-	}
+	return q.URL, nil
 }
 
 // baseline is the smallest reasonable consumer: receive 10, run the worker for each at once,
@@ -304,12 +256,11 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	for {
 		time.Sleep(20 * time.Millisecond)
-		out, err := direct.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queue),
-			AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+		info, err := queueattr.Describe(ctx, direct, queue)
 		if err != nil {
 			return 0, 0, err
 		}
-		if out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
+		if info.Visible == 0 && info.InFlight == 0 {
 			break
 		}
 		if time.Since(start) > 10*time.Minute {
@@ -334,46 +285,26 @@ func peakRSS(pid int) int {
 	return 0
 }
 
-// requestCounter counts SQS requests by operation.
-type requestCounter struct {
-	mu sync.Mutex
-	m  map[string]int
-	n  atomic.Int64
-}
-
-func (r *requestCounter) add(op string) {
-	r.mu.Lock()
-	r.m[op]++
-	r.mu.Unlock()
-	r.n.Add(1)
-}
-
-func (r *requestCounter) reset() {
-	r.mu.Lock()
-	r.m = map[string]int{}
-	r.mu.Unlock()
-	r.n.Store(0)
-}
-
-func (r *requestCounter) total() int { return int(r.n.Load()) }
-
-func (r *requestCounter) detail() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var parts []string
-	for op, n := range r.m {
-		parts = append(parts, fmt.Sprintf("%s %d", op, n))
+// countingProxy starts a faultproxy with no rules in front of upstream: it forwards every
+// request and counts them by operation.
+func countingProxy(upstream string) (*faultproxy.Proxy, string, error) {
+	p, err := faultproxy.New(upstream, faultproxy.Config{})
+	if err != nil {
+		return nil, "", err
 	}
-	return strings.Join(parts, ", ")
+	url, err := p.Start()
+	if err != nil {
+		return nil, "", err
+	}
+	return p, url, nil
 }
 
-func countingProxy(upstream string) (*httptest.Server, *requestCounter) {
-	target, _ := url.Parse(upstream)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	counts := &requestCounter{m: map[string]int{}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		counts.add(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."))
-		rp.ServeHTTP(w, r)
-	}))
-	return srv, counts
+// requests returns how many requests p received, and how many of each operation ("ReceiveMessage 310, ...").
+func requests(p *faultproxy.Proxy) (int, string) {
+	st := p.Stats()
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(st.Operations)) {
+		parts = append(parts, fmt.Sprintf("%s %d", op, st.Operations[op].Requests))
+	}
+	return st.Total().Requests, strings.Join(parts, ", ")
 }

@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -129,9 +128,6 @@ func Start() (*Emulator, error) {
 		return nil, fmt.Errorf("emulator did not report its port within 30s")
 	}
 }
-
-// Config returns SDK configuration for the emulator: fixed test credentials and region.
-func (e *Emulator) Config() aws.Config { return config() }
 
 // Client returns a real SQS client that sends every request to the emulator.
 func (e *Emulator) Client() *sqs.Client { return ClientFor(e.Endpoint) }
