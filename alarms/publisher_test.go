@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 var queueDims = []Dimension{{Name: "QueueName", Value: "jobs"}}
@@ -208,26 +210,15 @@ func sameDims(got []types.Dimension, want []Dimension) bool {
 }
 
 // logBuffer collects JSON log records.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logBuffer struct{ testenv.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
 
 // records returns the records whose msg is msg.
 func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
 	for sc.Scan() {
 		var r map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {

@@ -47,7 +47,7 @@ type fifoRig struct {
 	dlq     string
 	cfg     Config
 	metrics *countingRecorder
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 
 	// behave scripts the worker: what one run of a message does.
 	behave func(c workerCall) workerAct
@@ -115,7 +115,7 @@ func newFIFORig(t *testing.T, o rigOptions) *fifoRig {
 		t.Fatal(err)
 	}
 	r := &fifoRig{t: t, sqs: newRecordingSQS(srv), queue: aws.ToString(q.QueueUrl), dlq: aws.ToString(dlq.QueueUrl),
-		metrics: &countingRecorder{}, logs: &syncBuffer{}, active: map[string]int{}}
+		metrics: &countingRecorder{}, logs: &testenv.Buffer{}, active: map[string]int{}}
 	cfg := DefaultConfig()
 	cfg.QueueURL = r.queue
 	cfg.Command = []string{"true"} // never run: the stand-in worker takes its place

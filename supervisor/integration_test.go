@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,7 +31,7 @@ type harness struct {
 	q       testenv.Queue
 	c       *sqs.Client
 	metrics *countingRecorder
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 	dir     string // scratch directory for worker scripts and their traces
 }
 
@@ -40,7 +39,7 @@ func newHarness(t *testing.T, qo testenv.QueueOptions) *harness {
 	t.Helper()
 	emu := testenv.SQS(t)
 	return &harness{t: t, emu: emu, q: emu.NewQueue(t, qo), c: emu.Client(),
-		metrics: &countingRecorder{}, logs: &syncBuffer{}, dir: t.TempDir()}
+		metrics: &countingRecorder{}, logs: &testenv.Buffer{}, dir: t.TempDir()}
 }
 
 // config returns a fast configuration for tests: 1 s backoff base, short waits.
@@ -544,24 +543,6 @@ func (r *countingRecorder) snapshot() map[alarms.Metric]float64 {
 		out[k] = v
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestVolumesEmptiedAfterEveryJob(t *testing.T) {

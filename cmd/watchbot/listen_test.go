@@ -124,12 +124,12 @@ func TestListenBadFlagValues(t *testing.T) {
 
 // listenBinary starts `watchbot listen ARGS` against emu; its output, stdout and stderr
 // together, is in the returned buffer.
-func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *bytes.Buffer) {
+func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *testenv.Buffer) {
 	t.Helper()
 	cmd := emu.Watchbot(t, append([]string{"listen"}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	return testenv.Spawn(t, cmd), &out
+	out := &testenv.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	return testenv.Spawn(t, cmd), out
 }
 
 func TestListenStartupFailuresReceiveNothing(t *testing.T) {
@@ -261,7 +261,7 @@ esac
 	}
 	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--backoff-base", "1s", "--metrics", "emf",
 		"--metrics-service", "demo", "--", worker)
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	p := testenv.Spawn(t, cmd)
 	testenv.Eventually(t, "the queue to drain", 30*time.Second, func() bool { return testenv.Depth(t, c, q.URL).Total() == 0 }, stderr.String)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -109,4 +110,25 @@ func joinLogs(logs []func() string) string {
 		b.WriteString(l())
 	}
 	return b.String()
+}
+
+// Buffer collects output that goroutines or a process write while the test reads it, such as
+// a supervisor's log. The zero value is ready to use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
