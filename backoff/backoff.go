@@ -10,7 +10,6 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-
 // Jitter selects how a delay is randomised.
 type Jitter string
 

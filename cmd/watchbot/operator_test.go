@@ -171,9 +171,8 @@ func TestDeadLetterVerbs(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "visible:   20") {
 		t.Errorf("count: exit %d\n%s", code, stdout)
 	}
-	// --to spares the emulator's unsupported ListDeadLetterSourceQueues here: under load its
-	// 400 answer has been seen to cost the next receive its answer, hiding messages for the
-	// hold and upsetting the counts below. TestPeekDLQWithoutTarget covers --dlq-url alone.
+	// --to names the replay target; TestPeekDLQWithoutTarget covers --dlq-url alone, which asks
+	// ListDeadLetterSourceQueues (the emulator does not implement it).
 	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "--to", q.URL, "peek", "--limit", "3", "--json")
 	if code != 0 {
 		t.Fatalf("peek: exit %d: %s", code, stderr)
