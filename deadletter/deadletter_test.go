@@ -277,6 +277,26 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+func TestParseFilterRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		attrs []string
+		want  string
+	}{
+		{"invalid regex", "(", nil, "--match-body"},
+		{"attr without =", "", []string{"kind"}, "--match-attr"},
+		{"contradicting attrs", "", []string{"k=a", "k=b"}, "twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ParseFilter(tt.body, tt.attrs); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseFilter = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestReplayConfigValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -284,9 +304,6 @@ func TestReplayConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"default", func(*ReplayConfig) {}, ""},
-		{"invalid regex", func(c *ReplayConfig) { c.MatchBody = "(" }, "--match-body"},
-		{"attr without =", func(c *ReplayConfig) { c.MatchAttrs = []string{"kind"} }, "--match-attr"},
-		{"contradicting attrs", func(c *ReplayConfig) { c.MatchAttrs = []string{"k=a", "k=b"} }, "twice"},
 		{"negative rate", func(c *ReplayConfig) { c.Rate = -1 }, "--rate"},
 		{"negative limit", func(c *ReplayConfig) { c.Limit = -1 }, "--limit"},
 		{"short hold", func(c *ReplayConfig) { c.Hold = 0 }, "hold"},

@@ -113,7 +113,7 @@ func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
 	}
 
 	dry := testConfig()
-	dry.MatchAttrs = []string{"kind=bad"}
+	dry.Filter = mustFilter(t, "", "kind=bad")
 	dry.DryRun = true
 	var listing bytes.Buffer
 	dry.Out = &listing
@@ -138,7 +138,7 @@ func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
 	}
 
 	cfg := testConfig()
-	cfg.MatchAttrs = []string{"kind=bad"}
+	cfg.Filter = mustFilter(t, "", "kind=bad")
 	stamp := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	cfg.Now = func() time.Time { return stamp }
 	sum, err = Replay(t.Context(), c, queues, cfg)
@@ -187,13 +187,13 @@ func TestReplayBodyRegexLimitAndPackedReason(t *testing.T) {
 	}
 	// Messages 3, 7 and 11 carry the packed form; the filter must see the reason inside it.
 	cfg := testConfig()
-	cfg.MatchAttrs = []string{"watchbot-reason=exit 3 #7"}
+	cfg.Filter = mustFilter(t, "", "watchbot-reason=exit 3 #7")
 	sum, err := Replay(t.Context(), c, queues, cfg)
 	if err != nil || sum.Replayed != 1 || sum.Skipped != 11 {
 		t.Fatalf("replay by packed reason = %+v, %v; want 1 replayed, 11 skipped", sum, err)
 	}
 	cfg = testConfig()
-	cfg.MatchBody = `"job":1\d`
+	cfg.Filter = mustFilter(t, `"job":1\d`)
 	cfg.Limit = 1
 	sum, err = Replay(t.Context(), c, queues, cfg)
 	if err != nil || sum.Replayed != 1 {
@@ -702,4 +702,14 @@ func TestTriageActsOnAnswers(t *testing.T) {
 	if v := visible(t, c, q.DLQURL); v != 2 {
 		t.Errorf("DLQ holds %d visible after triage on empty input, want 2", v)
 	}
+}
+
+// mustFilter compiles a filter as --match-body body and --match-attr attrs would.
+func mustFilter(t *testing.T, body string, attrs ...string) Filter {
+	t.Helper()
+	f, err := ParseFilter(body, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -89,10 +89,9 @@ func (f Filter) Match(m Message) bool {
 type ReplayConfig struct {
 	// Limit is the most messages to replay; 0 means all that match.
 	Limit int
-	// MatchBody is a regular expression (RE2 syntax) the body must match; "" matches all.
-	MatchBody string
-	// MatchAttrs are NAME=VALUE pairs that must all match.
-	MatchAttrs []string
+	// Filter selects the messages to replay (ParseFilter builds it from --match-body and
+	// --match-attr); the zero Filter selects all.
+	Filter Filter
 	// Rate is the most messages sent per second; 0 means as fast as SQS takes them.
 	Rate float64
 	// DryRun receives and lists what would be replayed, then gives every message back.
@@ -114,7 +113,7 @@ func DefaultReplayConfig() ReplayConfig {
 	return ReplayConfig{Hold: DefaultHold, Out: io.Discard, Errs: io.Discard, Progress: NoProgress{}, Now: time.Now}
 }
 
-// Validate checks the configuration, compiling the filters, without any I/O.
+// Validate checks the configuration without any I/O.
 func (c ReplayConfig) Validate() error {
 	if c.Limit < 0 {
 		return fmt.Errorf("--limit (%d) must not be negative", c.Limit)
@@ -125,8 +124,7 @@ func (c ReplayConfig) Validate() error {
 	if c.Hold < time.Second || c.Hold > sqsspec.MaxInFlight {
 		return fmt.Errorf("hold (%v) must be between 1s and 12h", c.Hold)
 	}
-	_, err := ParseFilter(c.MatchBody, c.MatchAttrs)
-	return err
+	return nil
 }
 
 // Summary counts what replay did.
@@ -172,30 +170,28 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 	if err := cfg.Validate(); err != nil {
 		return sum, err
 	}
-	filter, _ := ParseFilter(cfg.MatchBody, cfg.MatchAttrs)
 	target, terr := q.Target()
 	if terr != nil {
 		return sum, terr
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	chunk := sqsspec.MaxBatchEntries
 	if cfg.Rate > 0 && cfg.Rate < float64(chunk) {
 		chunk = max(1, int(cfg.Rate))
 	}
 	pace := newPacer(cfg.Rate)
-	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
+	r := &replay{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold), sum: &sum, cfg: cfg}
 	defer func() {
-		if rerr := sc.release(ctx); rerr != nil && err == nil {
+		if rerr := r.sc.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
 	targetName := queueattr.NameFromURL(target.URL)
 
 	for cfg.Limit == 0 || sum.Replayed < cfg.Limit {
-		batch, err := sc.next(ctx, upTo(cfg.Limit, sum.Replayed))
+		batch, err := r.sc.next(ctx, upTo(cfg.Limit, sum.Replayed))
 		if err != nil {
 			return sum, err
 		}
@@ -204,17 +200,17 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 		}
 		var selected []Message
 		for _, m := range batch {
-			if filter.Match(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
+			if cfg.Filter.Match(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
 				selected = append(selected, m)
 				continue
 			}
-			sc.keep(m)
+			r.sc.keep(m)
 			sum.Skipped++
 			_ = cfg.Progress.Add(1)
 		}
 		if cfg.DryRun {
 			for _, m := range selected {
-				sc.keep(m)
+				r.sc.keep(m)
 				sum.Replayed++
 				_ = cfg.Progress.Add(1)
 				fmt.Fprintf(cfg.Out, "would replay %s to %s%s\n", m.ID, targetName, describeCause(m))
@@ -225,56 +221,62 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 			part := selected[start:min(start+chunk, len(selected))]
 			if err := pace.wait(ctx, len(part)); err != nil {
 				for _, m := range selected[start:] {
-					sc.keep(m)
+					r.sc.keep(m)
 				}
 				return sum, err
 			}
-			if err := replayPart(ctx, api, q.DLQ.URL, target, part, now(), sc, &sum, cfg); err != nil {
-				for _, m := range selected[start+len(part):] {
-					sc.keep(m)
-				}
-				return sum, err
-			}
+			r.part(ctx, part)
 		}
 	}
 	return sum, ctx.Err()
 }
 
-// replayPart sends part to the target, then deletes what was sent from the DLQ.
-func replayPart(ctx context.Context, api API, dlqURL string, target queueattr.Info, part []Message, now time.Time, sc *scanner, sum *Summary, cfg ReplayConfig) error {
-	out := make([]producer.Message, len(part))
-	for i, m := range part {
-		out[i] = replayMessage(m, target.FIFO, target.MaximumMessageSize, now)
+// replay is one Replay walk: where it sends, what it has handled, and how it reports.
+type replay struct {
+	api    API
+	dlqURL string
+	target queueattr.Info
+	sc     *scanner
+	sum    *Summary
+	cfg    ReplayConfig
+}
+
+// part sends msgs to the target, then deletes what was sent from the DLQ. A message whose send
+// failed is kept in the DLQ.
+func (r *replay) part(ctx context.Context, msgs []Message) {
+	now := r.cfg.Now()
+	out := make([]producer.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = replayMessage(m, r.target.FIFO, r.target.MaximumMessageSize, now)
 	}
 	var sent []Message
 	for _, b := range producer.Batches(out) {
-		for j, r := range producer.SendBatch(ctx, api, target.URL, out[b[0]:b[1]]) {
-			m := part[b[0]+j]
-			if r.Err != nil {
-				sc.keep(m)
-				sum.Failed++
-				_ = cfg.Progress.Add(1)
-				fmt.Fprintf(cfg.Errs, "%s: not replayed, left in the dead-letter queue: %v\n", m.ID, r.Err)
+		for j, res := range producer.SendBatch(ctx, r.api, r.target.URL, out[b[0]:b[1]]) {
+			m := msgs[b[0]+j]
+			if res.Err != nil {
+				r.sc.keep(m)
+				r.sum.Failed++
+				_ = r.cfg.Progress.Add(1)
+				fmt.Fprintf(r.cfg.Errs, "%s: not replayed, left in the dead-letter queue: %v\n", m.ID, res.Err)
 				continue
 			}
 			sent = append(sent, m)
 		}
 	}
 	if len(sent) == 0 {
-		return nil
+		return
 	}
-	failed := deleteMessages(context.WithoutCancel(ctx), api, dlqURL, sent)
+	failed := deleteMessages(context.WithoutCancel(ctx), r.api, r.dlqURL, sent)
 	for _, m := range sent {
-		_ = cfg.Progress.Add(1)
+		_ = r.cfg.Progress.Add(1)
 		if ferr, bad := failed[m.ID]; bad {
-			sum.NotDeleted++
-			fmt.Fprintf(cfg.Errs, "%s: replayed to %s but not deleted from the dead-letter queue: %v\n", m.ID, queueattr.NameFromURL(target.URL), ferr)
+			r.sum.NotDeleted++
+			fmt.Fprintf(r.cfg.Errs, "%s: replayed to %s but not deleted from the dead-letter queue: %v\n", m.ID, queueattr.NameFromURL(r.target.URL), ferr)
 			continue
 		}
-		sum.Replayed++
-		fmt.Fprintf(cfg.Out, "replayed %s to %s\n", m.ID, queueattr.NameFromURL(target.URL))
+		r.sum.Replayed++
+		fmt.Fprintf(r.cfg.Out, "replayed %s to %s\n", m.ID, queueattr.NameFromURL(r.target.URL))
 	}
-	return nil
 }
 
 func describeCause(m Message) string {

@@ -206,8 +206,11 @@ func dlqReplayCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			cfg := deadletter.DefaultReplayConfig()
 			cfg.Limit = c.Int("limit")
-			cfg.MatchBody = c.String("match-body")
-			cfg.MatchAttrs = c.Generic("match-attr").(*opRepeated).values
+			filter, err := deadletter.ParseFilter(c.String("match-body"), c.Generic("match-attr").(*opRepeated).values)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Filter = filter
 			cfg.DryRun = c.Bool("dry-run")
 			if c.IsSet("rate") {
 				cfg.Rate = c.Float64("rate")
