@@ -13,6 +13,9 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
+// urgentLinger is the most an urgent op waits for others to share its call.
+var urgentLinger = 2 * time.Millisecond
+
 type ackKind int
 
 const (
@@ -25,8 +28,9 @@ type ackOp struct {
 	kind       ackKind
 	handle     string
 	visibility int32
-	// urgent: someone waits on this op (the next message of a FIFO group), so it is sent at
-	// once, with whatever of its kind is pending, instead of lingering.
+	// urgent: the next message of a FIFO group waits on this delete (SQS keeps the group
+	// locked until it lands, whether or not watchbot holds that message), so it lingers only
+	// urgentLinger for others to share its call.
 	urgent bool
 	done   chan error // buffered, receives exactly one result
 }
@@ -39,7 +43,10 @@ type acker struct {
 	api      sqsAPI
 	queueURL string
 	linger   time.Duration
-	timeout  time.Duration
+	// urgentLinger is how long an urgent op waits for others: long enough to share a call
+	// with ops submitted at about the same moment, short beside an SQS round trip.
+	urgentLinger time.Duration
+	timeout      time.Duration
 
 	in        chan ackOp
 	flights   sync.WaitGroup // batch calls under way
@@ -48,7 +55,7 @@ type acker struct {
 }
 
 func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker {
-	return &acker{api: api, queueURL: queueURL, linger: linger, timeout: timeout,
+	return &acker{api: api, queueURL: queueURL, linger: linger, urgentLinger: min(linger, urgentLinger), timeout: timeout,
 		in: make(chan ackOp), stopped: make(chan struct{})}
 }
 
@@ -79,6 +86,7 @@ func (a *acker) run(ctx context.Context) {
 	var pending [2][]ackOp
 	var timer *time.Timer
 	var fire <-chan time.Time
+	var due time.Time
 	flush := func(kind ackKind) {
 		if len(pending[kind]) == 0 {
 			return
@@ -101,12 +109,22 @@ func (a *acker) run(ctx context.Context) {
 				return
 			}
 			pending[op.kind] = append(pending[op.kind], op)
-			if len(pending[op.kind]) == sqsspec.MaxBatchEntries || a.linger == 0 || op.urgent {
+			if len(pending[op.kind]) == sqsspec.MaxBatchEntries || a.linger == 0 || (op.urgent && a.urgentLinger == 0) {
 				flush(op.kind)
 			}
-			if fire == nil && len(pending[ackDelete])+len(pending[ackVisibility]) > 0 {
-				timer = time.NewTimer(a.linger)
-				fire = timer.C
+			if n := len(pending[ackDelete]) + len(pending[ackVisibility]); n > 0 {
+				wait := a.linger
+				if op.urgent {
+					wait = a.urgentLinger
+				}
+				if at := time.Now().Add(wait); fire == nil || at.Before(due) {
+					if timer == nil {
+						timer = time.NewTimer(wait)
+					} else {
+						timer.Reset(wait)
+					}
+					fire, due = timer.C, at
+				}
 			}
 		case <-fire:
 			fire = nil

@@ -27,9 +27,6 @@ type job struct {
 	attempt        int
 	pending        *outcome
 	settleFailures int
-	// waitedOn: on a FIFO queue, a later message of the group is held, waiting for this one
-	// to leave the queue, so its delete goes out at once rather than lingering for a batch.
-	waitedOn bool
 
 	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one

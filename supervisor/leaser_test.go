@@ -293,3 +293,37 @@ func TestHeartbeatReportsHeldJobsItGivesUpOn(t *testing.T) {
 		}
 	})
 }
+
+func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newFakeQueue()
+		a := newAcker(q, "q", 20*time.Millisecond, time.Second)
+		var wg sync.WaitGroup
+		wg.Go(func() { a.run(t.Context()) })
+		var handles []string
+		for i := range 3 {
+			q.add(string(rune('a'+i)), "b")
+			m, _ := q.receive(time.Minute)
+			handles = append(handles, *m.ReceiptHandle)
+		}
+		start := time.Now()
+		// A plain delete lingers for the 20 ms batch; two urgent ones submitted beside it cut
+		// the wait to urgentLinger, and the three share one call.
+		plain := a.submit(ackDelete, handles[0], 0)
+		urgent := []<-chan error{a.enqueue(ackOp{kind: ackDelete, handle: handles[1], urgent: true}),
+			a.enqueue(ackOp{kind: ackDelete, handle: handles[2], urgent: true})}
+		for _, ch := range append(urgent, plain) {
+			if err := <-ch; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if took := time.Since(start); took != urgentLinger {
+			t.Errorf("deletes answered after %v, want the urgent linger (%v)", took, urgentLinger)
+		}
+		if n := q.count("DeleteMessageBatch"); n != 1 {
+			t.Errorf("%d batch calls, want one for all three", n)
+		}
+		a.close()
+		wg.Wait()
+	})
+}

@@ -13,8 +13,16 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-// receiveAsk asks the receive loop for up to n messages.
-type receiveAsk struct{ n int }
+// receiveAsk asks the receive loop for up to n messages, long-polling at most wait.
+type receiveAsk struct {
+	n    int
+	wait time.Duration
+}
+
+// fifoBusyPoll caps the long poll on a FIFO queue while watchbot holds messages: their
+// deletes will unlock groups, and nothing says a long poll under way wakes for a group
+// unlocked (rather than for a message sent), so a full 20 s poll could leave slots idle.
+const fifoBusyPoll = 2 * time.Second
 
 // receiveBackoff spaces receive retries: 500 ms doubling to 30 s, jittered.
 var receiveBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
@@ -43,7 +51,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 		var msgs []types.Message
 		for {
 			var err error
-			msgs, err = s.receive(s.pollCtx, ask.n, attemptID)
+			msgs, err = s.receive(s.pollCtx, ask, attemptID)
 			if err == nil {
 				if failures > 0 {
 					s.log.Info("receive recovered", "after_failures", failures)
@@ -63,7 +71,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			if !sleep(stop, delay) {
 				if attemptID != "" {
 					// Stopping: one more try brings back what a lost answer took, to release it.
-					msgs, _ = s.receive(s.pollCtx, ask.n, attemptID)
+					msgs, _ = s.receive(s.pollCtx, ask, attemptID)
 				}
 				break
 			}
@@ -75,12 +83,12 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 	}
 }
 
-// receive takes up to n messages with a long poll.
-func (s *Supervisor) receive(ctx context.Context, n int, attemptID string) ([]types.Message, error) {
+// receive takes up to ask.n messages with a long poll of ask.wait.
+func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID string) ([]types.Message, error) {
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(s.cfg.QueueURL),
-		MaxNumberOfMessages:         int32(n),
-		WaitTimeSeconds:             int32(s.cfg.WaitTime / time.Second),
+		MaxNumberOfMessages:         int32(ask.n),
+		WaitTimeSeconds:             int32(ask.wait / time.Second),
 		VisibilityTimeout:           sqsspec.Seconds(s.cfg.VisibilityTimeout),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},

@@ -291,7 +291,7 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 	returned := disposition{returned: true}
 	switch o.Action {
 	case actDelete:
-		if err := r.acks.delete(j.receipt, j.waitedOn); err != nil {
+		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
 			return r.failed(j, log, o, err, "delete failed")
 		}
 		if o.Success {
@@ -321,7 +321,7 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 			r.setVisibility(j, log, r.retryDelay(j.attempt), "message will be retried", "dead-letter send failed")
 			return returned
 		}
-		if err := r.acks.delete(j.receipt, j.waitedOn); err != nil {
+		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
 			sent := outcome{Action: actDelete, Reason: "already in the dead-letter queue (" + o.Reason + ")"}
 			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
 		}

@@ -183,9 +183,6 @@ func (s *scheduler) next(now time.Time) [][]*job {
 			if s.batchSize == 1 {
 				n = 1
 			}
-			for _, j := range g.jobs[:n] {
-				j.waitedOn = s.fifo && (len(g.jobs) > n || s.batchSize > 1)
-			}
 			run = append(run, g.jobs[:n]...)
 			g.jobs = slices.Clone(g.jobs[n:])
 			g.inRun += n
@@ -221,6 +218,10 @@ func (s *scheduler) room() int {
 	}
 	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize-s.runMsgs-startable, s.holdLimit-s.held))
 }
+
+// deep reports that recent FIFO receives brought several messages per group: a receive then
+// fills from one group, so a larger one does not bring more groups.
+func (s *scheduler) deep() bool { return s.fifo && s.batchSize == 1 && s.depth >= 2 }
 
 // target is the room worth a receive without waiting for more: a full receive, or the
 // capacity when it is smaller.
@@ -375,6 +376,9 @@ func (s *scheduler) drain(now time.Time) []giveBack {
 	s.ready, s.waiting, s.readyMsgs = nil, nil, 0
 	return out
 }
+
+// empty reports that nothing is held or running.
+func (s *scheduler) empty() bool { return s.held == 0 && s.open == 0 }
 
 // idle reports that no run is under way or settling.
 func (s *scheduler) idle() bool { return s.open == 0 }

@@ -332,15 +332,19 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		if !stopping && !receiving {
 			// With few slots free, wait a moment for more, so a busy supervisor makes few,
 			// full receives; not when the queue was empty last time (a long poll waits anyway),
-			// nor on a FIFO queue, where a receive fills from one group first: waiting for more
-			// room would not bring more groups, only leave slots idle.
+			// nor on a FIFO queue whose groups are deep: a receive then fills from one group,
+			// so waiting for more room would not bring more groups, only leave slots idle.
 			room := sched.room()
-			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || s.fifo
+			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || sched.deep()
 			if room > 0 && !enough && gatherUntil.IsZero() {
 				gatherUntil = now.Add(s.cfg.ReceiveGather)
 			}
 			if room > 0 && (enough || !now.Before(gatherUntil)) {
-				asks <- receiveAsk{n: room}
+				wait := s.cfg.WaitTime
+				if s.fifo && !sched.empty() {
+					wait = min(wait, fifoBusyPoll)
+				}
+				asks <- receiveAsk{n: room, wait: wait}
 				receiving, gatherUntil = true, time.Time{}
 			}
 			wake = gatherUntil

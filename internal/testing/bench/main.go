@@ -38,6 +38,7 @@ type options struct {
 	messages    int
 	concurrency int
 	groups      int
+	rounds      int
 	binary      string
 	worker      string
 }
@@ -47,137 +48,138 @@ func run() error {
 	flag.IntVar(&o.messages, "messages", 3000, "messages preloaded for each contender")
 	flag.IntVar(&o.concurrency, "concurrency", 8, "watchbot --concurrency")
 	flag.IntVar(&o.groups, "groups", 16, "message groups of the FIFO cases")
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; figures are the medians")
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
 	flag.Parse()
-	if o.messages < 100 || o.concurrency < 1 || o.groups < 1 {
-		return fmt.Errorf("-messages must be at least 100, -concurrency and -groups at least 1")
+	if o.messages < 100 || o.concurrency < 1 || o.groups < 1 || o.rounds < 1 {
+		return fmt.Errorf("-messages must be at least 100, -concurrency, -groups and -rounds at least 1")
 	}
 	worker, err := exec.LookPath(o.worker)
 	if err != nil {
 		return err
 	}
-	emu, err := testenv.Start()
+	fauxqs, err := testenv.Start()
 	if err != nil {
 		return err
 	}
-	direct := emu.Client()
-	ctx := context.Background()
-
-	fmt.Printf("preloading %d messages per contender into the fauxqs emulator; worker %q; %d cores\n", o.messages, worker, numCPU())
-	qBase, err := newQueue(ctx, direct, "bench-baseline", o.messages, 0)
-	if err != nil {
-		return err
-	}
-	qWatchbot, err := newQueue(ctx, direct, "bench-watchbot", o.messages, 0)
-	if err != nil {
-		return err
-	}
-
-	baseProxy, baseURL, err := countingProxy(emu.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer baseProxy.Close()
-	start := time.Now()
-	if err := baseline(ctx, testenv.ClientFor(baseURL), qBase, worker, o.messages); err != nil {
-		return err
-	}
-	baseTime := time.Since(start)
-	baseReqs, _ := requests(baseProxy)
-
-	wbProxy, wbURL, err := countingProxy(emu.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer wbProxy.Close()
-	wbTime, rss, err := watchbot(ctx, o, emu, wbURL, direct, qWatchbot, worker)
-	if err != nil {
-		return err
-	}
-	wbReqs, wbDetail := requests(wbProxy)
-
-	fifo, err := fifoCases(ctx, o, emu, worker)
-	if err != nil {
-		return err
-	}
-
-	baseRate := float64(o.messages) / baseTime.Seconds()
-	wbRate := float64(o.messages) / wbTime.Seconds()
-	fmt.Println()
-	fmt.Printf("%-44s %12s %14s\n", "", "messages/s", "SQS req/msg")
-	fmt.Printf("%-44s %12.0f %14.3f\n", "baseline (receive 10 → spawn 10 → batch delete)", baseRate, float64(baseReqs)/float64(o.messages))
-	fmt.Printf("%-44s %12.0f %14.3f\n", fmt.Sprintf("watchbot listen --concurrency %d", o.concurrency), wbRate, float64(wbReqs)/float64(o.messages))
-	fmt.Println()
-	fmt.Printf("throughput ratio watchbot/baseline: %.2f (goal ≥ 0.8)\n", wbRate/baseRate)
-	fmt.Printf("watchbot SQS requests per message:  %.3f (goal ≤ 0.3): %s\n", float64(wbReqs)/float64(o.messages), wbDetail)
-	fmt.Printf("watchbot peak RSS:                  %.1f MiB\n", float64(rss)/1024)
-	fmt.Println()
-	fmt.Printf("FIFO: --concurrency %d, %d message groups, the same %d messages, ratio to a standard queue on the same server\n", o.concurrency, o.groups, o.messages)
-	for _, f := range fifo {
-		fmt.Printf("  %-52s %6.0f msg/s vs %6.0f standard: ratio %.2f, %.3f SQS req/msg\n", f.server, f.fifoRate, f.stdRate, f.fifoRate/f.stdRate, f.reqPerMsg)
-	}
-	return nil
-}
-
-// fifoFigures is watchbot on a FIFO queue and on a standard one, on one server.
-type fifoFigures struct {
-	server            string
-	fifoRate, stdRate float64
-	reqPerMsg         float64
-}
-
-// fifoCases runs watchbot on a standard queue and on a FIFO queue of o.groups groups, on two
-// servers: fakesqs, which delivers FIFO messages as SQS does (as many of one group per receive
-// as it can), and fauxqs, which returns one message per group per receive.
-func fifoCases(ctx context.Context, o options, fauxqs *testenv.Emulator, worker string) ([]fifoFigures, error) {
 	fake := fakesqs.New()
 	endpoint, closeFake, err := fake.Listen()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer closeFake()
-	servers := []struct {
-		name string
-		emu  *testenv.Emulator
-	}{
-		{"fakesqs (SQS's FIFO delivery)", &testenv.Emulator{Endpoint: endpoint}},
-		{"fauxqs (one message per group per receive)", fauxqs},
+	sqsLike := &testenv.Emulator{Endpoint: endpoint}
+
+	// The contenders, run once each per round in this order, so that a slow moment of the
+	// machine costs every contender alike; ratios are taken within a round.
+	contenders := []contender{
+		{name: "baseline (receive 10 → spawn 10 → batch delete)", emu: fauxqs, baseline: true},
+		{name: fmt.Sprintf("watchbot listen --concurrency %d", o.concurrency), emu: fauxqs},
+		{name: "watchbot, FIFO, fauxqs (one message per group per receive)", emu: fauxqs, groups: o.groups},
+		{name: "watchbot, standard queue, fakesqs", emu: sqsLike},
+		{name: "watchbot, FIFO, fakesqs (SQS's FIFO delivery)", emu: sqsLike, groups: o.groups},
 	}
-	var out []fifoFigures
-	for _, srv := range servers {
-		direct := srv.emu.Client()
-		f := fifoFigures{server: srv.name}
-		for _, fifo := range []bool{false, true} {
-			name := "bench-std"
-			groups := 0
-			if fifo {
-				name, groups = "bench-fifo", o.groups
-			}
-			q, err := newQueue(ctx, direct, name, o.messages, groups)
+	fmt.Printf("%d messages per run, worker %q, %d cores, %d interleaved rounds; medians (min–max)\n", o.messages, worker, numCPU(), o.rounds)
+	ctx := context.Background()
+	results := make([][]result, len(contenders))
+	for round := range o.rounds {
+		for i, c := range contenders {
+			r, err := c.measure(ctx, o, worker, fmt.Sprintf("bench-%d-%d", round, i))
 			if err != nil {
-				return nil, err
+				return fmt.Errorf("%s: %w", c.name, err)
 			}
-			proxy, url, err := countingProxy(srv.emu.Endpoint)
-			if err != nil {
-				return nil, err
-			}
-			took, _, err := watchbot(ctx, o, srv.emu, url, direct, q, worker)
-			reqs, _ := requests(proxy)
-			proxy.Close()
-			if err != nil {
-				return nil, fmt.Errorf("%s, fifo %v: %w", srv.name, fifo, err)
-			}
-			rate := float64(o.messages) / took.Seconds()
-			if fifo {
-				f.fifoRate, f.reqPerMsg = rate, float64(reqs)/float64(o.messages)
-			} else {
-				f.stdRate = rate
-			}
+			results[i] = append(results[i], r)
 		}
-		out = append(out, f)
 	}
-	return out, nil
+
+	fmt.Println()
+	fmt.Printf("%-62s %18s %12s\n", "", "messages/s", "SQS req/msg")
+	for i, c := range contenders {
+		fmt.Printf("%-62s %18s %12.3f\n", c.name, spread(results[i], func(r result) float64 { return r.rate }, "%.0f"),
+			median(results[i], func(r result) float64 { return r.reqPerMsg }))
+	}
+	ratio := func(a, b int) string {
+		var rs []result
+		for k := range o.rounds {
+			rs = append(rs, result{rate: results[a][k].rate / results[b][k].rate})
+		}
+		return spread(rs, func(r result) float64 { return r.rate }, "%.2f")
+	}
+	wb := results[1]
+	fmt.Println()
+	fmt.Printf("throughput ratio watchbot/baseline:   %s (goal ≥ 0.8)\n", ratio(1, 0))
+	fmt.Printf("watchbot SQS requests per message:    %.3f (goal ≤ 0.3): %s\n", median(wb, func(r result) float64 { return r.reqPerMsg }), wb[len(wb)-1].detail)
+	fmt.Printf("watchbot peak RSS:                    %.1f MiB\n", median(wb, func(r result) float64 { return float64(r.rss) })/1024)
+	fmt.Printf("FIFO/standard, %d groups, SQS's FIFO delivery (fakesqs): %s\n", o.groups, ratio(4, 3))
+	fmt.Printf("FIFO/standard, %d groups, fauxqs:                        %s\n", o.groups, ratio(2, 1))
+	return nil
+}
+
+// contender is one way of emptying a preloaded queue: the baseline loop or watchbot, on a
+// standard queue or a FIFO queue of groups groups, on one server.
+type contender struct {
+	name     string
+	emu      *testenv.Emulator
+	baseline bool
+	groups   int
+}
+
+// result is one run of a contender.
+type result struct {
+	rate, reqPerMsg float64
+	detail          string
+	rss             int // KiB, watchbot only
+}
+
+// measure preloads a fresh queue, empties it through a counting proxy and returns the figures.
+func (c contender) measure(ctx context.Context, o options, worker, name string) (result, error) {
+	direct := c.emu.Client()
+	q, err := newQueue(ctx, direct, name, o.messages, c.groups)
+	if err != nil {
+		return result{}, err
+	}
+	proxy, url, err := countingProxy(c.emu.Endpoint)
+	if err != nil {
+		return result{}, err
+	}
+	defer proxy.Close()
+	var took time.Duration
+	var rss int
+	if c.baseline {
+		start := time.Now()
+		err = baseline(ctx, testenv.ClientFor(url), q, worker, o.messages)
+		took = time.Since(start)
+	} else {
+		took, rss, err = watchbot(ctx, o, c.emu, url, direct, q, worker)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	reqs, detail := requests(proxy)
+	return result{rate: float64(o.messages) / took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail, rss: rss}, nil
+}
+
+// median returns the median of f over rs.
+func median(rs []result, f func(result) float64) float64 {
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = f(r)
+	}
+	slices.Sort(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return vs[len(vs)/2]
+}
+
+// spread formats the median of f over rs with its range.
+func spread(rs []result, f func(result) float64, format string) string {
+	lo, hi := f(rs[0]), f(rs[0])
+	for _, r := range rs {
+		lo, hi = min(lo, f(r)), max(hi, f(r))
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", median(rs, f), lo, hi)
 }
 
 func numCPU() int {
