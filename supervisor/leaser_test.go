@@ -155,18 +155,24 @@ func TestHeartbeatSkipsSettledJobs(t *testing.T) {
 	})
 }
 
+// ackerRig is an acknowledger with a 20 ms linger, running over a fakeQueue that holds n
+// received messages, whose receipt handles it returns. stop closes the acknowledger.
+func ackerRig(t *testing.T, n int) (a *acker, q *fakeQueue, handles []string, stop func()) {
+	q = newFakeQueue()
+	a = newAcker(q, "q", 20*time.Millisecond, time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.run(t.Context()) })
+	for i := range n {
+		q.add(string(rune('a'+i)), "b")
+		m, _ := q.receive(time.Minute)
+		handles = append(handles, *m.ReceiptHandle)
+	}
+	return a, q, handles, func() { a.close(); wg.Wait() }
+}
+
 func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newFakeQueue()
-		a := newAcker(q, "q", 20*time.Millisecond, time.Second)
-		var wg sync.WaitGroup
-		wg.Go(func() { a.run(t.Context()) })
-		var handles []string
-		for i := range 12 {
-			q.add(string(rune('a'+i)), "b")
-			m, _ := q.receive(time.Minute)
-			handles = append(handles, *m.ReceiptHandle)
-		}
+		a, q, handles, stop := ackerRig(t, 12)
 		handles = append(handles, "stale-handle")
 		errs := make([]<-chan error, len(handles))
 		for i, h := range handles {
@@ -178,8 +184,7 @@ func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
 				t.Errorf("handle %d: err = %v", i, err)
 			}
 		}
-		a.close()
-		wg.Wait()
+		stop()
 		// 13 deletes: one full batch of 10 and one of 3, each entry answered on its own.
 		if n := q.count("DeleteMessage"); n != 13 {
 			t.Errorf("%d deletes, want 13", n)
@@ -296,16 +301,8 @@ func TestHeartbeatReportsHeldJobsItGivesUpOn(t *testing.T) {
 
 func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newFakeQueue()
-		a := newAcker(q, "q", 20*time.Millisecond, time.Second)
-		var wg sync.WaitGroup
-		wg.Go(func() { a.run(t.Context()) })
-		var handles []string
-		for i := range 3 {
-			q.add(string(rune('a'+i)), "b")
-			m, _ := q.receive(time.Minute)
-			handles = append(handles, *m.ReceiptHandle)
-		}
+		a, q, handles, stop := ackerRig(t, 3)
+		defer stop()
 		start := time.Now()
 		// A plain delete lingers for the 20 ms batch; two urgent ones submitted beside it cut
 		// the wait to urgentLinger, and the three share one call.
@@ -323,7 +320,5 @@ func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
 		if n := q.count("DeleteMessageBatch"); n != 1 {
 			t.Errorf("%d batch calls, want one for all three", n)
 		}
-		a.close()
-		wg.Wait()
 	})
 }

@@ -74,13 +74,7 @@ func invalidHandle(handle string) error {
 // FIFO queue that handle has expired and the call fails with InvalidParameterValue. A
 // handle this queue never issued is ReceiptHandleIsInvalid.
 func (s *Server) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	return call(s, ctx, "DeleteMessage", in, func(_ context.Context, in *sqs.DeleteMessageInput) (*sqs.DeleteMessageOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "DeleteMessage", in, func(in *sqs.DeleteMessageInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.DeleteMessageInput) (*sqs.DeleteMessageOutput, error) {
 		if in.ReceiptHandle == nil {
 			return nil, missing("ReceiptHandle")
 		}
@@ -111,13 +105,7 @@ func (q *queue) delete(handle string, now time.Time) error {
 // DeleteMessageBatch deletes up to ten messages; each entry succeeds or fails as
 // DeleteMessage would.
 func (s *Server) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	return call(s, ctx, "DeleteMessageBatch", in, func(_ context.Context, in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "DeleteMessageBatch", in, func(in *sqs.DeleteMessageBatchInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
 		now := time.Now()
 		ok, failed, err := eachEntry(in.Entries, func(e types.DeleteMessageBatchRequestEntry) *string { return e.Id },
 			func(e types.DeleteMessageBatchRequestEntry) (types.DeleteMessageBatchResultEntry, error) {
@@ -140,13 +128,7 @@ func (s *Server) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 // earlier receive or of a deleted message (InvalidParameterValue, SQS's answer for a receipt
 // handle that no longer names an available message).
 func (s *Server) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	return call(s, ctx, "ChangeMessageVisibility", in, func(_ context.Context, in *sqs.ChangeMessageVisibilityInput) (*sqs.ChangeMessageVisibilityOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "ChangeMessageVisibility", in, func(in *sqs.ChangeMessageVisibilityInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.ChangeMessageVisibilityInput) (*sqs.ChangeMessageVisibilityOutput, error) {
 		if in.ReceiptHandle == nil {
 			return nil, missing("ReceiptHandle")
 		}
@@ -184,13 +166,7 @@ func (q *queue) changeVisibility(handle string, seconds int32, now time.Time) er
 // ChangeMessageVisibilityBatch changes the visibility of up to ten messages; each entry
 // succeeds or fails as ChangeMessageVisibility would.
 func (s *Server) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	return call(s, ctx, "ChangeMessageVisibilityBatch", in, func(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "ChangeMessageVisibilityBatch", in, func(in *sqs.ChangeMessageVisibilityBatchInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.ChangeMessageVisibilityBatchInput) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 		now := time.Now()
 		ok, failed, err := eachEntry(in.Entries, func(e types.ChangeMessageVisibilityBatchRequestEntry) *string { return e.Id },
 			func(e types.ChangeMessageVisibilityBatchRequestEntry) (types.ChangeMessageVisibilityBatchResultEntry, error) {

@@ -35,13 +35,7 @@ type accepted struct {
 
 // SendMessage enqueues one message.
 func (s *Server) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	return call(s, ctx, "SendMessage", in, func(_ context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "SendMessage", in, func(in *sqs.SendMessageInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.SendMessageInput) (*sqs.SendMessageOutput, error) {
 		a, err := s.enqueue(q, time.Now(), outgoing{
 			body: in.MessageBody, attrs: in.MessageAttributes, sysAttrs: in.MessageSystemAttributes,
 			delay: in.DelaySeconds, group: in.MessageGroupId, dedupID: in.MessageDeduplicationId,
@@ -58,13 +52,7 @@ func (s *Server) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ..
 
 // SendMessageBatch enqueues up to ten messages; each entry succeeds or fails on its own.
 func (s *Server) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return call(s, ctx, "SendMessageBatch", in, func(_ context.Context, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "SendMessageBatch", in, func(in *sqs.SendMessageBatchInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
 		if err := checkBatch(entryIDs(in.Entries, sendID)); err != nil {
 			return nil, err
 		}

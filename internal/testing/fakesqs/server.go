@@ -161,6 +161,21 @@ func call[In, Out any](s *Server, ctx context.Context, op string, in *In, do fun
 	return out, err
 }
 
+// onQueue is call for an operation on one queue, which url reads from the input: do runs under
+// the server's lock, with the queue, or the operation fails as SQS fails it for an unknown
+// queue.
+func onQueue[In, Out any](s *Server, ctx context.Context, op string, in *In, url func(*In) *string, do func(*queue, *In) (*Out, error)) (*Out, error) {
+	return call(s, ctx, op, in, func(_ context.Context, in *In) (*Out, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		q, err := s.queueByURL(url(in))
+		if err != nil {
+			return nil, err
+		}
+		return do(q, in)
+	})
+}
+
 // baseKey carries the scheme and host that queue URLs in answers are built on.
 type baseKey struct{}
 
@@ -378,13 +393,7 @@ func (s *Server) getQueueAttributes(_ context.Context, in *sqs.GetQueueAttribute
 // SetQueueAttributes changes settable attributes; FifoQueue can be set only at creation. A
 // RedrivePolicy of "" removes the policy.
 func (s *Server) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error) {
-	return call(s, ctx, "SetQueueAttributes", in, func(_ context.Context, in *sqs.SetQueueAttributesInput) (*sqs.SetQueueAttributesOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "SetQueueAttributes", in, func(in *sqs.SetQueueAttributesInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.SetQueueAttributesInput) (*sqs.SetQueueAttributesOutput, error) {
 		given := map[string]string{}
 		for k, v := range in.Attributes {
 			if queueAttributes[k].createOnly {
@@ -412,13 +421,7 @@ func (s *Server) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttribu
 // PurgeQueue deletes every message of the queue, in flight or not. A second purge within 60
 // seconds is PurgeQueueInProgress ("PurgeQueue" in the SQS API Reference).
 func (s *Server) PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, _ ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error) {
-	return call(s, ctx, "PurgeQueue", in, func(_ context.Context, in *sqs.PurgeQueueInput) (*sqs.PurgeQueueOutput, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q, err := s.queueByURL(in.QueueUrl)
-		if err != nil {
-			return nil, err
-		}
+	return onQueue(s, ctx, "PurgeQueue", in, func(in *sqs.PurgeQueueInput) *string { return in.QueueUrl }, func(q *queue, in *sqs.PurgeQueueInput) (*sqs.PurgeQueueOutput, error) {
 		now := time.Now()
 		if !q.lastPurge.IsZero() && now.Sub(q.lastPurge) < time.Minute {
 			return nil, errPurgeQueueInProgress.errorf("Only one PurgeQueue operation on %s is allowed every 60 seconds.", q.name)
