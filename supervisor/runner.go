@@ -53,10 +53,10 @@ type runner struct {
 }
 
 // run runs the worker once for jobs (one message, or a batch) and settles each message.
-// ended is called as soon as the worker is over, before the messages are settled, so its
-// slot can serve another run while their acks go out. It returns how each job left the run
-// (disps[i] is jobs[i]'s), for the scheduler.
-func (r *runner) run(ctx context.Context, jobs []*job, ended func()) []disposition {
+// ended is called as soon as the worker is over, with how long it ran (0 when none ran),
+// before the messages are settled, so its slot can serve another run while their acks go
+// out. It returns how each job left the run (disps[i] is jobs[i]'s), for the scheduler.
+func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Duration)) []disposition {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	batch := r.cfg.BatchSize > 1
@@ -80,8 +80,10 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func()) []dispositi
 		}
 	}
 	var attrs []any
+	var took time.Duration
 	if len(live) > 0 {
 		run, directives := r.runWorker(runCtx, live)
+		took = run.Duration
 		for _, i := range liveAt {
 			j := jobs[i]
 			results[i].End, results[i].ExitCode, results[i].Directive = run.End, run.ExitCode, directives[j.msg.ID]
@@ -98,7 +100,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func()) []dispositi
 	for _, j := range jobs {
 		j.detach()
 	}
-	ended()
+	ended(took)
 
 	for i := range jobs {
 		if !decided[i] {

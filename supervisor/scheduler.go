@@ -31,8 +31,11 @@ import (
 //   - On a FIFO queue in per-message mode, room counts groups: a free slot takes one new
 //     group. SQS fills a receive with as many messages of one group as it can, so a receive
 //     asks for the free slots times the messages per group recent receives brought (depth):
-//     with deep groups a free slot brings a whole run of its group in one receive, with
-//     shallow ones (a message per group) no more groups come than there are free slots.
+//     with deep groups a free slot brings a run of its group in one receive, with shallow
+//     ones (a message per group) no more groups come than there are free slots. The run is
+//     at most readAhead of work at the jobs' recent duration: what waits behind a running
+//     message goes back to SQS at a stop, one more receive on each count, so long jobs get
+//     none held behind them.
 type scheduler struct {
 	slots     int
 	batchSize int
@@ -50,9 +53,16 @@ type scheduler struct {
 	readyMsgs int               // messages held in ready groups
 	waiting   []*group          // groups whose head waits out an in-place retry
 	// depth is the messages per new group recent FIFO receives brought (1 when shallow, up
-	// to a receive's 10), averaged.
+	// to a receive's 10), averaged; took is the recent worker runs' duration, averaged (0
+	// before any).
 	depth float64
+	took  time.Duration
 }
+
+// readAhead is how much work (at the jobs' recent duration) a FIFO receive may bring for one
+// group: enough to keep a short-job group busy between receives, little enough that a stop,
+// which hands the held messages back, costs few of them a receive.
+const readAhead = 10 * time.Second
 
 // group is the messages of one message group that watchbot holds, and where the group stands.
 type group struct {
@@ -210,7 +220,11 @@ func (s *scheduler) room() int {
 		if free <= 0 {
 			return 0
 		}
-		return max(0, min(sqsspec.MaxReceive, int(float64(free)*s.depth), s.holdLimit-s.held))
+		perGroup := s.depth
+		if s.took > 0 {
+			perGroup = min(perGroup, max(1, float64(readAhead)/float64(s.took)))
+		}
+		return max(0, min(sqsspec.MaxReceive, int(float64(free)*perGroup), s.holdLimit-s.held))
 	}
 	startable := s.readyMsgs
 	if s.batchSize == 1 {
@@ -247,10 +261,18 @@ func (s *scheduler) wake() time.Time {
 	return at
 }
 
-// ended frees the slot of a run whose worker has ended; its messages may still be settling.
-func (s *scheduler) ended(run []*job) {
+// ended frees the slot of a run whose worker has ended after took (0 when no worker ran);
+// its messages may still be settling.
+func (s *scheduler) ended(run []*job, took time.Duration) {
 	s.runs--
 	s.runMsgs -= len(run)
+	if took > 0 {
+		if s.took == 0 {
+			s.took = took
+		} else {
+			s.took = (3*s.took + took) / 4
+		}
+	}
 }
 
 // finish records how each job of a run left it (disps[i] is run[i]'s) and returns the held

@@ -49,7 +49,7 @@ func heldBehind(attempted bool) disposition {
 
 // finishAll ends and finishes a run with one disposition per job.
 func finishAll(s *scheduler, run []*job, now time.Time, d ...disposition) []*job {
-	s.ended(run)
+	s.ended(run, 0)
 	return s.finish(run, d, now)
 }
 
@@ -98,7 +98,7 @@ func TestSchedulerStandardPerMessage(t *testing.T) {
 		t.Fatalf("room = %d with both slots busy and one held, want 0", got)
 	}
 	// The slot frees when the worker ends, before its message is settled.
-	s.ended(runs[0])
+	s.ended(runs[0], 0)
 	if got := runIDs(s.next(t0)); !slices.Equal(got, []string{"z"}) {
 		t.Fatalf("after a worker ended: %v, want z", got)
 	}
@@ -135,7 +135,7 @@ func TestSchedulerBatchWindow(t *testing.T) {
 	if w := s.wake(); !w.IsZero() {
 		t.Fatalf("wake = %v with no free slot, want never", w)
 	}
-	s.ended(runs[0])
+	s.ended(runs[0], 0)
 	if diff := cmp.Diff([]string{"m3 m4 m5"}, runIDs(s.next(t0.Add(6*time.Second)))); diff != "" {
 		t.Fatalf("full batch (-want +got):\n%s", diff)
 	}
@@ -381,11 +381,42 @@ func TestSchedulerFIFOReceiveSize(t *testing.T) {
 	if len(r) != 0 {
 		t.Fatalf("started %v with no slot free", runIDs(r))
 	}
-	// a1 ends, its group goes on with a2; b1 ends: one slot for e1 (held, ready), none free.
-	s.ended(deep[:1])
+	// a1 ends, its group goes on with a2.
+	s.ended(deep[:1], 0)
 	s.finish(deep[:1], []disposition{done}, t0)
 	if got := s.depth; got > 2.5 {
 		t.Fatalf("depth %.2f after shallow receives, want it to have fallen toward 1", got)
 	}
 	checkBooks(t, s)
+}
+
+// TestSchedulerFIFOReadAheadFollowsJobDuration: behind a long job what is held waits long, and
+// a stop hands it back (a receive more on each count), so long jobs get no read-ahead.
+func TestSchedulerFIFOReadAheadFollowsJobDuration(t *testing.T) {
+	tests := []struct {
+		took time.Duration
+		want int // room with one free slot, after a receive of 8 of one group
+	}{
+		{0, 4},                      // no run measured yet: the depth alone, (1+8)/2
+		{100 * time.Millisecond, 4}, // 10 s of work is 100 runs: the depth decides
+		{4 * time.Second, 2},        // 10 s of work is 2.5 runs
+		{10 * time.Minute, 1},       // one run: only what can start at once
+	}
+	for _, tt := range tests {
+		t.Run(tt.took.String(), func(t *testing.T) {
+			s := newScheduler(2, 1, 0, true)
+			var deep []*job
+			for i := 1; i <= 8; i++ {
+				deep = append(deep, sj(fmt.Sprintf("a%d", i)))
+			}
+			s.add(t0, deep...)
+			run := s.next(t0)[0]
+			s.ended(run, tt.took)
+			s.finish(run, []disposition{done}, t0)
+			s.next(t0) // a2 runs; one slot free
+			if got := s.room(); got != tt.want {
+				t.Fatalf("room = %d, want %d", got, tt.want)
+			}
+		})
+	}
 }

@@ -78,10 +78,11 @@ type Supervisor struct {
 	stopOnce        sync.Once
 }
 
-// runEvent is a run's report to the loop: its worker ended (its slot is free), or it has
-// finished, each message settled as disps says.
+// runEvent is a run's report to the loop: its worker ended after took (its slot is free), or
+// it has finished, each message settled as disps says.
 type runEvent struct {
 	run      []*job
+	took     time.Duration
 	disps    []disposition
 	finished bool
 }
@@ -371,7 +372,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			s.hold(sched, msgs)
 		case e := <-s.events:
 			if !e.finished {
-				sched.ended(e.run)
+				sched.ended(e.run, e.took)
 				continue
 			}
 			back := backNow(sched.finish(e.run, e.disps, time.Now()))
@@ -412,7 +413,7 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 // settled.
 func (s *Supervisor) startRun(ctx context.Context, run []*job) {
 	s.runs.Go(func() {
-		disps := s.runner.run(ctx, run, func() { s.events <- runEvent{run: run} })
+		disps := s.runner.run(ctx, run, func(took time.Duration) { s.events <- runEvent{run: run, took: took} })
 		for i, j := range run {
 			if !disps[i].keep {
 				s.leaser.remove(j)
