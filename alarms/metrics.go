@@ -18,6 +18,8 @@ const (
 	MessageAge           Metric = "MessageAge"
 	MessageReceives      Metric = "MessageReceives"
 	DeadLetterQueueDepth Metric = "DeadLetterQueueDepth"
+	WorkerSlots          Metric = "WorkerSlots"
+	BusySlots            Metric = "BusySlots"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -60,6 +62,8 @@ var Metrics = []MetricDefinition{
 	{Name: MessageAge, Unit: Milliseconds, Kind: Distribution, Meaning: "time from a message's send to the start of its worker"},
 	{Name: MessageReceives, Unit: Count, Kind: Counter, Meaning: "messages received from the queue"},
 	{Name: DeadLetterQueueDepth, Unit: Count, Kind: Gauge, Meaning: "visible messages in the dead-letter queue, sampled once a minute"},
+	{Name: WorkerSlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots (--concurrency), once a minute: their Sum over a minute is the service's slots, their SampleCount its tasks"},
+	{Name: BusySlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots running a job, averaged over the minute: their Sum over a minute is the service's busy slots"},
 }
 
 // Lookup returns the definition of m.

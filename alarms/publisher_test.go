@@ -389,8 +389,9 @@ func TestCloudWatchBuffersFailedWindows(t *testing.T) {
 		for _, in := range ins {
 			sizes = append(sizes, len(in.MetricData))
 		}
-		// 71 windows × 8 metrics × 2 dimension sets = 1136 datums.
-		if diff := cmp.Diff([]int{1000, 136}, sizes); diff != "" {
+		// 71 windows × len(Metrics) metrics × 2 dimension sets, at most 1000 per request.
+		datums := (failing + 1) * len(Metrics) * 2
+		if diff := cmp.Diff([]int{1000, datums - 1000}, sizes); diff != "" {
 			t.Errorf("datums per request (-want +got):\n%s", diff)
 		}
 		got := totals(t, ins, cfg.Dimensions)
@@ -404,8 +405,8 @@ func TestCloudWatchBuffersFailedWindows(t *testing.T) {
 			t.Errorf("oldest datum stamped %v, want its own window's end %v", first, synctestEpoch.Add(time.Minute))
 		}
 		s := p.Stats()
-		if s.Failures != failing || s.Dropped != 0 || s.Published != 1136 {
-			t.Errorf("stats %+v, want %d failures, 0 dropped, 1136 published", s, failing)
+		if s.Failures != failing || s.Dropped != 0 || s.Published != int64(datums) {
+			t.Errorf("stats %+v, want %d failures, 0 dropped, %d published", s, failing, datums)
 		}
 		if n := len(logs.records(t, "publish metrics to CloudWatch; keeping them for the next flush")); n != failing {
 			t.Errorf("%d warnings logged, want one per failed flush (%d)", n, failing)
