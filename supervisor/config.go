@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -83,6 +84,9 @@ type Config struct {
 	// TempDir holds each job's message and result files (--temp-dir). "" means /dev/shm when
 	// it is usable, spilling to $TMPDIR when it is full, or else $TMPDIR.
 	TempDir string
+	// ProtectionIdle is how long the task stays protected from scale-in after watchbot last
+	// held a message (--scale-in-protection-idle), when Deps.Protection is set.
+	ProtectionIdle time.Duration
 }
 
 // DefaultConfig returns listen's defaults, as the README's flag table lists them.
@@ -99,6 +103,7 @@ func DefaultConfig() Config {
 		AckTimeout:        15 * time.Second,
 		AckLinger:         20 * time.Millisecond,
 		ReceiveGather:     20 * time.Millisecond,
+		ProtectionIdle:    30 * time.Second,
 	}
 }
 
@@ -150,7 +155,26 @@ func (c Config) Validate() error {
 	if c.RetryDelay < 0 || c.RetryDelay > sqsspec.MaxInFlight {
 		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
 	}
+	if c.ProtectionIdle < 0 || c.ProtectionIdle > MaxProtectionIdle {
+		return bad("--scale-in-protection-idle", "(%v) must be between 0 and %v", c.ProtectionIdle, MaxProtectionIdle)
+	}
 	return nil
+}
+
+// MaxProtectionIdle is the longest --scale-in-protection-idle: an idle task kept from
+// scale-in longer than this is a task the service pays for without need.
+const MaxProtectionIdle = time.Hour
+
+// protectionExpiry is how long each protection call protects the task: the lease, or
+// --max-job-duration when it is shorter, plus a minute. A busy watchbot renews it when half
+// is left; a watchbot that stops renewing (hung, or cut off from the agent) leaves the task
+// unprotected within that time, as its messages' leases lapse, instead of keeping it forever.
+func (c Config) protectionExpiry() time.Duration {
+	d := c.VisibilityTimeout
+	if c.MaxJobDuration > 0 {
+		d = min(d, c.MaxJobDuration)
+	}
+	return min(max(d+time.Minute, ecsagent.MinExpiry), ecsagent.MaxExpiry)
 }
 
 // The rules below are listen's, shared with `watchbot template`, which must never generate a

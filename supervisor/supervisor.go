@@ -47,6 +47,13 @@ type Deps struct {
 	Abort <-chan struct{}
 	// Random returns numbers in [0, 1) for jitter; nil uses math/rand/v2.
 	Random func() float64
+	// Load, when set, is kept up to date with the supervisor's slots and busy slots, for the
+	// metrics gauges; nil keeps a private one.
+	Load *Load
+	// Protection, when set, is the ECS agent's task scale-in protection endpoint: the task
+	// is protected while watchbot holds messages and for cfg.ProtectionIdle after, and the
+	// protection is dropped once a stop's drain has finished.
+	Protection ProtectionAPI
 
 	// spawn stands in for runWorker in tests; nil runs real processes.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
@@ -62,9 +69,11 @@ type Supervisor struct {
 	random func() float64
 	fifo   bool
 
-	acks   *acker
-	leaser *leaser
-	runner *runner
+	acks      *acker
+	leaser    *leaser
+	runner    *runner
+	load      *Load
+	protector *protector // nil without Deps.Protection
 
 	// pollCtx carries the receives; it ends when the drain gives up.
 	pollCtx context.Context
@@ -110,8 +119,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if deps.spawn == nil {
 		deps.spawn = runWorker
 	}
-	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random,
+	if deps.Load == nil {
+		deps.Load = NewLoad()
+	}
+	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random, load: deps.Load,
 		events: make(chan runEvent), lost: make(chan *job), loopDone: make(chan struct{})}
+	if deps.Protection != nil {
+		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
+			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random}
+	}
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
 	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
@@ -127,6 +143,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, "command", s.runner.command)
 	if s.fifo {
 		s.log.Info("FIFO queue: messages of one group run one at a time, in order; groups run side by side; failed messages are retried in place")
+	}
+	if s.protector != nil {
+		s.log.Info("ECS task scale-in protection: on while messages are held", "idle_hold", cfg.ProtectionIdle.String(),
+			"expires_in", s.protector.policy.expiry.String())
 	}
 	return s.run(ctx, deps.Abort)
 }
@@ -209,6 +229,11 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 
 	var owned sync.WaitGroup
 	owned.Go(func() { s.acks.run(base) })
+	protectCtx, stopProtection := context.WithCancel(base)
+	defer stopProtection()
+	if s.protector != nil {
+		owned.Go(func() { s.protector.run(protectCtx) })
+	}
 	hbCtx, stopHeartbeat := context.WithCancel(base)
 	var heartbeat sync.WaitGroup
 	heartbeat.Go(func() { s.leaser.run(hbCtx) })
@@ -259,6 +284,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 		}
 		<-s.loopDone
 	}
+	stopProtection() // the drain has finished: nothing is held any more
 	s.shutdown(stopHeartbeat, &heartbeat, &owned)
 	s.log.Info("watchbot stopped", "received", received)
 	if aborted {
@@ -311,6 +337,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 	stop := func() { stopping, stopRequested = true, nil }
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer func() { s.load.set(time.Now(), slots, 0, false) }()
 	for {
 		now := time.Now()
 		if !stopping {
@@ -355,6 +382,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				wake = w
 			}
 		}
+		s.load.set(now, slots, sched.runs, !sched.empty())
 		if wake.IsZero() {
 			timer.Stop()
 		} else {
