@@ -20,6 +20,8 @@ const (
 	DeadLetterQueueDepth Metric = "DeadLetterQueueDepth"
 	WorkerSlots          Metric = "WorkerSlots"
 	BusySlots            Metric = "BusySlots"
+	// ScaleInProtectionErrors counts failed calls to the ECS agent's protection endpoint.
+	ScaleInProtectionErrors Metric = "ScaleInProtectionErrors"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -64,6 +66,7 @@ var Metrics = []MetricDefinition{
 	{Name: DeadLetterQueueDepth, Unit: Count, Kind: Gauge, Meaning: "visible messages in the dead-letter queue, sampled once a minute"},
 	{Name: WorkerSlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots (--concurrency), once a minute: their Sum over a minute is the service's slots, their SampleCount its tasks"},
 	{Name: BusySlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots running a job, averaged over the minute: their Sum over a minute is the service's busy slots"},
+	{Name: ScaleInProtectionErrors, Unit: Count, Kind: Counter, Meaning: "calls to the ECS agent's task scale-in protection endpoint that failed (unreachable, refused, or a failure answer); work goes on regardless"},
 }
 
 // Lookup returns the definition of m.

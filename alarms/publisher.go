@@ -75,6 +75,9 @@ type PublisherConfig struct {
 	CloudWatch CloudWatchAPI
 	// DLQDepth, when set, is sampled once per Interval into DeadLetterQueueDepth.
 	DLQDepth func(ctx context.Context) (int64, error)
+	// Samplers are sampled once per Interval, just before each periodic flush (not the final
+	// one, so a stopping task does not report a last, partial window of its slots).
+	Samplers []Sampler
 	// Logger receives warnings about failed flushes, refused values and dropped data. Nil
 	// discards them.
 	Logger *slog.Logger
@@ -121,6 +124,12 @@ func (c PublisherConfig) Validate() error {
 		return fmt.Errorf("metrics buffered windows (%d) must be at least 1", c.MaxBufferedWindows)
 	}
 	return nil
+}
+
+// Sampler is a level (a Gauge metric) a publisher samples once per interval.
+type Sampler struct {
+	Metric Metric
+	Sample func() float64
 }
 
 // ValidateNamespace reports why CloudWatch would refuse ns as a custom metrics namespace.
@@ -323,6 +332,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			p.sampleDLQ(ctx)
+			for _, g := range p.cfg.Samplers {
+				p.Add(g.Metric, g.Sample())
+			}
 			fctx, cancel := context.WithTimeout(ctx, p.cfg.FlushTimeout)
 			_ = p.Flush(fctx)
 			cancel()

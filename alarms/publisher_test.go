@@ -562,6 +562,45 @@ func TestDLQDepthIsSampledEachInterval(t *testing.T) {
 	})
 }
 
+// TestSamplersAreSampledEachInterval: one value of each sampler per periodic flush, none at
+// the final flush, so a stopping task adds no partial window of its slots.
+func TestSamplersAreSampledEachInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cw := &memCloudWatch{}
+		busy := []float64{0.5, 3}
+		samples := 0
+		cfg := testConfig(ModeCloudWatch)
+		cfg.CloudWatch = cw
+		cfg.Samplers = []Sampler{
+			{Metric: WorkerSlots, Sample: func() float64 { return 4 }},
+			{Metric: BusySlots, Sample: func() float64 { samples++; return busy[samples-1] }},
+		}
+		p, err := NewPublisher(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, p)
+		time.Sleep(2*time.Minute + time.Second)
+		stop()
+		ins := cw.inputs()
+		if len(ins) != 2 {
+			t.Fatalf("%d calls, want 2 (nothing sampled for the final flush)", len(ins))
+		}
+		for i, in := range ins {
+			want := map[Metric]stat{
+				WorkerSlots: {Samples: 1, Sum: 4, Min: 4, Max: 4},
+				BusySlots:   {Samples: 1, Sum: busy[i], Min: busy[i], Max: busy[i]},
+			}
+			if diff := cmp.Diff(want, totals(t, []*cloudwatch.PutMetricDataInput{in}, queueDims)); diff != "" {
+				t.Errorf("window %d (-want +got):\n%s", i, diff)
+			}
+		}
+		if samples != 2 {
+			t.Errorf("BusySlots sampled %d times in 2 minutes, want 2", samples)
+		}
+	})
+}
+
 // TestAddNeverWaitsForAFlush holds a PutMetricData call open and records meanwhile.
 func TestAddNeverWaitsForAFlush(t *testing.T) {
 	cw := &memCloudWatch{entered: make(chan struct{}), release: make(chan struct{})}
