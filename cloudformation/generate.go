@@ -39,11 +39,20 @@ const (
 	ResTaskDefinition  = "TaskDefinition"
 	ResService         = "Service"
 	ResScalableTarget  = "ScalableTarget"
-	ResScaleOutPolicy  = "ScaleOutPolicy"
-	ResScaleOutAlarm   = "ScaleOutAlarm"
-	ResScaleInPolicy   = "ScaleInPolicy"
-	ResScaleInAlarm    = "ScaleInAlarm"
 	ResAlarmTopic      = "AlarmTopic"
+
+	// Backlog scaling (watchbot's metrics published): target tracking and the rule that
+	// starts tasks from zero or after a stalled scale-out; see backlogScaling.
+	ResBacklogPolicy        = "BacklogScalingPolicy"
+	ResScaleFromZeroPolicy  = "ScaleFromZeroPolicy"
+	ResScaleFromZeroAlarm   = "ScaleFromZeroAlarm"
+	ResScaleOutStalledAlarm = "ScaleOutStalledAlarm"
+
+	// Visible scaling (--metrics none): step scaling out and in; see visibleScaling.
+	ResScaleOutPolicy = "ScaleOutPolicy"
+	ResScaleOutAlarm  = "ScaleOutAlarm"
+	ResScaleInPolicy  = "ScaleInPolicy"
+	ResScaleInAlarm   = "ScaleInAlarm"
 	// ResAlarmTargetCheck exists only when the alarm parameters are wrong, and then fails
 	// stack creation with a message saying so (see alarmTargetCheck).
 	ResAlarmTargetCheck = "ExactlyOneOfAlarmEmailAndAlarmTopicArnIsRequired"
@@ -75,6 +84,15 @@ var DeadLetterQueueActions = []string{
 	"sqs:GetQueueAttributes",
 	"sqs:GetQueueUrl",
 	"sqs:SendMessage",
+}
+
+// TaskProtectionActions are what the ECS agent calls, with the task role, when listen asks it
+// to protect the task from scale-in ($ECS_AGENT_URI/task-protection/v1/state). Both are
+// required ("IAM permissions required for task scale-in protection", Amazon ECS Developer
+// Guide, "Task scale-in protection").
+var TaskProtectionActions = []string{
+	"ecs:GetTaskProtection",
+	"ecs:UpdateTaskProtection",
 }
 
 // AlarmTargetError is what CloudFormation reports when neither or both of AlarmEmail and
@@ -268,6 +286,11 @@ func (g *generator) roles() {
 	statements := []Statement{
 		{Sid: "WorkQueue", Effect: "Allow", Action: WorkQueueActions, Resource: []any{GetAtt(ResQueue, "Arn")}},
 		{Sid: "DeadLetterQueue", Effect: "Allow", Action: DeadLetterQueueActions, Resource: []any{GetAtt(ResDeadLetterQueue, "Arn")}},
+		// Task ARNs carry the cluster's name; a task's own id is unknown here, so the tasks
+		// of the cluster are as narrow as a template can name (the scope of the AWS CDK's
+		// Cluster.grantTaskProtection).
+		{Sid: "TaskScaleInProtection", Effect: "Allow", Action: TaskProtectionActions,
+			Resource: []any{Sub("arn:${AWS::Partition}:ecs:${AWS::Region}:${AWS::AccountId}:task/${" + ParamCluster + "}/*")}},
 	}
 	if g.o.Metrics == MetricsCloudWatch {
 		// PutMetricData has no resource-level permissions; the namespace condition confines it.
@@ -394,22 +417,14 @@ func (g *generator) service() {
 	}})
 }
 
-// ScaleOutSteps are the task-count increases while messages are visible, by backlog: up to 10
-// messages per worker slot +1 task, up to 100 per slot a tenth of --max-tasks (at least 2),
-// beyond that a quarter (at least 4). MaxCapacity caps every step.
-func ScaleOutSteps(concurrency, maxTasks int) []StepAdjustment {
-	low, high := float64(10*concurrency), float64(100*concurrency)
-	zero := 0.0
-	return []StepAdjustment{
-		{MetricIntervalLowerBound: &zero, MetricIntervalUpperBound: &low, ScalingAdjustment: 1},
-		{MetricIntervalLowerBound: &low, MetricIntervalUpperBound: &high, ScalingAdjustment: max(2, (maxTasks+9)/10)},
-		{MetricIntervalLowerBound: &high, ScalingAdjustment: max(4, (maxTasks+3)/4)},
-	}
-}
-
 // sqsMetric is an AWS/SQS metric of the work queue.
 func sqsMetric(name string) Metric {
 	return Metric{Namespace: alarms.SQSNamespace, MetricName: name, Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}}
+}
+
+// ownMetric is one of watchbot's metrics of the work queue, in the metrics namespace.
+func (g *generator) ownMetric(m alarms.Metric) Metric {
+	return Metric{Namespace: g.o.MetricsNamespace, MetricName: string(m), Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}}
 }
 
 func (g *generator) autoscaling() {
@@ -422,12 +437,197 @@ func (g *generator) autoscaling() {
 		MinCapacity: g.o.MinTasks,
 		MaxCapacity: g.o.MaxTasks,
 	}})
+	if g.o.Metrics == MetricsNone {
+		g.visibleScaling()
+		return
+	}
+	g.backlogScaling()
+}
 
+// Backlog scaling, the policy of every stack whose tasks publish watchbot's metrics. One
+// number is tracked, the backlog per worker slot:
+//
+//	backlogPerSlot = (visible + k × busy) / slots, target k = Options.BacklogPerSlot
+//
+// visible is the queue's ApproximateNumberOfMessagesVisible (AWS/SQS, Average over the minute:
+// SQS samples it once a minute), busy and slots the Sums over the minute of the BusySlots and
+// WorkerSlots gauges each task publishes once a minute, so the service's busy and total
+// slots. A busy slot counts as a full slot's backlog, k: target tracking's arithmetic,
+// desired = ceil(tasks × backlogPerSlot ÷ k), then asks for
+//
+//	ceil((busy + visible ÷ k) ÷ concurrency) tasks,
+//
+// a slot for every running job and one more for every k waiting messages, which start within
+// the target latency. Capacity follows the work both ways: as jobs end and nothing waits, the
+// metric falls and target tracking scales in, down to --min-tasks when idle. It never scales
+// in below the running jobs, and ECS stops only tasks that are not protected from scale-in,
+// which listen's --scale-in-protection keeps on while a task holds a message.
+//
+// Without tasks there are no slots, the metric has no data and target tracking does nothing
+// (0 × anything is 0): the scale-from-zero rule starts tasks for a backlog nothing serves.
+//
+// Constants named and defined once here, and read from the template by the simulation in
+// internal/testing/scalesim, which reports what they do under load in docs/template.md.
+const (
+	// BacklogScaleOutCooldown covers the time from a scale-out until its tasks show in
+	// slots: a Fargate task starts in about a minute, publishes its first gauges a minute
+	// later, and CloudWatch completes that minute's datapoint another minute or so after.
+	// During the cooldown target tracking scales out further only for a larger demand,
+	// computed from the capacity before the scale-out (Application Auto Scaling User Guide,
+	// "Target tracking scaling policies": cooldown period), so the missing slots of tasks
+	// still starting do not make it add tasks twice; after it, the metric counts them.
+	BacklogScaleOutCooldown = 5 * time.Minute
+	// BacklogScaleInCooldown lets stopped tasks leave the metric before the next scale-in: a
+	// task drains for at most its StopTimeout (120 s on Fargate), then a minute's datapoint
+	// has to pass. Target tracking's own scale-in alarm already waits for 15 minutes below
+	// the target, and scales out at once whatever this cooldown.
+	BacklogScaleInCooldown = 5 * time.Minute
+	// ScaleFromZeroCooldown is short: the rule sets an exact capacity, so a repeat sets the
+	// same one, or a larger one for a grown backlog.
+	ScaleFromZeroCooldown = time.Minute
+	// StalledFactor and StalledMinutes define a stalled scale-out: a backlog per slot above
+	// StalledFactor × the target for StalledMinutes one-minute datapoints in a row. Target
+	// tracking answers such a backlog within three datapoints, and its tasks show up a few
+	// minutes later; a backlog that stays is one it cannot answer, because it multiplies a
+	// desired count of zero: tasks still finishing their jobs after a scale-in to zero keep
+	// their protection, run on, and report slots, so the scale-from-zero rule sees tasks.
+	StalledFactor  = 2
+	StalledMinutes = 10
+)
+
+// The ids of the backlog metrics in the metric-math expressions.
+const (
+	idVisible = "visible"
+	idBusy    = "busy"
+	idSlots   = "slots"
+	idDemand  = "demand"
+)
+
+// backlogQueries returns the three metrics of backlog scaling and the demand expression,
+// visible + k × busy: the backlog the slots must carry, counting each busy slot as full.
+func (g *generator) backlogQueries() (visible, busy, slots MetricStat, demand string) {
+	stat := func(m Metric, s string) MetricStat { return MetricStat{Metric: m, Period: 60, Stat: s} }
+	return stat(sqsMetric("ApproximateNumberOfMessagesVisible"), "Average"),
+		stat(g.ownMetric(alarms.BusySlots), "Sum"),
+		stat(g.ownMetric(alarms.WorkerSlots), "Sum"),
+		fmt.Sprintf("%s + %s * %s", idVisible, formatNumber(g.o.BacklogPerSlot()), idBusy)
+}
+
+func formatNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func (g *generator) backlogScaling() {
+	visible, busy, slots, demand := g.backlogQueries()
+	k := g.o.BacklogPerSlot()
+	tracked := func(id string, m MetricStat) TargetTrackingMetricDataQuery {
+		return TargetTrackingMetricDataQuery{Id: id, MetricStat: &TargetTrackingMetricStat{Metric: m.Metric, Stat: m.Stat}}
+	}
+	g.add(ResBacklogPolicy, Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: &ScalingPolicy{
+		PolicyName:      sub(g.name("-backlog")),
+		PolicyType:      "TargetTrackingScaling",
+		ScalingTargetId: Ref(ResScalableTarget),
+		TargetTrackingScalingPolicyConfiguration: &TargetTrackingScalingPolicyConfiguration{
+			TargetValue: k,
+			CustomizedMetricSpecification: &CustomizedMetricSpecification{Metrics: []TargetTrackingMetricDataQuery{
+				tracked(idVisible, visible),
+				tracked(idBusy, busy),
+				tracked(idSlots, slots),
+				{Id: idDemand, Expression: demand, Label: "backlog the slots carry, each busy slot counted as full"},
+				{Id: "backlogPerSlot", Expression: idDemand + " / " + idSlots, Label: "backlog per worker slot", ReturnData: true},
+			}},
+			// Scale-in is how an idle service shrinks: protection, not this flag, keeps
+			// busy tasks from being stopped.
+			DisableScaleIn:   false,
+			ScaleOutCooldown: seconds(BacklogScaleOutCooldown),
+			ScaleInCooldown:  seconds(BacklogScaleInCooldown),
+		},
+	}})
+
+	g.add(ResScaleFromZeroPolicy, Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: &ScalingPolicy{
+		PolicyName:      sub(g.name("-scale-from-zero")),
+		PolicyType:      "StepScaling",
+		ScalingTargetId: Ref(ResScalableTarget),
+		StepScalingPolicyConfiguration: &StepScalingPolicyConfiguration{
+			AdjustmentType: "ExactCapacity", Cooldown: seconds(ScaleFromZeroCooldown), MetricAggregationType: "Maximum",
+			StepAdjustments: ScaleFromZeroSteps(float64(g.o.Concurrency)*k, g.o.MaxTasks),
+		},
+	}})
+	result := func(expression string) MetricDataQuery {
+		return MetricDataQuery{Id: "result", Expression: expression, ReturnData: true}
+	}
+	actions := []any{Ref(ResScaleFromZeroPolicy)}
+	g.add(ResScaleFromZeroAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
+		AlarmName: sub(g.name("-scale-from-zero")),
+		AlarmDescription: "Messages are waiting and no task reports worker slots: start the tasks the backlog needs. " +
+			"Target tracking cannot scale out from zero tasks.",
+		// FILL: with no task, the slots metric has no data at all.
+		Metrics: []MetricDataQuery{
+			{Id: idVisible, MetricStat: &visible},
+			{Id: idSlots, MetricStat: &slots},
+			result(fmt.Sprintf("IF(FILL(%s, 0) == 0, %s, 0)", idSlots, idVisible)),
+		},
+		EvaluationPeriods: 1, Threshold: 0, ComparisonOperator: "GreaterThanThreshold",
+		// An idle queue's metrics stop after a while: no data means nothing waits.
+		TreatMissingData: "notBreaching",
+		AlarmActions:     actions,
+	}})
+	g.add(ResScaleOutStalledAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
+		AlarmName: sub(g.name("-scale-out-stalled")),
+		AlarmDescription: fmt.Sprintf("The backlog per slot has stayed above %d times the target for %d minutes: set the capacity "+
+			"the backlog needs. It happens after a scale-in to zero while protected tasks still run.", StalledFactor, StalledMinutes),
+		Metrics: []MetricDataQuery{
+			{Id: idVisible, MetricStat: &visible},
+			{Id: idBusy, MetricStat: &busy},
+			{Id: idSlots, MetricStat: &slots},
+			{Id: idDemand, Expression: demand},
+			result(fmt.Sprintf("IF(%s > %s * %s, %s, 0)", idDemand, formatNumber(StalledFactor*k), idSlots, idDemand)),
+		},
+		EvaluationPeriods: StalledMinutes, Threshold: 0, ComparisonOperator: "GreaterThanThreshold",
+		TreatMissingData: "notBreaching",
+		AlarmActions:     actions,
+	}})
+}
+
+// ScaleFromZeroSteps are the exact task counts the scale-from-zero rule sets, by demand (the
+// backlog visible + k × busy): perTask (concurrency × k) of it per task, rounded up to 1, 2,
+// 4, 8, … tasks, and --max-tasks beyond the last power of two below it. Doubling keeps the
+// steps under Application Auto Scaling's 20 for any --max-tasks up to 5000; the overshoot is
+// less than 2× and target tracking trims it.
+func ScaleFromZeroSteps(perTask float64, maxTasks int) []StepAdjustment {
+	var steps []StepAdjustment
+	lower := 0.0
+	for n := 1; n < maxTasks; n *= 2 {
+		upper := float64(n) * perTask
+		steps = append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), MetricIntervalUpperBound: ptr(upper), ScalingAdjustment: n})
+		lower = upper
+	}
+	return append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), ScalingAdjustment: maxTasks})
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// ScaleOutSteps are the task-count increases of visible scaling while messages are visible,
+// by backlog: up to 10 messages per worker slot +1 task, up to 100 per slot a tenth of
+// --max-tasks (at least 2), beyond that a quarter (at least 4). MaxCapacity caps every step.
+func ScaleOutSteps(concurrency, maxTasks int) []StepAdjustment {
+	low, high := float64(10*concurrency), float64(100*concurrency)
+	return []StepAdjustment{
+		{MetricIntervalLowerBound: ptr(0), MetricIntervalUpperBound: &low, ScalingAdjustment: 1},
+		{MetricIntervalLowerBound: &low, MetricIntervalUpperBound: &high, ScalingAdjustment: max(2, (maxTasks+9)/10)},
+		{MetricIntervalLowerBound: &high, ScalingAdjustment: max(4, (maxTasks+3)/4)},
+	}
+}
+
+// visibleScaling is the policy of a stack without watchbot's metrics (--metrics none), which
+// has no measure of its capacity: step scaling out while messages are visible, and back to
+// --min-tasks only when visible plus in-flight messages have been 0 for 5 minutes. Under a
+// steady load it never scales in; listen's scale-in protection keeps the scale-in from
+// stopping a task that took a message meanwhile.
+func (g *generator) visibleScaling() {
 	g.add(ResScaleOutPolicy, Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: &ScalingPolicy{
 		PolicyName:      sub(g.name("-scale-out")),
 		PolicyType:      "StepScaling",
 		ScalingTargetId: Ref(ResScalableTarget),
-		StepScalingPolicyConfiguration: StepScalingPolicyConfiguration{
+		StepScalingPolicyConfiguration: &StepScalingPolicyConfiguration{
 			AdjustmentType: "ChangeInCapacity", Cooldown: 60, MetricAggregationType: "Maximum",
 			StepAdjustments: ScaleOutSteps(g.o.Concurrency, g.o.MaxTasks),
 		},
@@ -442,21 +642,20 @@ func (g *generator) autoscaling() {
 		AlarmActions: []any{Ref(ResScaleOutPolicy)},
 	}})
 
-	zero := 0.0
 	g.add(ResScaleInPolicy, Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: &ScalingPolicy{
 		PolicyName:      sub(g.name("-scale-in")),
 		PolicyType:      "StepScaling",
 		ScalingTargetId: Ref(ResScalableTarget),
-		StepScalingPolicyConfiguration: StepScalingPolicyConfiguration{
+		StepScalingPolicyConfiguration: &StepScalingPolicyConfiguration{
 			AdjustmentType: "ExactCapacity", Cooldown: 60, MetricAggregationType: "Maximum",
-			StepAdjustments: []StepAdjustment{{MetricIntervalUpperBound: &zero, ScalingAdjustment: g.o.MinTasks}},
+			StepAdjustments: []StepAdjustment{{MetricIntervalUpperBound: ptr(0), ScalingAdjustment: g.o.MinTasks}},
 		},
 	}})
 	notVisible := sqsMetric("ApproximateNumberOfMessagesNotVisible")
 	g.add(ResScaleInAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
 		AlarmName: sub(g.name("-scale-in")),
 		AlarmDescription: "Nothing visible and nothing in flight for 5 minutes: back to the minimum task count. " +
-			"Running jobs are never cut short by scaling in.",
+			"Scale-in protection keeps a task that took a message meanwhile.",
 		Metrics: []MetricDataQuery{
 			{Id: "visible", MetricStat: &MetricStat{Metric: visible, Period: 60, Stat: "Maximum"}, ReturnData: false},
 			{Id: "inflight", MetricStat: &MetricStat{Metric: notVisible, Period: 60, Stat: "Maximum"}, ReturnData: false},

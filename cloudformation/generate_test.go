@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -262,9 +263,14 @@ func TestTaskRoleIsLeastPrivilege(t *testing.T) {
 					metrics = append(metrics, s)
 				}
 			}
+			wantProtection := Statement{Sid: "TaskScaleInProtection", Effect: "Allow", Action: []string{"ecs:GetTaskProtection", "ecs:UpdateTaskProtection"},
+				Resource: []any{Sub("arn:${AWS::Partition}:ecs:${AWS::Region}:${AWS::AccountId}:task/${Cluster}/*")}}
+			if diff := cmp.Diff(wantProtection, own[2]); diff != "" {
+				t.Errorf("task protection statement (-want +got):\n%s", diff)
+			}
 			if o.Metrics != MetricsCloudWatch {
-				if len(metrics) > 0 || len(own) != 2 {
-					t.Errorf("metrics %s needs only the two SQS statements, got %+v", o.Metrics, own)
+				if len(metrics) > 0 || len(own) != 3 {
+					t.Errorf("metrics %s needs only the SQS and task protection statements, got %+v", o.Metrics, own)
 				}
 			} else {
 				wantMetrics := []Statement{{Sid: "PublishMetrics", Effect: "Allow", Action: []string{"cloudwatch:PutMetricData"}, Resource: []any{"*"},
@@ -382,52 +388,187 @@ func TestServiceAndAutoscaling(t *testing.T) {
 			if target.MinCapacity != o.MinTasks || target.MaxCapacity != o.MaxTasks {
 				t.Errorf("capacity %d..%d, want %d..%d", target.MinCapacity, target.MaxCapacity, o.MinTasks, o.MaxTasks)
 			}
-			out := resource[*Alarm](t, tpl, ResScaleOutAlarm, "AWS::CloudWatch::Alarm")
-			if out.MetricName != "ApproximateNumberOfMessagesVisible" || out.ComparisonOperator != "GreaterThanThreshold" || out.Threshold != 0 {
-				t.Errorf("scale-out alarm %+v", out)
+			backlog := []string{ResBacklogPolicy, ResScaleFromZeroPolicy, ResScaleFromZeroAlarm, ResScaleOutStalledAlarm}
+			visible := []string{ResScaleOutPolicy, ResScaleOutAlarm, ResScaleInPolicy, ResScaleInAlarm}
+			want, unwanted := backlog, visible
+			if o.Metrics == MetricsNone {
+				want, unwanted = visible, backlog
 			}
-			outPolicy := resource[*ScalingPolicy](t, tpl, ResScaleOutPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
-			if outPolicy.StepScalingPolicyConfiguration.AdjustmentType != "ChangeInCapacity" {
-				t.Errorf("scale-out adjusts %s", outPolicy.StepScalingPolicyConfiguration.AdjustmentType)
-			}
-			in := resource[*Alarm](t, tpl, ResScaleInAlarm, "AWS::CloudWatch::Alarm")
-			metrics := map[string]string{}
-			var expr string
-			for _, m := range in.Metrics {
-				if m.MetricStat != nil {
-					metrics[m.Id] = m.MetricStat.Metric.MetricName
-				}
-				if m.ReturnData {
-					expr = m.Expression
+			for _, id := range unwanted {
+				if _, ok := tpl.Resources[id]; ok {
+					t.Errorf("metrics %s: resource %s rendered", o.Metrics, id)
 				}
 			}
-			if metrics["visible"] != "ApproximateNumberOfMessagesVisible" || metrics["inflight"] != "ApproximateNumberOfMessagesNotVisible" ||
-				expr != "visible + inflight" || in.Threshold != 0 || in.ComparisonOperator != "LessThanOrEqualToThreshold" {
-				t.Errorf("scale-in alarm %+v", in)
+			for _, id := range want {
+				if _, ok := tpl.Resources[id]; !ok {
+					t.Errorf("metrics %s: resource %s missing", o.Metrics, id)
+				}
 			}
-			inPolicy := resource[*ScalingPolicy](t, tpl, ResScaleInPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
-			cfg := inPolicy.StepScalingPolicyConfiguration
-			if cfg.AdjustmentType != "ExactCapacity" || len(cfg.StepAdjustments) != 1 || cfg.StepAdjustments[0].ScalingAdjustment != o.MinTasks {
-				t.Errorf("scale-in policy %+v", cfg)
+			if o.Metrics == MetricsNone {
+				checkVisibleScaling(t, tpl, o)
+			} else {
+				checkBacklogScaling(t, tpl, o)
 			}
 		})
 	}
 }
 
+func checkVisibleScaling(t *testing.T, tpl *Template, o Options) {
+	t.Helper()
+	out := resource[*Alarm](t, tpl, ResScaleOutAlarm, "AWS::CloudWatch::Alarm")
+	if out.MetricName != "ApproximateNumberOfMessagesVisible" || out.ComparisonOperator != "GreaterThanThreshold" || out.Threshold != 0 {
+		t.Errorf("scale-out alarm %+v", out)
+	}
+	outPolicy := resource[*ScalingPolicy](t, tpl, ResScaleOutPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+	if outPolicy.StepScalingPolicyConfiguration.AdjustmentType != "ChangeInCapacity" {
+		t.Errorf("scale-out adjusts %s", outPolicy.StepScalingPolicyConfiguration.AdjustmentType)
+	}
+	in := resource[*Alarm](t, tpl, ResScaleInAlarm, "AWS::CloudWatch::Alarm")
+	metrics := map[string]string{}
+	var expr string
+	for _, m := range in.Metrics {
+		if m.MetricStat != nil {
+			metrics[m.Id] = m.MetricStat.Metric.MetricName
+		}
+		if m.ReturnData {
+			expr = m.Expression
+		}
+	}
+	if metrics["visible"] != "ApproximateNumberOfMessagesVisible" || metrics["inflight"] != "ApproximateNumberOfMessagesNotVisible" ||
+		expr != "visible + inflight" || in.Threshold != 0 || in.ComparisonOperator != "LessThanOrEqualToThreshold" {
+		t.Errorf("scale-in alarm %+v", in)
+	}
+	inPolicy := resource[*ScalingPolicy](t, tpl, ResScaleInPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+	cfg := inPolicy.StepScalingPolicyConfiguration
+	if cfg.AdjustmentType != "ExactCapacity" || len(cfg.StepAdjustments) != 1 || cfg.StepAdjustments[0].ScalingAdjustment != o.MinTasks {
+		t.Errorf("scale-in policy %+v", cfg)
+	}
+}
+
+func checkBacklogScaling(t *testing.T, tpl *Template, o Options) {
+	t.Helper()
+	k := o.BacklogPerSlot()
+	queue := []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}
+	wantStats := map[string]MetricStat{
+		"visible": {Metric: Metric{Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Dimensions: queue}, Period: 60, Stat: "Average"},
+		"busy":    {Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.BusySlots), Dimensions: queue}, Period: 60, Stat: "Sum"},
+		"slots":   {Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.WorkerSlots), Dimensions: queue}, Period: 60, Stat: "Sum"},
+	}
+	demand := "visible + " + strconv.FormatFloat(k, 'f', -1, 64) + " * busy"
+
+	policy := resource[*ScalingPolicy](t, tpl, ResBacklogPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+	tt := policy.TargetTrackingScalingPolicyConfiguration
+	if policy.PolicyType != "TargetTrackingScaling" || policy.StepScalingPolicyConfiguration != nil || tt == nil {
+		t.Fatalf("backlog policy %+v", policy)
+	}
+	if tt.TargetValue != k || tt.DisableScaleIn || tt.ScaleOutCooldown != 300 || tt.ScaleInCooldown != 300 {
+		t.Errorf("target tracking %+v, want target %v with scale-in", tt, k)
+	}
+	var returned []string
+	for _, q := range tt.CustomizedMetricSpecification.Metrics {
+		if q.ReturnData {
+			returned = append(returned, q.Expression)
+		}
+		switch {
+		case q.MetricStat != nil:
+			w := wantStats[q.Id]
+			if diff := cmp.Diff(w.Metric, q.MetricStat.Metric); diff != "" || q.MetricStat.Stat != w.Stat {
+				t.Errorf("target tracking metric %s %s (-want +got):\n%s", q.Id, q.MetricStat.Stat, diff)
+			}
+		case q.Id == "demand" && q.Expression != demand:
+			t.Errorf("demand %q, want %q", q.Expression, demand)
+		}
+	}
+	if !slices.Equal(returned, []string{"demand / slots"}) {
+		t.Errorf("target tracking returns %q", returned)
+	}
+
+	for id, result := range map[string]string{
+		ResScaleFromZeroAlarm:   "IF(FILL(slots, 0) == 0, visible, 0)",
+		ResScaleOutStalledAlarm: "IF(demand > " + strconv.FormatFloat(StalledFactor*k, 'f', -1, 64) + " * slots, demand, 0)",
+	} {
+		a := resource[*Alarm](t, tpl, id, "AWS::CloudWatch::Alarm")
+		got := map[string]any{}
+		for _, q := range a.Metrics {
+			if q.MetricStat != nil {
+				got[q.Id] = *q.MetricStat
+			} else {
+				got[q.Id] = q.Expression
+			}
+			if q.ReturnData != (q.Id == "result") {
+				t.Errorf("%s: %s returns data %v", id, q.Id, q.ReturnData)
+			}
+		}
+		want := map[string]any{"visible": wantStats["visible"], "busy": wantStats["busy"], "slots": wantStats["slots"], "demand": demand, "result": result}
+		if id == ResScaleFromZeroAlarm {
+			// Without tasks nothing is busy: the rule needs only the queue and the slots.
+			want = map[string]any{"visible": wantStats["visible"], "slots": wantStats["slots"], "result": result}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s metrics (-want +got):\n%s", id, diff)
+		}
+		if a.Threshold != 0 || a.ComparisonOperator != "GreaterThanThreshold" || a.TreatMissingData != "notBreaching" ||
+			!cmp.Equal(a.AlarmActions, []any{Ref(ResScaleFromZeroPolicy)}) {
+			t.Errorf("%s %+v", id, a)
+		}
+	}
+	if a := tpl.Resources[ResScaleOutStalledAlarm].Properties.(*Alarm); a.EvaluationPeriods != StalledMinutes {
+		t.Errorf("stalled alarm evaluates %d periods", a.EvaluationPeriods)
+	}
+	zero := resource[*ScalingPolicy](t, tpl, ResScaleFromZeroPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
+	cfg := zero.StepScalingPolicyConfiguration
+	if cfg == nil || cfg.AdjustmentType != "ExactCapacity" || cfg.MetricAggregationType != "Maximum" ||
+		!cmp.Equal(cfg.StepAdjustments, ScaleFromZeroSteps(float64(o.Concurrency)*k, o.MaxTasks)) {
+		t.Errorf("scale-from-zero policy %+v", cfg)
+	}
+}
+
 func TestScaleOutStepsCoverEveryBacklog(t *testing.T) {
 	for _, c := range []struct{ concurrency, maxTasks int }{{1, 1}, {1, 10}, {4, 20}, {1000, 5000}} {
-		steps := ScaleOutSteps(c.concurrency, c.maxTasks)
-		// Contiguous from 0 to unbounded, every step adds at least one task.
-		if *steps[0].MetricIntervalLowerBound != 0 || steps[len(steps)-1].MetricIntervalUpperBound != nil {
-			t.Errorf("%+v: steps do not cover [0, ∞)", c)
+		checkSteps(t, fmt.Sprintf("ScaleOutSteps%+v", c), ScaleOutSteps(c.concurrency, c.maxTasks))
+	}
+}
+
+func TestScaleFromZeroSteps(t *testing.T) {
+	for _, c := range []struct {
+		perTask  float64
+		maxTasks int
+		want     string // lower:tasks
+	}{
+		{40, 1, "0:1"},
+		{40, 2, "0:1 40:2"},
+		{40, 10, "0:1 40:2 80:4 160:8 320:10"},
+		{5, 16, "0:1 5:2 10:4 20:8 40:16"},
+		{0.5, 3, "0:1 0.5:2 1:3"},
+	} {
+		steps := ScaleFromZeroSteps(c.perTask, c.maxTasks)
+		var got []string
+		for _, s := range steps {
+			got = append(got, fmt.Sprintf("%v:%d", *s.MetricIntervalLowerBound, s.ScalingAdjustment))
 		}
-		for i, s := range steps {
-			if s.ScalingAdjustment < 1 {
-				t.Errorf("%+v: step %d adds %d", c, i, s.ScalingAdjustment)
-			}
-			if i > 0 && *s.MetricIntervalLowerBound != *steps[i-1].MetricIntervalUpperBound {
-				t.Errorf("%+v: gap before step %d", c, i)
-			}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("ScaleFromZeroSteps(%v, %d) = %s, want %s", c.perTask, c.maxTasks, strings.Join(got, " "), c.want)
+		}
+		checkSteps(t, fmt.Sprintf("ScaleFromZeroSteps(%v, %d)", c.perTask, c.maxTasks), steps)
+	}
+	// Application Auto Scaling allows 20 steps; the largest service needs 14.
+	if n := len(ScaleFromZeroSteps(1, 5000)); n > 20 {
+		t.Errorf("%d steps for 5000 tasks", n)
+	}
+}
+
+// checkSteps checks that steps cover [0, ∞) without gap and that every step adds a task.
+func checkSteps(t *testing.T, name string, steps []StepAdjustment) {
+	t.Helper()
+	if *steps[0].MetricIntervalLowerBound != 0 || steps[len(steps)-1].MetricIntervalUpperBound != nil {
+		t.Errorf("%s: steps do not cover [0, ∞)", name)
+	}
+	for i, s := range steps {
+		if s.ScalingAdjustment < 1 {
+			t.Errorf("%s: step %d sets %d", name, i, s.ScalingAdjustment)
+		}
+		if i > 0 && *s.MetricIntervalLowerBound != *steps[i-1].MetricIntervalUpperBound {
+			t.Errorf("%s: gap before step %d", name, i)
 		}
 	}
 }

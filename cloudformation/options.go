@@ -3,6 +3,7 @@ package cloudformation
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -54,6 +55,11 @@ type Options struct {
 	CPU, Memory int
 	// MinTasks and MaxTasks bound the service's autoscaling.
 	MinTasks, MaxTasks int
+	// TargetLatency is how long a message may wait in the queue before a worker starts it,
+	// and ExpectedJobDuration how long a worker typically takes for one. Together they set
+	// the backlog each worker slot may hold (BacklogPerSlot), the target of backlog scaling.
+	// Both are unused with MetricsNone, which scales on the visible messages alone.
+	TargetLatency, ExpectedJobDuration time.Duration
 	// Metrics is listen's --metrics; MetricsNamespace its --metrics-namespace.
 	Metrics          MetricsMode
 	MetricsNamespace string
@@ -97,12 +103,17 @@ func DefaultOptions() Options {
 		Memory:            512,
 		MinTasks:          0,
 		MaxTasks:          10,
-		Metrics:           MetricsEMF,
-		MetricsNamespace:  "Watchbot",
-		Alarms:            alarms.DefaultThresholds(),
-		LogRetentionDays:  30,
-		ShutdownTimeout:   listen.ShutdownTimeout,
-		KillGrace:         listen.KillGrace,
+		// Five minutes is about as fast as the scaling itself reacts (three one-minute
+		// datapoints, a task's start, its first gauges): a shorter latency is met only by
+		// spare capacity (--min-tasks).
+		TargetLatency:       5 * time.Minute,
+		ExpectedJobDuration: time.Minute,
+		Metrics:             MetricsEMF,
+		MetricsNamespace:    "Watchbot",
+		Alarms:              alarms.DefaultThresholds(),
+		LogRetentionDays:    30,
+		ShutdownTimeout:     listen.ShutdownTimeout,
+		KillGrace:           listen.KillGrace,
 	}
 }
 
@@ -228,6 +239,9 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("--metrics (%q) must be emf, cloudwatch or none", o.Metrics)
 	}
+	if err := o.validateBacklogTarget(); err != nil {
+		return err
+	}
 	if err := alarms.ValidateNamespace(o.MetricsNamespace); err != nil {
 		return err
 	}
@@ -261,6 +275,38 @@ func (o Options) Validate() error {
 			o.ShutdownTimeout, o.KillGrace, StopMargin, MaxStopTimeout)
 	}
 	return nil
+}
+
+// Bounds of the backlog target.
+const (
+	// MinTargetLatency is CloudWatch's period: a latency finer than the metrics means nothing.
+	MinTargetLatency = time.Minute
+	// MaxExpectedJobDuration is SQS's longest lease: no job runs longer on one receive.
+	MaxExpectedJobDuration = 12 * time.Hour
+)
+
+func (o Options) validateBacklogTarget() error {
+	switch {
+	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
+		return fmt.Errorf("--target-latency (%v) must be a whole number of seconds, at least %v", o.TargetLatency, MinTargetLatency)
+	case o.TargetLatency >= o.QueueRetention:
+		return fmt.Errorf("--target-latency (%v) must be shorter than --queue-retention (%v): messages would expire while they wait", o.TargetLatency, o.QueueRetention)
+	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
+		return fmt.Errorf("--expected-job-duration (%v) must be a whole number of seconds between 1s and %v", o.ExpectedJobDuration, MaxExpectedJobDuration)
+	}
+	return nil
+}
+
+// BacklogPerSlot is the target of backlog scaling, after AWS's "backlog per instance"
+// guidance (acceptable latency ÷ average processing time): the messages one worker slot may
+// have waiting for it, TargetLatency ÷ ExpectedJobDuration, rounded to three decimals. It is
+// at least 1: a message cannot start sooner than when a slot is free for it, so a latency
+// shorter than a job asks for a free slot for every waiting message, and no more.
+//
+// With the defaults, 5m ÷ 1m = 5; for 30 s jobs, 5m ÷ 30s = 10.
+func (o Options) BacklogPerSlot() float64 {
+	k := o.TargetLatency.Seconds() / o.ExpectedJobDuration.Seconds()
+	return max(1, math.Round(k*1000)/1000)
 }
 
 // volumes returns the directories Watchbot's Volumes variable names (listen's --volumes).

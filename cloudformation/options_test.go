@@ -69,6 +69,15 @@ func TestValidate(t *testing.T) {
 		{"min over max", func(o *Options) { o.MinTasks, o.MaxTasks = 5, 4 }, "--min-tasks (5) must be between 0 and --max-tasks (4)"},
 		{"min negative", func(o *Options) { o.MinTasks = -1 }, "--min-tasks (-1)"},
 		{"metrics unknown", func(o *Options) { o.Metrics = "statsd" }, `--metrics ("statsd") must be emf, cloudwatch or none`},
+		{"target latency 59s", func(o *Options) { o.TargetLatency = 59 * time.Second }, "--target-latency (59s) must be a whole number of seconds, at least 1m0s"},
+		{"target latency 1m", func(o *Options) { o.TargetLatency = time.Minute }, ""},
+		{"target latency fraction", func(o *Options) { o.TargetLatency = 90*time.Second + time.Millisecond }, "--target-latency (1m30.001s)"},
+		{"target latency as long as retention", func(o *Options) { o.TargetLatency = o.QueueRetention }, "--target-latency (96h0m0s) must be shorter than --queue-retention (96h0m0s)"},
+		{"target latency below a job", func(o *Options) { o.TargetLatency, o.ExpectedJobDuration = time.Minute, time.Hour }, ""},
+		{"job duration 0", func(o *Options) { o.ExpectedJobDuration = 0 }, "--expected-job-duration (0s) must be a whole number of seconds between 1s and 12h0m0s"},
+		{"job duration fraction", func(o *Options) { o.ExpectedJobDuration = 1500 * time.Millisecond }, "--expected-job-duration (1.5s)"},
+		{"job duration 12h", func(o *Options) { o.ExpectedJobDuration = 12 * time.Hour }, ""},
+		{"job duration over 12h", func(o *Options) { o.ExpectedJobDuration = 12*time.Hour + time.Second }, "--expected-job-duration (12h0m1s)"},
 		{"namespace AWS", func(o *Options) { o.MetricsNamespace = "AWS/SQS" }, `--metrics-namespace ("AWS/SQS")`},
 		{"namespace empty", func(o *Options) { o.MetricsNamespace = "" }, "--metrics-namespace"},
 		{"env name", func(o *Options) { o.Environment = map[string]string{"1BAD": "x"} }, `--env "1BAD"`},
@@ -108,6 +117,27 @@ func TestFargateSizes(t *testing.T) {
 		got := FargateSizes[cpu]
 		if len(got) != want.n || got[0] != want.first || got[len(got)-1] != want.last {
 			t.Errorf("cpu %d: %v", cpu, got)
+		}
+	}
+}
+
+func TestBacklogPerSlot(t *testing.T) {
+	for _, c := range []struct {
+		latency, job time.Duration
+		want         float64
+	}{
+		{5 * time.Minute, time.Minute, 5},
+		{5 * time.Minute, 30 * time.Second, 10},
+		{5 * time.Minute, 90 * time.Second, 3.333},
+		{time.Hour, 7 * time.Second, 514.286},
+		{5 * time.Minute, 5 * time.Minute, 1},
+		// A latency shorter than a job asks for a slot for every waiting message, no more.
+		{5 * time.Minute, 20 * time.Minute, 1},
+	} {
+		o := validOptions()
+		o.TargetLatency, o.ExpectedJobDuration = c.latency, c.job
+		if got := o.BacklogPerSlot(); got != c.want {
+			t.Errorf("latency %v, job %v: BacklogPerSlot() = %v, want %v", c.latency, c.job, got, c.want)
 		}
 	}
 }

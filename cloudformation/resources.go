@@ -135,12 +135,47 @@ type ScalableTarget struct {
 	MaxCapacity       int    `json:"MaxCapacity"`
 }
 
-// ScalingPolicy is the Properties of AWS::ApplicationAutoScaling::ScalingPolicy.
+// ScalingPolicy is the Properties of AWS::ApplicationAutoScaling::ScalingPolicy: a step
+// scaling policy (PolicyType StepScaling) or a target tracking one (TargetTrackingScaling).
 type ScalingPolicy struct {
-	PolicyName                     any                            `json:"PolicyName"`
-	PolicyType                     string                         `json:"PolicyType"`
-	ScalingTargetId                any                            `json:"ScalingTargetId"`
-	StepScalingPolicyConfiguration StepScalingPolicyConfiguration `json:"StepScalingPolicyConfiguration"`
+	PolicyName                               any                                       `json:"PolicyName"`
+	PolicyType                               string                                    `json:"PolicyType"`
+	ScalingTargetId                          any                                       `json:"ScalingTargetId"`
+	StepScalingPolicyConfiguration           *StepScalingPolicyConfiguration           `json:"StepScalingPolicyConfiguration,omitempty"`
+	TargetTrackingScalingPolicyConfiguration *TargetTrackingScalingPolicyConfiguration `json:"TargetTrackingScalingPolicyConfiguration,omitempty"`
+}
+
+// TargetTrackingScalingPolicyConfiguration keeps a metric at TargetValue by changing the
+// capacity in proportion to it. Cooldowns are in seconds.
+type TargetTrackingScalingPolicyConfiguration struct {
+	TargetValue                   float64                        `json:"TargetValue"`
+	CustomizedMetricSpecification *CustomizedMetricSpecification `json:"CustomizedMetricSpecification"`
+	DisableScaleIn                bool                           `json:"DisableScaleIn"`
+	ScaleOutCooldown              int                            `json:"ScaleOutCooldown"`
+	ScaleInCooldown               int                            `json:"ScaleInCooldown"`
+}
+
+// CustomizedMetricSpecification is the tracked metric: with Metrics, a metric-math
+// expression over metrics (the query whose ReturnData is true is the one tracked).
+type CustomizedMetricSpecification struct {
+	Metrics []TargetTrackingMetricDataQuery `json:"Metrics"`
+}
+
+// TargetTrackingMetricDataQuery is one metric or expression of a target tracking metric.
+// ReturnData is always rendered: every query but the tracked one must say false.
+type TargetTrackingMetricDataQuery struct {
+	Id         string                    `json:"Id"`
+	Expression string                    `json:"Expression,omitempty"`
+	Label      string                    `json:"Label,omitempty"`
+	MetricStat *TargetTrackingMetricStat `json:"MetricStat,omitempty"`
+	ReturnData bool                      `json:"ReturnData"`
+}
+
+// TargetTrackingMetricStat is a metric with its statistic; target tracking reads it in
+// one-minute periods.
+type TargetTrackingMetricStat struct {
+	Metric Metric `json:"Metric"`
+	Stat   string `json:"Stat"`
 }
 
 // StepScalingPolicyConfiguration is a step scaling policy.

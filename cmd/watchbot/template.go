@@ -39,6 +39,9 @@ func templateCommand() *cli.Command {
 			&cli.IntFlag{Name: "memory", Value: d.Memory, Usage: "Fargate task memory in `MiB`, one of the values Fargate allows for --cpu"},
 			&cli.IntFlag{Name: "min-tasks", Value: d.MinTasks, Usage: "tasks kept running when the queue is empty"},
 			&cli.IntFlag{Name: "max-tasks", Value: d.MaxTasks, Usage: "most tasks autoscaling starts"},
+			durationFlag("target-latency", d.TargetLatency, "how long a message may wait before a worker starts it: backlog scaling keeps "+
+				"--target-latency / --expected-job-duration messages waiting per worker slot (at least 1m, shorter than --queue-retention)"),
+			durationFlag("expected-job-duration", d.ExpectedJobDuration, "how long a worker typically takes for one message (1s..12h)"),
 			&cli.StringFlag{Name: "metrics", Value: string(d.Metrics), Usage: "listen's --metrics `MODE`: emf, cloudwatch (adds cloudwatch:PutMetricData) or none (no alarms on watchbot's metrics)"},
 			&cli.StringFlag{Name: "metrics-namespace", Value: d.MetricsNamespace, Usage: "CloudWatch `NAMESPACE` of watchbot's metrics and alarms"},
 			&cli.StringSliceFlag{Name: "env", Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
@@ -93,7 +96,18 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.Memory = c.Int("memory")
 	o.MinTasks = c.Int("min-tasks")
 	o.MaxTasks = c.Int("max-tasks")
+	o.TargetLatency = durationOf(c, "target-latency")
+	o.ExpectedJobDuration = durationOf(c, "expected-job-duration")
 	o.Metrics = cloudformation.MetricsMode(c.String("metrics"))
+	if o.Metrics == cloudformation.MetricsNone {
+		// Backlog scaling counts the slots watchbot's metrics report; without them the stack
+		// scales on the visible messages alone, and these would silently do nothing.
+		for _, name := range []string{"target-latency", "expected-job-duration"} {
+			if c.IsSet(name) {
+				return o, usagef("--%s needs watchbot's metrics (--metrics emf or cloudwatch): with --metrics none the stack scales on the visible messages alone", name)
+			}
+		}
+	}
 	o.MetricsNamespace = c.String("metrics-namespace")
 	o.Alarms.WorkerErrorsPerMinute = c.Int("worker-errors-threshold")
 	age := durationOf(c, "oldest-message-age-threshold")

@@ -66,6 +66,7 @@ func TestTemplatesStartListen(t *testing.T) {
 			}},
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
+			"--target-latency", "15m", "--expected-job-duration", "2m",
 			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--log-retention-days", "7", "--extra-policy", policy,
 			"--format", "yaml", "--output", filepath.Join(dir, "stack.yaml")},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},

@@ -60,6 +60,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--name-prefix", "orders", "--queue-name", "orders-in.fifo", "--fifo",
 		"--max-attempts", "7", "--visibility-timeout", "600", "--queue-retention", "72h",
 		"--concurrency", "3", "--cpu", "1024", "--memory", "3072", "--min-tasks", "1", "--max-tasks", "30",
+		"--target-latency", "10m", "--expected-job-duration", "45s",
 		"--metrics", "cloudwatch", "--metrics-namespace", "Orders",
 		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b",
 		"--extra-policy", policy,
@@ -74,6 +75,7 @@ func TestTemplateFlags(t *testing.T) {
 	o.NamePrefix, o.QueueName, o.FIFO = "orders", "orders-in.fifo", true
 	o.MaxAttempts, o.VisibilityTimeout, o.QueueRetention = 7, 10*time.Minute, 72*time.Hour
 	o.Concurrency, o.CPU, o.Memory, o.MinTasks, o.MaxTasks = 3, 1024, 3072, 1, 30
+	o.TargetLatency, o.ExpectedJobDuration = 10*time.Minute, 45*time.Second
 	o.Metrics, o.MetricsNamespace = cloudformation.MetricsCloudWatch, "Orders"
 	o.Environment = map[string]string{"LOG_LEVEL": "debug", "DSN": "postgres://db/x?a=b"}
 	o.ExtraStatements = []cloudformation.Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: []any{"arn:aws:s3:::inputs/*"}}}
@@ -135,6 +137,11 @@ func TestTemplateBadInput(t *testing.T) {
 		{"threshold fraction", []string{"--oldest-message-age-threshold", "90.5s"}, "--oldest-message-age-threshold (1m30.5s) must be a whole number of seconds"},
 		{"stop timeout", []string{"--shutdown-timeout", "2m"}, "must fit in Fargate's longest stop timeout"},
 		{"log retention", []string{"--log-retention-days", "10"}, "--log-retention-days (10)"},
+		{"target latency too short", []string{"--target-latency", "30s"}, "--target-latency (30s) must be a whole number of seconds, at least 1m0s"},
+		{"target latency past retention", []string{"--target-latency", "2h", "--queue-retention", "1h"}, "--target-latency (2h0m0s) must be shorter than --queue-retention (1h0m0s)"},
+		{"job duration over 12h", []string{"--expected-job-duration", "13h"}, "--expected-job-duration (13h0m0s)"},
+		{"target latency without metrics", []string{"--metrics", "none", "--target-latency", "10m"}, "--target-latency needs watchbot's metrics"},
+		{"job duration without metrics", []string{"--expected-job-duration", "2m", "--metrics", "none"}, "--expected-job-duration needs watchbot's metrics"},
 		{"no command", nil, "the worker command is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
