@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
+	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -39,6 +44,8 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for the jobs' message and result files", DefaultText: "/dev/shm when usable, else $TMPDIR"},
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
+			&cli.StringFlag{Name: "scale-in-protection", Value: protectAuto, Usage: "protect the ECS task from scale-in while messages are held: auto (on when " + ecsagent.EnvURI + " is set), on or off"},
+			durationFlag("scale-in-protection-idle", def.ProtectionIdle, "how long an idle task stays protected after its last message, so a busy queue's gaps make no calls"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
@@ -50,9 +57,18 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				return err
 			}
 			log = log.With("queue", queueattr.NameFromURL(cfg.QueueURL))
+			protection, err := scaleInProtection(c.String("scale-in-protection"), os.Getenv(ecsagent.EnvURI))
+			if err != nil {
+				return err
+			}
 			mcfg, err := metricsConfig(c, cfg.QueueURL, log)
 			if err != nil {
 				return err
+			}
+			load := supervisor.NewLoad()
+			mcfg.Samplers = []alarms.Sampler{
+				{Metric: alarms.WorkerSlots, Sample: func() float64 { return float64(load.Slots()) }},
+				{Metric: alarms.BusySlots, Sample: load.BusySlots},
 			}
 			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
 			awsCfg, err := awsenv.Load(c.Context, opts)
@@ -66,10 +82,44 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			}
 			// Stopped after the drain, so the last flush counts the last jobs.
 			defer stopMetrics()
-			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort})
+			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort,
+				Load: load, Protection: protection})
 		},
 	}
 }
+
+// The --scale-in-protection values.
+const (
+	protectAuto = "auto"
+	protectOn   = "on"
+	protectOff  = "off"
+)
+
+// scaleInProtection returns the ECS agent client for --scale-in-protection (mode) given the
+// agent's URI from the environment, or nil when protection is off.
+func scaleInProtection(mode, agentURI string) (supervisor.ProtectionAPI, error) {
+	switch mode {
+	case protectOff:
+		return nil, nil
+	case protectAuto, protectOn:
+	default:
+		return nil, usageError{fmt.Errorf("--scale-in-protection (%q) must be auto, on or off", mode)}
+	}
+	if agentURI == "" {
+		if mode == protectOn {
+			return nil, usageError{fmt.Errorf("--scale-in-protection on needs %s, which the ECS agent sets in every container of a task; it is not set here", ecsagent.EnvURI)}
+		}
+		return nil, nil
+	}
+	u, err := url.Parse(agentURI)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError{fmt.Errorf("%s (%q) is not an http URL; use --scale-in-protection off to run without task protection", ecsagent.EnvURI, agentURI)}
+	}
+	return ecsagent.New(agentURI, protectCallTimeout), nil
+}
+
+// protectCallTimeout bounds one HTTP call to the ECS agent; the supervisor bounds each call too.
+const protectCallTimeout = 5 * time.Second
 
 // listenConfig copies the flags into a validated supervisor.Config.
 func listenConfig(c *cli.Context) (supervisor.Config, error) {
@@ -95,6 +145,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.Once = c.Bool("once")
 	cfg.LogBodies = c.Bool("log-bodies")
 	cfg.TempDir = c.String("temp-dir")
+	cfg.ProtectionIdle = durationOf(c, "scale-in-protection-idle")
 	return cfg, cfg.Validate()
 }
 
