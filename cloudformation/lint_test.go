@@ -1,12 +1,14 @@
 package cloudformation
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,14 +22,25 @@ import (
 //
 //	cfn-lint validate FILE [--parameters K=V,K2=V2]
 //
-// reads JSON or YAML, works offline (the resource specification is bundled), prints
-// "N infos", "N warn", "N crit" with one block per finding, and exits 1 when there is a
-// critical finding or the file cannot be parsed, 0 otherwise. Parameters without a value or
-// default are guessed from their type.
+// reads JSON or YAML, works offline, prints "N infos", "N warn", "N crit" with one block per
+// finding, and exits 1 when there is a critical finding or the file cannot be parsed, 0
+// otherwise. Parameters without a value or default are guessed from their type.
 //
-// Its bundled resource specification (2019) lacks three properties the template uses, so it
-// runs with testdata/cfn-lint-spec.js preloaded, which adds exactly those; see that file. It
-// also cannot evaluate Fn::And nor read a Rules section, which is why the template has
+// The resource specification it bundles is from 2019 (2.29.0) and lacks properties the
+// template uses. The tests replace it whole: Node preloads testdata/cfn-lint-current-spec.js
+// (NODE_OPTIONS=--require), which reads the current CloudFormation resource specification
+// from the npm package @aws-cdk/aws-service-spec (pinned beside cfn-lint, 0.1.216), writes it
+// in the old format the linter reads (ResourceTypes, PropertyTypes) and makes it the linter's
+// awsData.awsResources before the linter starts. So every property of every resource is
+// checked against today's types; that file lists where the old format cannot say what the
+// current specification says, and keeps the document it writes in
+// node_modules/.cache/watchbot-cfn-lint. TestCurrentSpecification fails when the loaded
+// specification is not the pinned one or lacks a property the template needs; the "bundled
+// specification" case of TestLinterCatchesBrokenTemplates shows that the 2019 one refuses
+// exactly the template's newer properties. A lint takes about 0.55 s (0.27 s with the
+// bundled specification, 1.1 s when the document has to be written first).
+//
+// The linter cannot evaluate Fn::And nor read a Rules section, which is why the template has
 // neither (see conditions and alarmTargetCheck). No warning is accepted: lint requires
 // "0 warn" as well as "0 crit".
 
@@ -37,8 +50,9 @@ var (
 	linterErr  error
 )
 
-// linter returns the cfn-lint executable, installing the pinned npm packages on first use.
-// It fails the test under CI=true and skips it elsewhere when the linter is unavailable.
+// linter returns the cfn-lint executable, installing the pinned npm packages on first use
+// (when it or the package of the current specification is missing). It fails the test under CI=true and
+// skips it elsewhere when the linter is unavailable.
 func linter(t *testing.T) string {
 	t.Helper()
 	linterOnce.Do(func() {
@@ -48,7 +62,15 @@ func linter(t *testing.T) string {
 			return
 		}
 		bin := filepath.Join(root, "node_modules", ".bin", "cfn-lint")
-		if _, err := os.Stat(bin); err != nil {
+		missing := func() error {
+			for _, f := range []string{bin, filepath.Join(root, "node_modules", "@aws-cdk", "aws-service-spec", "package.json")} {
+				if _, err := os.Stat(f); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if missing() != nil {
 			install := exec.Command(filepath.Join(root, "scripts", "local-sqs"), "--install")
 			install.Dir = root
 			if out, err := install.CombinedOutput(); err != nil {
@@ -60,8 +82,8 @@ func linter(t *testing.T) string {
 			linterErr = fmt.Errorf("node is not installed: %w", err)
 			return
 		}
-		if _, err := os.Stat(bin); err != nil {
-			linterErr = fmt.Errorf("cfn-lint is not installed: %w", err)
+		if err := missing(); err != nil {
+			linterErr = fmt.Errorf("the pinned linter is not installed: %w", err)
 			return
 		}
 		linterBin = bin
@@ -83,22 +105,37 @@ func (r lintResult) clean() bool {
 		strings.Contains(r.output, "Template valid!")
 }
 
-// runLinter lints the file at path; preload adds the specification patch.
-func runLinter(t *testing.T, path string, preload bool, params ...string) lintResult {
+// A specification is the resource specification a lint checks against.
+type specification int
+
+const (
+	currentSpec specification = iota // the current one, see testdata/cfn-lint-current-spec.js
+	bundledSpec                      // the one cfn-lint ships, from 2019
+)
+
+// nodeEnv returns the environment of a Node process that checks against spec.
+func nodeEnv(t *testing.T, spec specification) []string {
+	t.Helper()
+	env := os.Environ()
+	if spec == currentSpec {
+		preload, err := filepath.Abs(filepath.Join("testdata", "cfn-lint-current-spec.js"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "NODE_OPTIONS=--require "+preload+" "+os.Getenv("NODE_OPTIONS"))
+	}
+	return env
+}
+
+// runLinter lints the file at path against spec.
+func runLinter(t *testing.T, path string, spec specification, params ...string) lintResult {
 	t.Helper()
 	args := []string{"validate", path}
 	if len(params) > 0 {
 		args = append(args, "--parameters", strings.Join(params, ","))
 	}
 	cmd := exec.CommandContext(t.Context(), linter(t), args...)
-	cmd.Env = os.Environ()
-	if preload {
-		spec, err := filepath.Abs(filepath.Join("testdata", "cfn-lint-spec.js"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Env = append(cmd.Env, "NODE_OPTIONS=--require "+spec+" "+os.Getenv("NODE_OPTIONS"))
-	}
+	cmd.Env = nodeEnv(t, spec)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	code := 0
@@ -133,7 +170,7 @@ func TestTemplatesPassTheLinter(t *testing.T) {
 				{"AlarmTopicArn=arn:aws:sns:eu-west-1:000000000000:alarms", "AssignPublicIp=ENABLED"},
 			} {
 				t.Run(fmt.Sprintf("%s.%s%v", ex.name, f, params), func(t *testing.T) {
-					if r := runLinter(t, path, true, params...); !r.clean() {
+					if r := runLinter(t, path, currentSpec, params...); !r.clean() {
 						t.Errorf("cfn-lint exit %d:%s", r.exitCode, r.output)
 					}
 				})
@@ -176,13 +213,21 @@ func TestLinterCatchesBrokenTemplates(t *testing.T) {
 			p := *r.Properties.(*Queue)
 			r.Properties = map[string]any{"QueueName": p.QueueName, "SqsManagedSseEnabled": []string{"yes"}}
 			tpl.Resources[ResDeadLetterQueue] = r
-		}, "SqsManagedSseEnabled"},
+		}, "Expecting a Boolean, got [ 'yes' ]"},
+		{"misspelled property of metric math", func(tpl *Template) {
+			tpl.Resources["MetricMathPolicy"] = Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: map[string]any{
+				"PolicyName": "metric-math", "PolicyType": "TargetTrackingScaling", "ScalingTargetId": Ref(ResScalableTarget),
+				"TargetTrackingScalingPolicyConfiguration": map[string]any{"TargetValue": 1, "CustomizedMetricSpecification": map[string]any{
+					"Metrics": []any{map[string]any{"Id": "backlog", "Expresion": "visible / tasks", "ReturnData": true}},
+				}},
+			}}
+		}, "Expresion is not a valid property of AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingMetricDataQuery"},
 	} {
 		for _, f := range []Format{JSON, YAML} {
 			t.Run(c.name+"."+string(f), func(t *testing.T) {
 				tpl := base()
 				c.breakIt(tpl)
-				r := runLinter(t, writeTemplate(t, tpl, f), true)
+				r := runLinter(t, writeTemplate(t, tpl, f), currentSpec)
 				if r.exitCode != 1 || !strings.Contains(r.output, "Template invalid!") || !strings.Contains(r.output, c.want) {
 					t.Errorf("cfn-lint exit %d, want 1 with %q:%s", r.exitCode, c.want, r.output)
 				}
@@ -195,29 +240,162 @@ func TestLinterCatchesBrokenTemplates(t *testing.T) {
 		if err := os.WriteFile(path, []byte(`{"Resources": `), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if r := runLinter(t, path, true); r.exitCode != 1 {
+		if r := runLinter(t, path, currentSpec); r.exitCode != 1 {
 			t.Errorf("cfn-lint exit %d on a truncated file:%s", r.exitCode, r.output)
 		}
 	})
 
-	// Without the preload the bundled 2019 specification refuses exactly the three newer
-	// properties, which shows the linter checks them (a typo there would be caught).
-	t.Run("specification without the preload", func(t *testing.T) {
-		r := runLinter(t, writeTemplate(t, base(), JSON), false)
+	// The bundled 2019 specification refuses the template for exactly the properties that are
+	// newer than it: each finding must name a property the bundled specification lacks and
+	// the current one has, or one the bundled requires and the current does not (MetricName of
+	// a CustomizedMetricSpecification, now that Metrics may stand instead), and the three it
+	// has refused since the template first used them must be among them. The lints above, which the template passes, check those properties
+	// against a specification that knows them: a typo there would be caught.
+	t.Run("bundled specification", func(t *testing.T) {
+		r := runLinter(t, writeTemplate(t, base(), JSON), bundledSpec)
 		var found []string
 		for _, line := range strings.Split(r.output, "\n") {
 			if msg, ok := strings.CutPrefix(line, "Message: "); ok {
 				found = append(found, msg)
 			}
 		}
-		want := []string{
+		if r.exitCode != 1 {
+			t.Errorf("cfn-lint with its bundled specification: exit %d, want 1:%s", r.exitCode, r.output)
+		}
+		for _, want := range []string{
 			"RedriveAllowPolicy is not a valid property of AWS::SQS::Queue",
 			"SqsManagedSseEnabled is not a valid property of AWS::SQS::Queue",
-			"SqsManagedSseEnabled is not a valid property of AWS::SQS::Queue",
 			"StopTimeout is not a valid property of AWS::ECS::TaskDefinition.ContainerDefinition",
+		} {
+			if !slices.Contains(found, want) {
+				t.Errorf("cfn-lint with its bundled specification did not report %q; findings:\n%s", want, strings.Join(found, "\n"))
+			}
 		}
-		if r.exitCode != 1 || strings.Join(found, "\n") != strings.Join(want, "\n") {
-			t.Errorf("cfn-lint without the preload: exit %d, findings:\n%s\nwant:\n%s", r.exitCode, strings.Join(found, "\n"), strings.Join(want, "\n"))
+
+		var newer, names []string
+		var requires []bool // the finding is of a missing required property
+		for _, msg := range found {
+			m := newerProperty.FindStringSubmatch(msg)
+			if m == nil {
+				t.Errorf("finding %q is not about a property newer than the bundled specification", msg)
+				continue
+			}
+			newer = append(newer, msg)
+			names = append(names, m[2]+m[4]+" "+m[1]+m[3])
+			requires = append(requires, m[3] != "")
+		}
+		_, bundled := lookUp(t, bundledSpec, names)
+		_, current := lookUp(t, currentSpec, names)
+		for i, msg := range newer {
+			b, c := bundled[i], current[i]
+			unknown := b.Type == "" && c.Type != ""
+			noLongerRequired := b.Required && !c.Required
+			if requires[i] && !noLongerRequired || !requires[i] && !unknown {
+				t.Errorf("finding %q: the bundled specification gives %+v, the current one %+v; the current one would report it too", msg, b, c)
+			}
 		}
 	})
+}
+
+// newerProperty matches the two findings of a property the bundled specification does not
+// know as the current one does: (1) property and (2) type, or (3) property and (4) type.
+var newerProperty = regexp.MustCompile(`^(?:(\S+) is not a valid property of (\S+)|Required property (\S+) missing for type (\S+))$`)
+
+// property is one property as a specification gives it, its type written as the old format
+// writes it ("Boolean", "List<MetricDataQuery>"); Type is "" when there is no such property.
+type property struct {
+	Type     string
+	Required bool
+}
+
+// lookUp returns the version of spec and its properties named by names, each "Type Property"
+// ("AWS::SQS::Queue SqsManagedSseEnabled"), as cfn-lint holds them.
+func lookUp(t *testing.T, spec specification, names []string) (version string, props []property) {
+	t.Helper()
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `
+		const spec = require('cfn-lint/lib/awsData').awsResources;
+		const properties = process.argv.slice(1).map((name) => {
+			const [type, property] = name.split(' ');
+			const p = ((spec.ResourceTypes[type] || spec.PropertyTypes[type] || {}).Properties || {})[property];
+			if (!p) return { Type: '', Required: false };
+			const collection = p.Type === 'List' || p.Type === 'Map';
+			return {
+				Type: collection ? p.Type + '<' + (p.PrimitiveItemType || p.ItemType) + '>' : p.PrimitiveType || p.Type,
+				Required: p.Required === true,
+			};
+		});
+		console.log(JSON.stringify({ version: spec.ResourceSpecificationVersion, properties }));`
+	cmd := exec.CommandContext(t.Context(), "node", append([]string{"-e", script}, names...)...)
+	cmd.Dir = root
+	cmd.Env = nodeEnv(t, spec)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var got struct {
+		Version    string
+		Properties []property
+	}
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Properties) != len(names) {
+		t.Fatalf("node printed %q for %d properties: %v", out, len(names), err)
+	}
+	return got.Version, got.Properties
+}
+
+// TestCurrentSpecification reads the specification the lints check against, as the linter
+// holds it after the preload: it must come from the pinned @aws-cdk/aws-service-spec and
+// give the newer properties the template uses the types CloudFormation gives them, so that
+// a downgrade, or a preload that stops working, fails here by name.
+func TestCurrentSpecification(t *testing.T) {
+	linter(t)
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := os.ReadFile(filepath.Join(root, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(pkg, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	pinned := manifest.DevDependencies["@aws-cdk/aws-service-spec"]
+
+	rows := []struct {
+		name string // "Type Property"
+		want string
+	}{
+		{"AWS::SQS::Queue SqsManagedSseEnabled", "Boolean"},
+		{"AWS::SQS::Queue RedriveAllowPolicy", "Json"},
+		{"AWS::ECS::TaskDefinition.ContainerDefinition StopTimeout", "Integer"},
+		{"AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingScalingPolicyConfiguration CustomizedMetricSpecification", "CustomizedMetricSpecification"},
+		{"AWS::ApplicationAutoScaling::ScalingPolicy.CustomizedMetricSpecification Metrics", "List<TargetTrackingMetricDataQuery>"},
+		{"AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingMetricDataQuery Expression", "String"},
+		{"AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingMetricDataQuery MetricStat", "TargetTrackingMetricStat"},
+		{"AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingMetricStat Metric", "TargetTrackingMetric"},
+		{"AWS::CloudWatch::Alarm Metrics", "List<MetricDataQuery>"},
+	}
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.name)
+	}
+	version, props := lookUp(t, currentSpec, names)
+
+	if want := "@aws-cdk/aws-service-spec " + pinned; pinned == "" || version != want {
+		t.Errorf("specification %q, want %q (package.json pins %q)", version, want, pinned)
+	}
+	for i, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			if props[i].Type != r.want {
+				t.Errorf("type %q, want %q", props[i].Type, r.want)
+			}
+		})
+	}
 }
