@@ -325,6 +325,9 @@ func ListenArgs(o Options, queueURL any) []any {
 		"--shutdown-timeout", flagSeconds(o.ShutdownTimeout),
 		"--kill-grace", flagSeconds(o.KillGrace),
 		"--metrics", string(o.Metrics),
+		// The stack's scale-in stops only unprotected tasks, and the task role allows the
+		// agent's calls: on, rather than listen's auto, refuses to run without the agent.
+		"--scale-in-protection", "on",
 	}
 	if o.Metrics != MetricsNone {
 		args = append(args, "--metrics-namespace", o.MetricsNamespace)
@@ -588,19 +591,32 @@ func (g *generator) backlogScaling() {
 }
 
 // ScaleFromZeroSteps are the exact task counts the scale-from-zero rule sets, by demand (the
-// backlog visible + k × busy): perTask (concurrency × k) of it per task, rounded up to 1, 2,
-// 4, 8, … tasks, and --max-tasks beyond the last power of two below it. Doubling keeps the
-// steps under Application Auto Scaling's 20 for any --max-tasks up to 5000; the overshoot is
-// less than 2× and target tracking trims it.
+// backlog visible + k × busy): perTask (concurrency × k) of it per task, rounded up to the
+// next of 1, 2, 3, 5, 8, 12, … tasks (half as many again each step), and --max-tasks beyond
+// the last below it. Above about 3,500 tasks that needs more steps than the 20 Application
+// Auto Scaling allows, and the counts double instead (1, 2, 4, 8, …). The overshoot, less
+// than the growth, is trimmed by target tracking once the tasks report; the simulation
+// shows the finer steps start less surplus on a steady load.
 func ScaleFromZeroSteps(perTask float64, maxTasks int) []StepAdjustment {
+	const maxSteps = 20
 	var steps []StepAdjustment
-	lower := 0.0
-	for n := 1; n < maxTasks; n *= 2 {
-		upper := float64(n) * perTask
-		steps = append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), MetricIntervalUpperBound: ptr(upper), ScalingAdjustment: n})
-		lower = upper
+	for _, grow := range []func(n int) int{
+		func(n int) int { return max(n+1, (3*n+1)/2) },
+		func(n int) int { return 2 * n },
+	} {
+		steps = steps[:0]
+		lower := 0.0
+		for n := 1; n < maxTasks; n = grow(n) {
+			upper := float64(n) * perTask
+			steps = append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), MetricIntervalUpperBound: ptr(upper), ScalingAdjustment: n})
+			lower = upper
+		}
+		steps = append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), ScalingAdjustment: maxTasks})
+		if len(steps) <= maxSteps {
+			break
+		}
 	}
-	return append(steps, StepAdjustment{MetricIntervalLowerBound: ptr(lower), ScalingAdjustment: maxTasks})
+	return steps
 }
 
 func ptr(v float64) *float64 { return &v }

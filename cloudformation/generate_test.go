@@ -328,13 +328,14 @@ func TestTaskDefinition(t *testing.T) {
 				flags[c.Command[i].(string)] = c.Command[i+1]
 			}
 			wantFlags := map[string]any{
-				"--queue-url":          Ref(ResQueue),
-				"--max-attempts":       strconv.Itoa(o.MaxAttempts),
-				"--concurrency":        strconv.Itoa(o.Concurrency),
-				"--visibility-timeout": strconv.Itoa(int(o.VisibilityTimeout/time.Second)) + "s",
-				"--shutdown-timeout":   strconv.Itoa(int(o.ShutdownTimeout/time.Second)) + "s",
-				"--kill-grace":         strconv.Itoa(int(o.KillGrace/time.Second)) + "s",
-				"--metrics":            string(o.Metrics),
+				"--queue-url":           Ref(ResQueue),
+				"--max-attempts":        strconv.Itoa(o.MaxAttempts),
+				"--concurrency":         strconv.Itoa(o.Concurrency),
+				"--visibility-timeout":  strconv.Itoa(int(o.VisibilityTimeout/time.Second)) + "s",
+				"--shutdown-timeout":    strconv.Itoa(int(o.ShutdownTimeout/time.Second)) + "s",
+				"--kill-grace":          strconv.Itoa(int(o.KillGrace/time.Second)) + "s",
+				"--metrics":             string(o.Metrics),
+				"--scale-in-protection": "on",
 			}
 			if o.Metrics != MetricsNone {
 				wantFlags["--metrics-namespace"] = o.MetricsNamespace
@@ -537,9 +538,12 @@ func TestScaleFromZeroSteps(t *testing.T) {
 	}{
 		{40, 1, "0:1"},
 		{40, 2, "0:1 40:2"},
-		{40, 10, "0:1 40:2 80:4 160:8 320:10"},
-		{5, 16, "0:1 5:2 10:4 20:8 40:16"},
+		{40, 10, "0:1 40:2 80:3 120:5 200:8 320:10"},
+		{5, 16, "0:1 5:2 10:3 15:5 25:8 40:12 60:16"},
 		{0.5, 3, "0:1 0.5:2 1:3"},
+		{1, 3000, "0:1 1:2 2:3 3:5 5:8 8:12 12:18 18:27 27:41 41:62 62:93 93:140 140:210 210:315 315:473 473:710 710:1065 1065:1598 1598:2397 2397:3000"},
+		// Half as many again would need 21 steps: doubling.
+		{1, 5000, "0:1 1:2 2:4 4:8 8:16 16:32 32:64 64:128 128:256 256:512 512:1024 1024:2048 2048:4096 4096:5000"},
 	} {
 		steps := ScaleFromZeroSteps(c.perTask, c.maxTasks)
 		var got []string
@@ -551,9 +555,11 @@ func TestScaleFromZeroSteps(t *testing.T) {
 		}
 		checkSteps(t, fmt.Sprintf("ScaleFromZeroSteps(%v, %d)", c.perTask, c.maxTasks), steps)
 	}
-	// Application Auto Scaling allows 20 steps; the largest service needs 14.
-	if n := len(ScaleFromZeroSteps(1, 5000)); n > 20 {
-		t.Errorf("%d steps for 5000 tasks", n)
+	// Application Auto Scaling allows 20 steps.
+	for maxTasks := 1; maxTasks <= 5000; maxTasks++ {
+		if n := len(ScaleFromZeroSteps(1, maxTasks)); n > 20 {
+			t.Fatalf("%d steps for %d tasks", n, maxTasks)
+		}
 	}
 }
 

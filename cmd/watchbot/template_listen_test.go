@@ -106,6 +106,9 @@ func TestTemplatesStartListen(t *testing.T) {
 // generatedQueueURL stands for the queue's URL, an intrinsic in the template.
 const generatedQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/queue"
 
+// generatedAgentURI stands for the ECS agent's URI, which the agent sets in every container.
+const generatedAgentURI = "http://169.254.170.2/api/0123456789abcdef-1234567890"
+
 // generatedContainer runs `watchbot template args -- /app/worker --mode thumbnail` and returns
 // the container's command (after the entry point) and environment, intrinsics resolved.
 func generatedContainer(t *testing.T, args []string) ([]string, map[string]string) {
@@ -206,6 +209,10 @@ func parseListenCommand(args []string) (supervisor.Config, error) {
 		}
 		if cfgErr == nil {
 			_, cfgErr = metricsConfig(c, cfg.QueueURL, nil)
+		}
+		if cfgErr == nil {
+			// In a task the ECS agent sets its URI; the template asks for protection.
+			_, cfgErr = scaleInProtection(c.String("scale-in-protection"), generatedAgentURI)
 		}
 		return nil
 	}
