@@ -485,9 +485,12 @@ const (
 	// has to pass. Target tracking's own scale-in alarm already waits for 15 minutes below
 	// the target, and scales out at once whatever this cooldown.
 	BacklogScaleInCooldown = 5 * time.Minute
-	// ScaleFromZeroCooldown is short: the rule sets an exact capacity, so a repeat sets the
-	// same one, or a larger one for a grown backlog.
-	ScaleFromZeroCooldown = time.Minute
+	// ScaleFromZeroCooldown, like BacklogScaleOutCooldown, covers the time until the tasks
+	// the rule started report slots; meanwhile the rule adds tasks only for a larger backlog
+	// (the tasks it already added count), so it does not start them again. The rule adds
+	// (ChangeInCapacity) rather than sets a count: a count could lower what target tracking
+	// asked for while the tasks were starting.
+	ScaleFromZeroCooldown = BacklogScaleOutCooldown
 	// StalledFactor and StalledMinutes define a stalled scale-out: a backlog per slot above
 	// StalledFactor × the target for StalledMinutes one-minute datapoints in a row. Target
 	// tracking answers such a backlog within three datapoints, and its tasks show up a few
@@ -550,7 +553,7 @@ func (g *generator) backlogScaling() {
 		PolicyType:      "StepScaling",
 		ScalingTargetId: Ref(ResScalableTarget),
 		StepScalingPolicyConfiguration: &StepScalingPolicyConfiguration{
-			AdjustmentType: "ExactCapacity", Cooldown: seconds(ScaleFromZeroCooldown), MetricAggregationType: "Maximum",
+			AdjustmentType: "ChangeInCapacity", Cooldown: seconds(ScaleFromZeroCooldown), MetricAggregationType: "Maximum",
 			StepAdjustments: ScaleFromZeroSteps(float64(g.o.Concurrency)*k, g.o.MaxTasks),
 		},
 	}})
@@ -575,7 +578,7 @@ func (g *generator) backlogScaling() {
 	}})
 	g.add(ResScaleOutStalledAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
 		AlarmName: sub(g.name("-scale-out-stalled")),
-		AlarmDescription: fmt.Sprintf("The backlog per slot has stayed above %d times the target for %d minutes: set the capacity "+
+		AlarmDescription: fmt.Sprintf("The backlog per slot has stayed above %d times the target for %d minutes: add the tasks "+
 			"the backlog needs. It happens after a scale-in to zero while protected tasks still run.", StalledFactor, StalledMinutes),
 		Metrics: []MetricDataQuery{
 			{Id: idVisible, MetricStat: &visible},
@@ -590,8 +593,8 @@ func (g *generator) backlogScaling() {
 	}})
 }
 
-// ScaleFromZeroSteps are the exact task counts the scale-from-zero rule sets, by demand (the
-// backlog visible + k × busy): perTask (concurrency × k) of it per task, rounded up to the
+// ScaleFromZeroSteps are the tasks the scale-from-zero rule adds, by demand (the backlog
+// visible + k × busy): perTask (concurrency × k) of it per task, rounded up to the
 // next of 1, 2, 3, 5, 8, 12, … tasks (half as many again each step), and --max-tasks beyond
 // the last below it. Above about 3,500 tasks that needs more steps than the 20 Application
 // Auto Scaling allows, and the counts double instead (1, 2, 4, 8, …). The overshoot, less

@@ -518,7 +518,7 @@ func checkBacklogScaling(t *testing.T, tpl *Template, o Options) {
 	}
 	zero := resource[*ScalingPolicy](t, tpl, ResScaleFromZeroPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
 	cfg := zero.StepScalingPolicyConfiguration
-	if cfg == nil || cfg.AdjustmentType != "ExactCapacity" || cfg.MetricAggregationType != "Maximum" ||
+	if cfg == nil || cfg.AdjustmentType != "ChangeInCapacity" || cfg.Cooldown != 300 || cfg.MetricAggregationType != "Maximum" ||
 		!cmp.Equal(cfg.StepAdjustments, ScaleFromZeroSteps(float64(o.Concurrency)*k, o.MaxTasks)) {
 		t.Errorf("scale-from-zero policy %+v", cfg)
 	}
