@@ -46,3 +46,8 @@ emulator: node_modules/.package-lock.json
 
 clean:
 	rm -rf bin
+
+## scalesim: rerun the autoscaling simulation and rewrite its table and charts in docs/template.md
+.PHONY: scalesim
+scalesim:
+	$(GO) test -count=1 -run TestDocs ./internal/testing/scalesim -update
