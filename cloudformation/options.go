@@ -289,7 +289,7 @@ func (o Options) validateBacklogTarget() error {
 	switch {
 	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
 		return fmt.Errorf("--target-latency (%v) must be a whole number of seconds, at least %v", o.TargetLatency, MinTargetLatency)
-	case o.TargetLatency >= o.QueueRetention:
+	case o.TargetLatency >= o.QueueRetention && o.Metrics != MetricsNone:
 		return fmt.Errorf("--target-latency (%v) must be shorter than --queue-retention (%v): messages would expire while they wait", o.TargetLatency, o.QueueRetention)
 	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
 		return fmt.Errorf("--expected-job-duration (%v) must be a whole number of seconds between 1s and %v", o.ExpectedJobDuration, MaxExpectedJobDuration)

@@ -73,6 +73,8 @@ func TestValidate(t *testing.T) {
 		{"target latency 1m", func(o *Options) { o.TargetLatency = time.Minute }, ""},
 		{"target latency fraction", func(o *Options) { o.TargetLatency = 90*time.Second + time.Millisecond }, "--target-latency (1m30.001s)"},
 		{"target latency as long as retention", func(o *Options) { o.TargetLatency = o.QueueRetention }, "--target-latency (96h0m0s) must be shorter than --queue-retention (96h0m0s)"},
+		// Without watchbot's metrics the latency is unused: a short retention stays valid.
+		{"short retention without metrics", func(o *Options) { o.QueueRetention, o.Metrics = 2*time.Minute, MetricsNone }, ""},
 		{"target latency below a job", func(o *Options) { o.TargetLatency, o.ExpectedJobDuration = time.Minute, time.Hour }, ""},
 		{"job duration 0", func(o *Options) { o.ExpectedJobDuration = 0 }, "--expected-job-duration (0s) must be a whole number of seconds between 1s and 12h0m0s"},
 		{"job duration fraction", func(o *Options) { o.ExpectedJobDuration = 1500 * time.Millisecond }, "--expected-job-duration (1.5s)"},

@@ -42,7 +42,7 @@ func templateCommand() *cli.Command {
 			durationFlag("target-latency", d.TargetLatency, "how long a message may wait before a worker starts it: backlog scaling keeps "+
 				"--target-latency / --expected-job-duration messages waiting per worker slot (at least 1m, shorter than --queue-retention)"),
 			durationFlag("expected-job-duration", d.ExpectedJobDuration, "how long a worker typically takes for one message (1s..12h)"),
-			&cli.StringFlag{Name: "metrics", Value: string(d.Metrics), Usage: "listen's --metrics `MODE`: emf, cloudwatch (adds cloudwatch:PutMetricData) or none (no alarms on watchbot's metrics)"},
+			&cli.StringFlag{Name: "metrics", Value: string(d.Metrics), Usage: "listen's --metrics `MODE`: emf, cloudwatch (adds cloudwatch:PutMetricData) or none (no alarms on watchbot's metrics, and scaling on the visible messages alone)"},
 			&cli.StringFlag{Name: "metrics-namespace", Value: d.MetricsNamespace, Usage: "CloudWatch `NAMESPACE` of watchbot's metrics and alarms"},
 			&cli.StringSliceFlag{Name: "env", Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
 			&cli.StringFlag{Name: "extra-policy", Usage: "JSON `FILE` of IAM statements added to the task role (a policy document, an array of statements, or one)"},
