@@ -462,9 +462,10 @@ func (g *generator) autoscaling() {
 //
 // a slot for every running job and one more for every k waiting messages, which start within
 // the target latency. Capacity follows the work both ways: as jobs end and nothing waits, the
-// metric falls and target tracking scales in, down to --min-tasks when idle. It never scales
-// in below the running jobs, and ECS stops only tasks that are not protected from scale-in,
-// which listen's --scale-in-protection keeps on while a task holds a message.
+// metric falls and target tracking scales in, down to --min-tasks when idle. Counting the
+// running jobs in full keeps a busy service with an empty queue from reading as idle, and
+// ECS stops only tasks that are not protected from scale-in, which listen's
+// --scale-in-protection keeps on while a task holds a message.
 //
 // Without tasks there are no slots, the metric has no data and target tracking does nothing
 // (0 × anything is 0): the scale-from-zero rule starts tasks for a backlog nothing serves.
