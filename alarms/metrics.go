@@ -22,6 +22,8 @@ const (
 	BusySlots            Metric = "BusySlots"
 	// ScaleInProtectionErrors counts failed calls to the ECS agent's protection endpoint.
 	ScaleInProtectionErrors Metric = "ScaleInProtectionErrors"
+	ConcurrencyLimit        Metric = "ConcurrencyLimit"
+	BrakingSeconds          Metric = "BrakingSeconds"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -31,6 +33,7 @@ type Unit string
 const (
 	Count        Unit = "Count"
 	Milliseconds Unit = "Milliseconds"
+	Seconds      Unit = "Seconds"
 )
 
 // Kind says how a metric's values combine within a flush window.
@@ -67,6 +70,8 @@ var Metrics = []MetricDefinition{
 	{Name: WorkerSlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots (--concurrency), once a minute: their Sum over a minute is the service's slots, their SampleCount its tasks"},
 	{Name: BusySlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots running a job, averaged over the minute: their Sum over a minute is the service's busy slots"},
 	{Name: ScaleInProtectionErrors, Unit: Count, Kind: Counter, Meaning: "calls to the ECS agent's task scale-in protection endpoint that failed (unreachable, refused, or a failure answer); work goes on regardless"},
+	{Name: ConcurrencyLimit, Unit: Count, Kind: Gauge, Meaning: "the runs the task allows at once, once a minute: --concurrency, 1 while the brake is on, rising while it ramps back up"},
+	{Name: BrakingSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent braking in the last minute, once a minute (60 throughout an outage)"},
 }
 
 // Lookup returns the definition of m.

@@ -87,6 +87,8 @@ type Config struct {
 	// ProtectionIdle is how long the task stays protected from scale-in after watchbot last
 	// held a message (--scale-in-protection-idle), when Deps.Protection is set.
 	ProtectionIdle time.Duration
+	// Brake limits concurrency to a probe when nearly every run fails (--brake-*).
+	Brake BrakeConfig
 }
 
 // DefaultConfig returns listen's defaults, as the README's flag table lists them.
@@ -104,6 +106,7 @@ func DefaultConfig() Config {
 		AckLinger:         20 * time.Millisecond,
 		ReceiveGather:     20 * time.Millisecond,
 		ProtectionIdle:    30 * time.Second,
+		Brake:             DefaultBrake(),
 	}
 }
 
@@ -129,6 +132,7 @@ func (c Config) Validate() error {
 		CheckJobDuration(c.MaxJobDuration),
 		CheckBatch(c.BatchSize, c.BatchWindow),
 		CheckVolumes(c.Volumes, c.Concurrency),
+		CheckBrake(c.Brake),
 	} {
 		if err != nil {
 			return err

@@ -10,14 +10,15 @@ import (
 // or runs any message. The supervisor's loop writes it; build it with NewLoad and pass it in
 // Deps to read it.
 type Load struct {
-	mu      sync.Mutex
-	slots   int
-	running int
-	active  bool
+	mu sync.Mutex
+	loadState
 	// busy is the slot-seconds spent running jobs since the last BusySlots, counted up to
-	// mark; since is when that window began.
+	// mark; since is when that window began. braked is the seconds spent braking since the
+	// last BrakingSeconds, counted up to mark; brakeSince is when that window began.
 	busy        float64
 	mark, since time.Time
+	braked      float64
+	brakeSince  time.Time
 	// changed receives (without blocking the writer) when active changes.
 	changed chan struct{}
 }
@@ -28,20 +29,38 @@ func NewLoad() *Load {
 	return &Load{changed: make(chan struct{}, 1), mark: now, since: now}
 }
 
+// loadState is the loop's state.
+type loadState struct {
+	slots   int  // worker slots: --concurrency (1 with --once)
+	limit   int  // runs allowed at once now: slots, less while the brake is on
+	running int  // runs under way
+	active  bool // holds or runs any message
+	braking bool
+}
+
 // set records the loop's state at now.
-func (l *Load) set(now time.Time, slots, running int, active bool) {
+func (l *Load) set(now time.Time, st loadState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.busy += float64(l.running) * now.Sub(l.mark).Seconds()
-	l.mark = now
-	l.slots, l.running = slots, running
-	if active != l.active {
-		l.active = active
+	l.count(now)
+	changed := st.active != l.active
+	l.loadState = st
+	if changed {
 		select {
 		case l.changed <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// count adds the time since mark to the windows. The lock is held.
+func (l *Load) count(now time.Time) {
+	elapsed := now.Sub(l.mark).Seconds()
+	l.busy += float64(l.running) * elapsed
+	if l.braking {
+		l.braked += elapsed
+	}
+	l.mark = now
 }
 
 // Slots returns the worker slots: how many worker runs may be under way at once.
@@ -57,13 +76,31 @@ func (l *Load) BusySlots() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	busy := l.busy + float64(l.running)*now.Sub(l.mark).Seconds()
-	elapsed := now.Sub(l.since).Seconds()
-	l.busy, l.mark, l.since = 0, now, now
+	l.count(now)
+	busy, elapsed := l.busy, now.Sub(l.since).Seconds()
+	l.busy, l.since = 0, now
 	if elapsed <= 0 {
 		return float64(l.running)
 	}
 	return busy / elapsed
+}
+
+// Limit returns the runs allowed at once now: the slots, or fewer while the brake is on.
+func (l *Load) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limit
+}
+
+// BrakingSeconds returns the seconds spent braking since the last call (or since the Load
+// was made), and starts a new window.
+func (l *Load) BrakingSeconds() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count(time.Now())
+	braked := l.braked
+	l.braked = 0
+	return braked
 }
 
 // Active reports whether the supervisor holds or runs any message.

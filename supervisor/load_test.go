@@ -9,22 +9,26 @@ import (
 func TestLoadBusySlotsIsTheAverageOverTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLoad()
-		l.set(time.Now(), 8, 2, true)
+		l.set(time.Now(), loadState{slots: 8, limit: 8, running: 2, active: true})
 		time.Sleep(30 * time.Second)
-		l.set(time.Now(), 8, 4, true)
+		l.set(time.Now(), loadState{slots: 8, limit: 8, running: 4, active: true, braking: true})
 		time.Sleep(30 * time.Second)
 		if got := l.BusySlots(); got != 3 {
 			t.Errorf("BusySlots = %v, want 3 (2 for 30 s, then 4 for 30 s)", got)
 		}
 		// A new window: 4 slots busy throughout, until the loop ends.
 		time.Sleep(15 * time.Second)
-		l.set(time.Now(), 8, 0, false)
+		l.set(time.Now(), loadState{slots: 8, limit: 1})
 		time.Sleep(45 * time.Second)
 		if got := l.BusySlots(); got != 1 {
 			t.Errorf("BusySlots = %v, want 1 (4 for 15 s of 60)", got)
 		}
-		if l.Slots() != 8 || l.Active() {
-			t.Errorf("Slots %d, Active %v; want 8, false", l.Slots(), l.Active())
+		if l.Slots() != 8 || l.Limit() != 1 || l.Active() {
+			t.Errorf("Slots %d, Limit %d, Active %v; want 8, 1, false", l.Slots(), l.Limit(), l.Active())
+		}
+		// Braking from 30 s to 75 s: 30 s in the first window (read above), 15 s since.
+		if got := l.BrakingSeconds(); got != 45 {
+			t.Errorf("BrakingSeconds = %v, want 45", got)
 		}
 		select {
 		case <-l.Changed():

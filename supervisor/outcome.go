@@ -42,6 +42,8 @@ type result struct {
 	OnReject        RejectAction
 	// FIFO: the queue is a FIFO queue, where retries happen in place.
 	FIFO bool
+	// Braking: the brake is on.
+	Braking bool
 }
 
 // action is what happens to the message.
@@ -79,6 +81,9 @@ type outcome struct {
 	// Attempted, with actHold: the run counts as one of the message's attempts (the worker
 	// did not ack it).
 	Attempted bool
+	// Probe, with actRetryInPlace: the message probes while the brake is on; with actHold, it
+	// is held behind a probe. Its runs do not count as attempts.
+	Probe bool
 }
 
 // outcomeFor is watchbot's outcome table, one decision per message and run. The README's
@@ -125,6 +130,7 @@ func outcomeFor(r result) outcome {
 	default:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker exited %d", r.ExitCode), WorkerError: true}
 	}
+
 	if o.Action == actDeadLetter {
 		o.DeadLetter = true
 		return o
@@ -141,7 +147,10 @@ func outcomeFor(r result) outcome {
 		}
 		return o
 	}
-	if r.FIFO && !handBack {
+	// Braking (and not the probe, which the runner keeps), a FIFO message is handed back
+	// with its group rather than retried in place, so it makes no more attempts while the
+	// dependency is down.
+	if r.FIFO && !handBack && !r.Braking {
 		o.Action = actRetryInPlace
 	}
 	return o
@@ -152,18 +161,21 @@ func outcomeFor(r result) outcome {
 // in the run do not leave it either, whatever the worker said of them (see behind). groups[i]
 // and outs[i] belong to the run's i-th message, in group order.
 func inGroupOrder(groups []string, outs []outcome) []outcome {
-	blocked := map[string]bool{} // group -> stopped by a retry in place (true) or a hand-back
+	blocked := map[string]outcome{} // group -> the outcome that stopped it
 	res := make([]outcome, len(outs))
 	for i, o := range outs {
 		g := groups[i]
-		inPlace, stopped := blocked[g]
-		if stopped {
-			res[i] = behind(inPlace, o)
+		if head, stopped := blocked[g]; stopped {
+			res[i] = behind(head.Action == actRetryInPlace || head.Action == actHold, o)
+			if head.Probe && res[i].Action == actHold {
+				// Behind a probe, as the probe itself: no attempt counted.
+				res[i].Attempted, res[i].Probe = false, true
+			}
 			continue
 		}
 		res[i] = o
 		if !o.Action.leavesGroup() {
-			blocked[g] = o.Action == actRetryInPlace || o.Action == actHold
+			blocked[g] = o
 		}
 	}
 	return res

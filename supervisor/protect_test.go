@@ -147,7 +147,7 @@ func startProtector(t *testing.T) *protectorRig {
 }
 
 func (r *protectorRig) busy(b bool) {
-	r.load.set(time.Now(), 4, 0, b)
+	r.load.set(time.Now(), loadState{slots: 4, limit: 4, active: b})
 	synctest.Wait()
 }
 

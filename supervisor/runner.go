@@ -39,6 +39,7 @@ type runner struct {
 
 	api     sqsAPI
 	acks    *acker
+	brake   *brake
 	metrics alarms.Recorder
 	log     *slog.Logger
 	random  func() float64
@@ -102,11 +103,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	}
 	ended(took)
 
-	for i := range jobs {
-		if !decided[i] {
-			outs[i] = outcomeFor(results[i])
-		}
-	}
+	r.judge(jobs, results, outs, decided)
 	if r.fifo {
 		groups := make([]string, len(jobs))
 		for i, j := range jobs {
@@ -138,6 +135,58 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	}
 	settling.Wait()
 	return disps
+}
+
+// judge decides the outcome of each message of a run not decided before, and tells the
+// brake how the run went: failures (non-zero exit, signal, timeout, spawn error) and
+// successes; the worker's own decisions (exit 3 and 4, result-file directives) are neither.
+// While braking, the first failed message becomes the probe, kept in place.
+func (r *runner) judge(jobs []*job, results []result, outs []outcome, decided []bool) {
+	now := time.Now()
+	var failed []int
+	succeeded := 0
+	for i := range jobs {
+		if decided[i] {
+			continue
+		}
+		outs[i] = outcomeFor(results[i])
+		switch {
+		case brakeFailure(results[i]):
+			failed = append(failed, i)
+		case outs[i].Success:
+			succeeded++
+		}
+	}
+	r.brake.observe(now, len(failed), succeeded)
+	braking := r.brake.braking()
+	for _, i := range failed {
+		if delay, ok := r.brake.probeFor(now, jobs[i]); ok {
+			// Its attempt is not counted, so the last-attempt rule does not apply.
+			first := results[i]
+			first.Attempt = 0
+			o := outcomeFor(first)
+			outs[i] = outcome{Action: actRetryInPlace, Delay: delay, Probe: true, WorkerError: o.WorkerError, SpawnError: o.SpawnError,
+				Reason: "braking: " + o.Reason}
+		} else if braking {
+			results[i].Braking = true
+			outs[i] = outcomeFor(results[i])
+		}
+	}
+}
+
+// brakeFailure reports whether a run failed as the brake counts failures: it ended badly
+// without the worker deciding the message's fate.
+func brakeFailure(res result) bool {
+	if res.Directive != nil {
+		return false
+	}
+	switch res.End {
+	case endSignaled, endTimedOut, endSpawnError:
+		return true
+	case endExited:
+		return res.ExitCode != 0 && res.ExitCode != exitReject && res.ExitCode != exitRelease
+	}
+	return false
 }
 
 // settleOrder splits a run's jobs (by index) into parts settled side by side, each part in
@@ -273,6 +322,11 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 	switch o.Action {
 	case actRetryInPlace:
 		delay := r.delay(o, j.attempt)
+		if o.Probe {
+			log.Info("probe failed: watchbot keeps the message, leased, and probes with it again; the run is not counted as an attempt",
+				"reason", o.Reason, "probe_in_seconds", sqsspec.Seconds(delay))
+			return disposition{keep: true, at: time.Now().Add(delay)}
+		}
 		log.Info("message will be retried in place: watchbot keeps it, and its group's later messages, leased",
 			"reason", o.Reason, "retry_in_seconds", sqsspec.Seconds(delay))
 		return disposition{keep: true, at: time.Now().Add(delay), attempt: true}

@@ -93,6 +93,10 @@ func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *schedu
 	return s
 }
 
+// limit sets how many runs may be under way at once (the brake lowers it); runs under way
+// beyond it go on.
+func (s *scheduler) limit(n int) { s.slots = n }
+
 // disposition is how a job left its run, as far as scheduling goes.
 type disposition struct {
 	// keep: the job stays held at its group's head (FIFO): retried in place, or held behind a

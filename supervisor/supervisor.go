@@ -73,6 +73,7 @@ type Supervisor struct {
 	leaser    *leaser
 	runner    *runner
 	load      *Load
+	brake     *brake
 	protector *protector // nil without Deps.Protection
 
 	// pollCtx carries the receives; it ends when the drain gives up.
@@ -129,7 +130,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random}
 	}
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
-	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
+	slots := cfg.Concurrency
+	if cfg.Once {
+		slots = 1
+	}
+	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
+	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
 	if err := s.check(ctx); err != nil {
 		return err
@@ -318,10 +324,7 @@ func (s *Supervisor) shutdown(stopHeartbeat context.CancelFunc, heartbeat, owned
 // messages were received.
 func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, answers <-chan []types.Message) int {
 	defer close(asks)
-	slots := s.cfg.Concurrency
-	if s.cfg.Once {
-		slots = 1
-	}
+	slots := s.brake.concurrency
 	sched := newScheduler(slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo)
 	var (
 		receiving, stopping bool
@@ -337,9 +340,11 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 	stop := func() { stopping, stopRequested = true, nil }
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	defer func() { s.load.set(time.Now(), slots, 0, false) }()
+	defer func() { s.load.set(time.Now(), loadState{slots: slots}) }()
 	for {
 		now := time.Now()
+		gate := s.brake.gate()
+		sched.limit(gate.limit)
 		if !stopping {
 			for _, run := range sched.next(now) {
 				s.startRun(jobsCtx, run)
@@ -362,8 +367,19 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			// full receives; not when the queue was empty last time (a long poll waits anyway),
 			// nor on a FIFO queue whose groups are deep: a receive then fills from one group,
 			// so waiting for more room would not bring more groups, only leave slots idle.
+			// Braking, one message is received to probe with, when the next probe is due, and
+			// none while a probe is held.
 			room := sched.room()
-			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || sched.deep()
+			if gate.braking {
+				room = min(room, 1)
+				if gate.hold || now.Before(gate.receiveAt) {
+					room = 0
+				}
+			}
+			if room == 0 {
+				gatherUntil = time.Time{} // nothing to gather for: no wake-up for it
+			}
+			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || sched.deep() || gate.braking
 			if room > 0 && !enough && gatherUntil.IsZero() {
 				gatherUntil = now.Add(s.cfg.ReceiveGather)
 			}
@@ -376,13 +392,16 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				receiving, gatherUntil = true, time.Time{}
 			}
 			wake = gatherUntil
+			if gate.braking && !gate.hold && now.Before(gate.receiveAt) {
+				wake = gate.receiveAt
+			}
 		}
 		if !stopping {
 			if w := sched.wake(); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 				wake = w
 			}
 		}
-		s.load.set(now, slots, sched.runs, !sched.empty())
+		s.load.set(now, loadState{slots: slots, limit: gate.limit, running: sched.runs, active: !sched.empty(), braking: gate.braking})
 		if wake.IsZero() {
 			timer.Stop()
 		} else {
@@ -402,6 +421,11 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			if !e.finished {
 				sched.ended(e.run, e.took)
 				continue
+			}
+			for i, j := range e.run {
+				if !e.disps[i].keep {
+					s.brake.left(time.Now(), j)
+				}
 			}
 			back := backNow(sched.finish(e.run, e.disps, time.Now()))
 			if stopping && receiving {
@@ -468,6 +492,7 @@ func (s *Supervisor) dropLost(sched *scheduler, j *job) {
 	if !found {
 		return // in a run: the run settles it by its cause
 	}
+	s.brake.left(time.Now(), j)
 	if errors.Is(j.stopped(), errLeaseLost) {
 		s.handBack([]giveBack{{j: j, lost: true}}, "lease lost")
 	} else {

@@ -46,6 +46,11 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
 			&cli.StringFlag{Name: "scale-in-protection", Value: protectAuto, Usage: "protect the ECS task from scale-in while messages are held: auto (on when " + ecsagent.EnvURI + " is set), on or off"},
 			durationFlag("scale-in-protection-idle", def.ProtectionIdle, "how long an idle task stays protected after its last message, so a busy queue's gaps make no calls"),
+			&cli.StringFlag{Name: "brake", Value: "on", Usage: "when nearly every run fails, probe with one message until one succeeds: on or off"},
+			&cli.Float64Flag{Name: "brake-threshold", Value: def.Brake.Threshold, Usage: "share of failed runs in the window that brakes (0..1]"},
+			&cli.IntFlag{Name: "brake-window", Value: def.Brake.Window, Usage: "how many of the latest runs (of the last 10 minutes) the brake judges"},
+			&cli.IntFlag{Name: "brake-min-runs", Value: def.Brake.MinRuns, Usage: "runs the window must hold before the brake judges it"},
+			durationFlag("brake-probe-max", def.Brake.ProbeMax, "longest interval between probes while braking (they start 2s apart and double)"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
@@ -69,6 +74,8 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			mcfg.Samplers = []alarms.Sampler{
 				{Metric: alarms.WorkerSlots, Sample: func() float64 { return float64(load.Slots()) }},
 				{Metric: alarms.BusySlots, Sample: load.BusySlots},
+				{Metric: alarms.ConcurrencyLimit, Sample: func() float64 { return float64(load.Limit()) }},
+				{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
 			}
 			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
 			awsCfg, err := awsenv.Load(c.Context, opts)
@@ -146,6 +153,15 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.LogBodies = c.Bool("log-bodies")
 	cfg.TempDir = c.String("temp-dir")
 	cfg.ProtectionIdle = durationOf(c, "scale-in-protection-idle")
+	switch c.String("brake") {
+	case "on":
+		cfg.Brake.Threshold, cfg.Brake.Window, cfg.Brake.MinRuns = c.Float64("brake-threshold"), c.Int("brake-window"), c.Int("brake-min-runs")
+		cfg.Brake.ProbeMax = durationOf(c, "brake-probe-max")
+	case "off":
+		cfg.Brake = supervisor.BrakeConfig{}
+	default:
+		return cfg, supervisor.ConfigError{Flag: "--brake", Msg: fmt.Sprintf("(%q) must be on or off", c.String("brake"))}
+	}
 	return cfg, cfg.Validate()
 }
 
