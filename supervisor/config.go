@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		AckTimeout:        15 * time.Second,
 		AckLinger:         20 * time.Millisecond,
 		ReceiveGather:     20 * time.Millisecond,
-		ProtectionIdle:    30 * time.Second,
+		ProtectionIdle:    10 * time.Second,
 		Brake:             DefaultBrake(),
 	}
 }

@@ -233,7 +233,9 @@ func TestScaleInSkipsProtectedTasks(t *testing.T) {
 		w := newTestWorld(t, load, Policy{Metrics: cloudformation.MetricsNone, Protection: protect, ProtectionIdle: ProtectionIdle}, nil)
 		w.tasks = []*task{busyTask(600), busyTask(), busyTask(15)}
 		w.tasks[1].lastBusy = math.MinInt32 // idle long since
-		for t := range 40 {
+		// Up to the end of the idle hold after the job that ends at 15 s (its last busy
+		// second is 14).
+		for t := range 14 + int(ProtectionIdle/time.Second) {
 			if err := w.step(t); err != nil {
 				panic(err)
 			}

@@ -14,8 +14,9 @@ type Comparison struct {
 	Idle    []Result
 }
 
-// IdleTimes are the --scale-in-protection-idle values the idle table compares.
-var IdleTimes = []time.Duration{0, 10 * time.Second, ProtectionIdle}
+// IdleTimes are the --scale-in-protection-idle values the idle table compares: none, listen's
+// default, and a longer hold.
+var IdleTimes = []time.Duration{0, ProtectionIdle, 3 * ProtectionIdle}
 
 // Compare runs every policy under every load.
 func Compare() (Comparison, error) {
