@@ -20,6 +20,10 @@ const (
 	DeadLetterQueue Subject = "dead-letter-queue"
 )
 
+// Braking is the name of the alarm on BrakingSeconds, which a stack without the brake leaves
+// out.
+const Braking = "Braking"
+
 // Namespaces other than watchbot's own (which is --metrics-namespace).
 const SQSNamespace = "AWS/SQS"
 
@@ -48,11 +52,13 @@ type Thresholds struct {
 	WorkerErrorsPerMinute int `json:"workerErrorsPerMinute"`
 	// OldestMessageAgeSeconds alarms when the oldest message has waited longer than this.
 	OldestMessageAgeSeconds int `json:"oldestMessageAgeSeconds"`
+	// BrakingMinutes alarms when a task has braked for this many minutes in a row.
+	BrakingMinutes int `json:"brakingMinutes"`
 }
 
 // DefaultThresholds are used when the operator sets none.
 func DefaultThresholds() Thresholds {
-	return Thresholds{WorkerErrorsPerMinute: 10, OldestMessageAgeSeconds: 3600}
+	return Thresholds{WorkerErrorsPerMinute: 10, OldestMessageAgeSeconds: 3600, BrakingMinutes: 10}
 }
 
 // Validate reports thresholds that would make an alarm meaningless.
@@ -62,6 +68,10 @@ func (t Thresholds) Validate() error {
 	}
 	if t.OldestMessageAgeSeconds < 60 || t.OldestMessageAgeSeconds > 14*24*3600 {
 		return fmt.Errorf("oldest-message-age threshold (%ds) must be between 60s and 14 days", t.OldestMessageAgeSeconds)
+	}
+	// CloudWatch evaluates at most a day of one-minute periods.
+	if t.BrakingMinutes < 1 || t.BrakingMinutes > 1440 {
+		return fmt.Errorf("braking threshold (%d minutes) must be between 1 minute and 1 day", t.BrakingMinutes)
 	}
 	return nil
 }
@@ -96,6 +106,15 @@ func Definitions(t Thresholds) []Definition {
 			Threshold: float64(t.OldestMessageAgeSeconds), Comparison: GreaterThanThreshold, TreatMissingData: "notBreaching",
 			Description: fmt.Sprintf("The oldest message has waited more than %ds for five minutes. Workers are not keeping up "+
 				"or are stuck: check the service's task count, autoscaling and WorkerErrors.", t.OldestMessageAgeSeconds),
+		},
+		{
+			Name: Braking, Metric: string(BrakingSeconds), Subject: WorkQueue,
+			Statistic: "Maximum", PeriodSeconds: 60, EvaluationPeriods: t.BrakingMinutes,
+			Threshold: 0, Comparison: GreaterThanThreshold, TreatMissingData: "notBreaching",
+			Description: fmt.Sprintf("A task has braked for %d minutes: nearly every worker run fails, as when a dependency "+
+				"of the worker is down. Messages wait in the queue and are not dead-lettered; one probe runs at a growing interval. "+
+				"Read the worker's log (probe failed lines) for the cause; when it is fixed the next probe succeeds and the "+
+				"service ramps back up by itself.", t.BrakingMinutes),
 		},
 	}
 }

@@ -332,6 +332,9 @@ func ListenArgs(o Options, queueURL any) []any {
 	if o.Metrics != MetricsNone {
 		args = append(args, "--metrics-namespace", o.MetricsNamespace)
 	}
+	if !o.Brake {
+		args = append(args, "--brake", "off")
+	}
 	// The rest only when they differ from listen's defaults, so a template says what it chose.
 	listen := supervisor.DefaultConfig()
 	if o.HeartbeatInterval != listen.HeartbeatInterval {
@@ -692,11 +695,12 @@ func (g *generator) visibleScaling() {
 func AlarmLogicalID(d alarms.Definition) string { return d.Name + "Alarm" }
 
 // RenderedAlarms returns the alarm definitions the template renders: all of them, except with
-// --metrics none those on watchbot's own metrics, which nothing would publish.
+// --metrics none those on watchbot's own metrics, which nothing would publish, and without the
+// brake the Braking alarm, which could never fire.
 func RenderedAlarms(o Options) []alarms.Definition {
 	var out []alarms.Definition
 	for _, d := range alarms.Definitions(o.Alarms) {
-		if d.Namespace == "" && o.Metrics == MetricsNone {
+		if d.Namespace == "" && o.Metrics == MetricsNone || d.Name == alarms.Braking && !o.Brake {
 			continue
 		}
 		out = append(out, d)

@@ -58,6 +58,7 @@ func examples(t *testing.T) []example {
 			o.Concurrency = 4
 			o.CPU, o.Memory = 1024, 4096
 			o.MinTasks, o.MaxTasks = 1, 20
+			o.Brake = false
 			return o
 		}},
 		{name: "cloudwatch", formats: []Format{JSON}, opts: func() Options {
@@ -68,7 +69,7 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			o.Environment = map[string]string{"LOG_LEVEL": "debug", "BUCKET": "example-inputs"}
 			o.ExtraStatements = extra
-			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 600}
+			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 600, BrakingMinutes: 15}
 			o.ShutdownTimeout, o.KillGrace = 90*time.Second, 20*time.Second
 			return o
 		}},
@@ -340,6 +341,9 @@ func TestTaskDefinition(t *testing.T) {
 			if o.Metrics != MetricsNone {
 				wantFlags["--metrics-namespace"] = o.MetricsNamespace
 			}
+			if !o.Brake {
+				wantFlags["--brake"] = "off"
+			}
 			if diff := cmp.Diff(wantFlags, flags); diff != "" {
 				t.Errorf("listen flags (-want +got):\n%s", diff)
 			}
@@ -591,6 +595,12 @@ func TestAlarmsAreTheDefinitions(t *testing.T) {
 				if d.Namespace == "" && o.Metrics == MetricsNone {
 					if ok {
 						t.Errorf("%s: rendered although --metrics none publishes nothing", d.Name)
+					}
+					continue
+				}
+				if d.Name == alarms.Braking && !o.Brake {
+					if ok {
+						t.Errorf("%s: rendered although listen runs with --brake off", d.Name)
 					}
 					continue
 				}

@@ -69,6 +69,8 @@ type Options struct {
 	ExtraStatements []Statement
 	// Alarms are the thresholds of the alarms in alarms.Definitions.
 	Alarms alarms.Thresholds
+	// Brake is listen's --brake; without it the Braking alarm is left out.
+	Brake bool
 	// LogRetentionDays is the log group's retention; one of LogRetentionDaysAllowed.
 	LogRetentionDays int
 	// ShutdownTimeout and KillGrace are listen's --shutdown-timeout and --kill-grace. The
@@ -111,6 +113,7 @@ func DefaultOptions() Options {
 		Metrics:             MetricsEMF,
 		MetricsNamespace:    "Watchbot",
 		Alarms:              alarms.DefaultThresholds(),
+		Brake:               true,
 		LogRetentionDays:    30,
 		ShutdownTimeout:     listen.ShutdownTimeout,
 		KillGrace:           listen.KillGrace,
@@ -259,7 +262,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if err := o.Alarms.Validate(); err != nil {
-		return fmt.Errorf("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold): %w", err)
+		return fmt.Errorf("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold): %w", err)
 	}
 	if !slices.Contains(LogRetentionDaysAllowed, o.LogRetentionDays) {
 		return fmt.Errorf("--log-retention-days (%d) must be one of CloudWatch Logs' periods: %s", o.LogRetentionDays, joinInts(LogRetentionDaysAllowed))

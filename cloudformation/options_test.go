@@ -88,7 +88,7 @@ func TestValidate(t *testing.T) {
 		{"volumes with concurrency", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work"}; o.Concurrency = 2 }, "--env Volumes (listen's --volumes): needs --concurrency 1"},
 		{"extra statement", func(o *Options) { o.ExtraStatements = []Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}}} }, "--extra-policy statement 1: one of Resource and NotResource is required"},
 		{"alarm threshold", func(o *Options) {
-			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: -1, OldestMessageAgeSeconds: 600}
+			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: -1, OldestMessageAgeSeconds: 600, BrakingMinutes: 10}
 		}, "--worker-errors-threshold"},
 		{"oldest age", func(o *Options) { o.Alarms.OldestMessageAgeSeconds = 30 }, "--oldest-message-age-threshold"},
 		{"log retention", func(o *Options) { o.LogRetentionDays = 2 }, "--log-retention-days (2) must be one of"},

@@ -21,17 +21,45 @@ func alarmsCommand() *cli.Command {
 			Name:  "list",
 			Usage: "print the alarm definitions: metric, statistic, period, threshold, missing-data treatment and what to do",
 			// A bad flag value is bad usage: exit 2, the message once, no help text.
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 				&cli.StringFlag{Name: "metrics", Value: alarms.ModeEMF, Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (then only the alarms on AWS/SQS metrics remain)"},
 				&cli.StringFlag{Name: "metrics-namespace", Value: "Watchbot", Usage: "CloudWatch `NAMESPACE` of watchbot's metrics, as given to listen and template"},
-				&cli.IntFlag{Name: "worker-errors-threshold", Value: d.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
-				withAliases(durationFlag("oldest-message-age-threshold", time.Duration(d.OldestMessageAgeSeconds)*time.Second,
-					"alarm when the oldest message has waited longer than this (1m..14 days)"), "oldest-message-age"),
-			},
+			}, thresholdFlags(d)...),
 			Action: listAlarms,
 		}},
 	}
+}
+
+// thresholdsFlags names the alarm threshold flags, for error messages.
+const thresholdsFlags = "alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold)"
+
+// thresholdFlags are the alarm thresholds, shared by `alarms list` and `template`.
+func thresholdFlags(d alarms.Thresholds) []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "worker-errors-threshold", Value: d.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
+		withAliases(durationFlag("oldest-message-age-threshold", time.Duration(d.OldestMessageAgeSeconds)*time.Second,
+			"alarm when the oldest message has waited longer than this (1m..14 days)"), "oldest-message-age"),
+		durationFlag("braking-threshold", time.Duration(d.BrakingMinutes)*time.Minute,
+			"alarm when a task has braked this long (whole minutes, 1m..24h)"),
+	}
+}
+
+// readThresholds reads thresholdFlags; Thresholds.Validate checks the ranges.
+func readThresholds(c *cli.Context) (alarms.Thresholds, error) {
+	age := durationOf(c, "oldest-message-age-threshold")
+	if age%time.Second != 0 {
+		return alarms.Thresholds{}, usagef("--oldest-message-age-threshold (%v) must be a whole number of seconds", age)
+	}
+	braking := durationOf(c, "braking-threshold")
+	if braking%time.Minute != 0 {
+		return alarms.Thresholds{}, usagef("--braking-threshold (%v) must be a whole number of minutes", braking)
+	}
+	return alarms.Thresholds{
+		WorkerErrorsPerMinute:   c.Int("worker-errors-threshold"),
+		OldestMessageAgeSeconds: int(age / time.Second),
+		BrakingMinutes:          int(braking / time.Minute),
+	}, nil
 }
 
 func withAliases(f *cli.GenericFlag, aliases ...string) *cli.GenericFlag {
@@ -50,16 +78,12 @@ func listAlarms(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("alarms list takes no arguments, got %q", c.Args().First())
 	}
-	age := durationOf(c, "oldest-message-age-threshold")
-	if age%time.Second != 0 {
-		return usagef("--oldest-message-age-threshold (%v) must be a whole number of seconds", age)
-	}
-	t := alarms.Thresholds{
-		WorkerErrorsPerMinute:   c.Int("worker-errors-threshold"),
-		OldestMessageAgeSeconds: int(age / time.Second),
+	t, err := readThresholds(c)
+	if err != nil {
+		return err
 	}
 	if err := t.Validate(); err != nil {
-		return usagef("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold): %w", err)
+		return usagef("%s: %w", thresholdsFlags, err)
 	}
 	mode := c.String("metrics")
 	switch mode {

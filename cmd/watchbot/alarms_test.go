@@ -11,7 +11,7 @@ import (
 )
 
 func TestAlarmsListTable(t *testing.T) {
-	code, out, errOut := runCLI(t, nil, "alarms", "list", "--worker-errors-threshold", "25", "--oldest-message-age", "15m")
+	code, out, errOut := runCLI(t, nil, "alarms", "list", "--worker-errors-threshold", "25", "--oldest-message-age", "15m", "--braking-threshold", "30m")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -26,11 +26,12 @@ func TestAlarmsListTable(t *testing.T) {
 		"DeadLetter            Watchbot   DeadLetter                     QueueName=<queue>  Sum        60s     1            >= 1       notBreaching",
 		"DeadLetterQueueDepth  Watchbot   DeadLetterQueueDepth           QueueName=<queue>  Maximum    60s     1            >= 1       notBreaching",
 		"OldestMessageAge      AWS/SQS    ApproximateAgeOfOldestMessage  QueueName=<queue>  Maximum    60s     5            > 900      notBreaching",
+		"Braking               Watchbot   BrakingSeconds                 QueueName=<queue>  Maximum    60s     30           > 0        notBreaching",
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
-	defs := alarms.Definitions(alarms.Thresholds{WorkerErrorsPerMinute: 25, OldestMessageAgeSeconds: 900})
+	defs := alarms.Definitions(alarms.Thresholds{WorkerErrorsPerMinute: 25, OldestMessageAgeSeconds: 900, BrakingMinutes: 30})
 	lines := strings.Split(strings.TrimSuffix(descriptions, "\n"), "\n")
 	if len(lines) != len(defs) {
 		t.Fatalf("%d description lines, want %d:\n%s", len(lines), len(defs), descriptions)
@@ -82,7 +83,9 @@ func TestAlarmsListBadInput(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"negative threshold", []string{"--worker-errors-threshold", "-1"}, "--worker-errors-threshold, --oldest-message-age-threshold): worker-errors threshold (-1) must not be negative"},
+		{"negative threshold", []string{"--worker-errors-threshold", "-1"}, "--oldest-message-age-threshold, --braking-threshold): worker-errors threshold (-1) must not be negative"},
+		{"braking in fractions of a minute", []string{"--braking-threshold", "90s"}, "--braking-threshold (1m30s) must be a whole number of minutes"},
+		{"braking over a day", []string{"--braking-threshold", "25h"}, "braking threshold (1500 minutes) must be between 1 minute and 1 day"},
 		{"age too short", []string{"--oldest-message-age", "10s"}, "oldest-message-age threshold (10s) must be between 60s and 14 days"},
 		{"age in fractions", []string{"--oldest-message-age-threshold", "90.5s"}, "--oldest-message-age-threshold (1m30.5s) must be a whole number of seconds"},
 		{"age not a duration", []string{"--oldest-message-age", "soon"}, `"soon" is not a duration`},

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -46,12 +45,11 @@ func templateCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-namespace", Value: d.MetricsNamespace, Usage: "CloudWatch `NAMESPACE` of watchbot's metrics and alarms"},
 			&cli.StringSliceFlag{Name: "env", Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
 			&cli.StringFlag{Name: "extra-policy", Usage: "JSON `FILE` of IAM statements added to the task role (a policy document, an array of statements, or one)"},
-			&cli.IntFlag{Name: "worker-errors-threshold", Value: d.Alarms.WorkerErrorsPerMinute, Usage: "alarm when more worker runs than this fail in a minute"},
-			durationFlag("oldest-message-age-threshold", time.Duration(d.Alarms.OldestMessageAgeSeconds)*time.Second, "alarm when the oldest message has waited longer than this (1m..14 days)"),
+			&cli.StringFlag{Name: "brake", Value: "on", Usage: "listen's --brake: on, or off for a worker expected to fail nearly every message (leaves out the Braking alarm)"},
 			&cli.IntFlag{Name: "log-retention-days", Value: d.LogRetentionDays, Usage: "log group retention in `DAYS` (a CloudWatch Logs period: 1, 3, 5, 7, 14, 30, 60, 90, ...)"},
 			durationFlag("shutdown-timeout", d.ShutdownTimeout, "listen's drain window after SIGTERM; with --kill-grace + 5s it sets the container's StopTimeout (at most 120s)"),
 			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
-		}, tuningFlags(supervisor.DefaultConfig(), false)...),
+		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
 			if err != nil {
@@ -109,12 +107,17 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		}
 	}
 	o.MetricsNamespace = c.String("metrics-namespace")
-	o.Alarms.WorkerErrorsPerMinute = c.Int("worker-errors-threshold")
-	age := durationOf(c, "oldest-message-age-threshold")
-	if age%time.Second != 0 {
-		return o, usagef("--oldest-message-age-threshold (%v) must be a whole number of seconds", age)
+	alarmThresholds, err := readThresholds(c)
+	if err != nil {
+		return o, err
 	}
-	o.Alarms.OldestMessageAgeSeconds = int(age / time.Second)
+	o.Alarms = alarmThresholds
+	switch c.String("brake") {
+	case "on", "off":
+		o.Brake = c.String("brake") == "on"
+	default:
+		return o, usagef("--brake (%q) must be on or off", c.String("brake"))
+	}
 	o.LogRetentionDays = c.Int("log-retention-days")
 	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	o.KillGrace = durationOf(c, "kill-grace")

@@ -60,6 +60,7 @@ func TestTemplatesStartListen(t *testing.T) {
 				c.MaxAttempts, c.ShutdownTimeout, c.KillGrace = 10, 90*time.Second, 25*time.Second
 			}},
 		{"no metrics", []string{"--metrics", "none"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"no brake", []string{"--brake", "off"}, func(c *supervisor.Config) { c.MaxAttempts, c.Brake = 10, supervisor.BrakeConfig{} }},
 		{"Watchbot's environment", []string{"--env", "Volumes=/scratch", "--env", "maxJobDuration=300", "--env", "structuredLogging=false", "--env", "TMPDIR=/work"},
 			func(c *supervisor.Config) {
 				c.MaxAttempts, c.Volumes, c.MaxJobDuration = 10, []string{"/scratch"}, 5*time.Minute
@@ -67,7 +68,7 @@ func TestTemplatesStartListen(t *testing.T) {
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
 			"--target-latency", "15m", "--expected-job-duration", "2m",
-			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--log-retention-days", "7", "--extra-policy", policy,
+			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--braking-threshold", "20m", "--log-retention-days", "7", "--extra-policy", policy,
 			"--format", "yaml", "--output", filepath.Join(dir, "stack.yaml")},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 	}

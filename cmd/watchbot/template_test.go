@@ -64,7 +64,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--metrics", "cloudwatch", "--metrics-namespace", "Orders",
 		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b",
 		"--extra-policy", policy,
-		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m",
+		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m", "--braking-threshold", "5m", "--brake", "off",
 		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s",
 		"--", "sh", "-c", "exec /app/orders",
 	)
@@ -79,7 +79,8 @@ func TestTemplateFlags(t *testing.T) {
 	o.Metrics, o.MetricsNamespace = cloudformation.MetricsCloudWatch, "Orders"
 	o.Environment = map[string]string{"LOG_LEVEL": "debug", "DSN": "postgres://db/x?a=b"}
 	o.ExtraStatements = []cloudformation.Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: []any{"arn:aws:s3:::inputs/*"}}}
-	o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 900}
+	o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 900, BrakingMinutes: 5}
+	o.Brake = false
 	o.LogRetentionDays, o.ShutdownTimeout, o.KillGrace = 90, time.Minute, 10*time.Second
 	o.Command = []string{"sh", "-c", "exec /app/orders"}
 	got, err := os.ReadFile(out)
