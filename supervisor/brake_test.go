@@ -270,9 +270,9 @@ func brakeOutage(t *testing.T, o rigOptions) {
 			t.Errorf("%d messages dead-lettered, want at most %d", dead, most)
 		}
 		// Braking within the first runs, then probes at 2, 4, 8, 16, 30 s ... for 10 minutes:
-		// about 25 probe runs, each of one message (a batch: the probe and what its group
-		// holds behind it, up to a batch).
-		if most := r.cfg.Brake.MinRuns + 2*o.concurrency*o.batchSize + 25*o.batchSize; during > most {
+		// about 25 probe runs (a new probe message after every 5), each of one message (a
+		// batch: the probe and what its group holds behind it, up to a batch).
+		if most := r.cfg.Brake.MinRuns + 2*o.concurrency*o.batchSize + 30*o.batchSize; during > most {
 			t.Errorf("%d messages run during the outage, want at most %d", during, most)
 		}
 		for _, c := range r.runs {

@@ -135,7 +135,8 @@ type protectorRig struct {
 
 func startProtector(t *testing.T) *protectorRig {
 	t.Helper()
-	cfg := DefaultConfig() // lease 3m: expiry 4m, idle hold 30s
+	cfg := DefaultConfig() // lease 3m: expiry 4m
+	cfg.ProtectionIdle = 30 * time.Second
 	r := &protectorRig{api: &fakeProtection{start: time.Now()}, load: NewLoad(), metrics: &countingRecorder{}, logs: &testenv.Buffer{}}
 	p := &protector{api: r.api, load: r.load, policy: newProtectionPolicy(cfg), metrics: r.metrics,
 		log: slog.New(slog.NewTextHandler(r.logs, nil)), random: func() float64 { return 0.5 }}
