@@ -29,3 +29,22 @@ func TestDocumentedMetrics(t *testing.T) {
 		t.Fatal("no document holds the metrics table")
 	}
 }
+
+// TestDocumentedPrometheusMetrics keeps docs/metrics.md's Prometheus table equal to
+// PrometheusMetrics.
+func TestDocumentedPrometheusMetrics(t *testing.T) {
+	text, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range PrometheusMetrics {
+		cw := "—"
+		if m.Metric != "" {
+			cw = "`" + string(m.Metric) + "`"
+		}
+		row := fmt.Sprintf("| `%s` | %s | %s | %s |", m.Name, m.Type, cw, m.Help)
+		if !strings.Contains(string(text), row) {
+			t.Errorf("docs/metrics.md lacks the row\n%s", row)
+		}
+	}
+}

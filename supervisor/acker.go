@@ -48,6 +48,7 @@ type acker struct {
 	urgentLinger time.Duration
 	timeout      time.Duration
 
+	health    *Health // told of each call, so a hung one shows
 	in        chan ackOp
 	flights   sync.WaitGroup // batch calls under way
 	stopped   chan struct{}
@@ -150,6 +151,9 @@ func (a *acker) close() {
 func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
+	if a.health != nil {
+		defer a.health.ackEnded(a.health.ackStarted(time.Now()))
+	}
 	if len(ops) == 1 {
 		ops[0].done <- a.sendOne(ctx, ops[0])
 		return

@@ -89,6 +89,9 @@ type Config struct {
 	ProtectionIdle time.Duration
 	// Brake limits concurrency to a probe when nearly every run fails (--brake-*).
 	Brake BrakeConfig
+	// HealthGrace is how long receives may fail without a break before Health reports
+	// watchbot unhealthy (--health-grace).
+	HealthGrace time.Duration
 }
 
 // DefaultConfig returns listen's defaults, as the README's flag table lists them.
@@ -107,6 +110,7 @@ func DefaultConfig() Config {
 		ReceiveGather:     20 * time.Millisecond,
 		ProtectionIdle:    10 * time.Second,
 		Brake:             DefaultBrake(),
+		HealthGrace:       time.Minute,
 	}
 }
 
@@ -158,6 +162,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetryDelay < 0 || c.RetryDelay > sqsspec.MaxInFlight {
 		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
+	}
+	if c.HealthGrace < time.Second || c.HealthGrace > time.Hour {
+		return bad("--health-grace", "(%v) must be between 1s and 1h", c.HealthGrace)
 	}
 	if c.ProtectionIdle < 0 || c.ProtectionIdle > MaxProtectionIdle {
 		return bad("--scale-in-protection-idle", "(%v) must be between 0 and %v", c.ProtectionIdle, MaxProtectionIdle)

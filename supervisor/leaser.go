@@ -148,6 +148,8 @@ type leaser struct {
 	// release is called from the heartbeat for a job that must stop but runs in no worker
 	// of its own; the loop hands it back if it is still held.
 	release func(*job)
+	// health, when set, is told of each heartbeat.
+	health *Health
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -217,7 +219,11 @@ func (l *leaser) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if l.renew(l.list()) {
+		retry := l.renew(l.list())
+		if l.health != nil {
+			l.health.beat(time.Now())
+		}
+		if retry {
 			t.Reset(min(l.interval, renewRetry))
 		} else {
 			t.Reset(l.interval)

@@ -34,6 +34,7 @@ type loadState struct {
 	slots   int  // worker slots: --concurrency (1 with --once)
 	limit   int  // runs allowed at once now: slots, less while the brake is on
 	running int  // runs under way
+	held    int  // messages held: running, or waiting for a slot, a batch or their group
 	active  bool // holds or runs any message
 	braking bool
 }
@@ -83,6 +84,27 @@ func (l *Load) BusySlots() float64 {
 		return float64(l.running)
 	}
 	return busy / elapsed
+}
+
+// Running returns the worker runs under way.
+func (l *Load) Running() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.running
+}
+
+// Held returns the messages held: running, or waiting for a slot, a batch or their group.
+func (l *Load) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// Braking reports whether the brake is on.
+func (l *Load) Braking() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.braking
 }
 
 // Limit returns the runs allowed at once now: the slots, or fewer while the brake is on.

@@ -51,7 +51,9 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 		var msgs []types.Message
 		for {
 			var err error
+			s.health.receiveStarted(time.Now())
 			msgs, err = s.receive(s.pollCtx, ask, attemptID)
+			s.health.receiveEnded(time.Now(), err)
 			if err == nil {
 				if failures > 0 {
 					s.log.Info("receive recovered", "after_failures", failures)

@@ -50,6 +50,9 @@ type Deps struct {
 	// Load, when set, is kept up to date with the supervisor's slots and busy slots, for the
 	// metrics gauges; nil keeps a private one.
 	Load *Load
+	// Health, when set, is kept up to date with whether the supervisor makes progress and
+	// takes work, for health and readiness endpoints; nil keeps a private one.
+	Health *Health
 	// Protection, when set, is the ECS agent's task scale-in protection endpoint: the task
 	// is protected while watchbot holds messages and for cfg.ProtectionIdle after, and the
 	// protection is dropped once a stop's drain has finished.
@@ -73,6 +76,7 @@ type Supervisor struct {
 	leaser    *leaser
 	runner    *runner
 	load      *Load
+	health    *Health
 	brake     *brake
 	protector *protector // nil without Deps.Protection
 
@@ -123,13 +127,17 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if deps.Load == nil {
 		deps.Load = NewLoad()
 	}
-	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random, load: deps.Load,
+	if deps.Health == nil {
+		deps.Health = NewHealth()
+	}
+	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random, load: deps.Load, health: deps.Health,
 		events: make(chan runEvent), lost: make(chan *job), loopDone: make(chan struct{})}
 	if deps.Protection != nil {
 		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
 			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random}
 	}
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
+	s.acks.health = s.health
 	slots := cfg.Concurrency
 	if cfg.Once {
 		slots = 1
@@ -137,6 +145,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
 	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
+	s.leaser.health = s.health
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -154,6 +163,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		s.log.Info("ECS task scale-in protection: on while messages are held", "idle_hold", cfg.ProtectionIdle.String(),
 			"expires_in", s.protector.policy.expiry.String())
 	}
+	s.health.start(cfg, s.leaser.interval)
 	return s.run(ctx, deps.Abort)
 }
 
@@ -337,7 +347,10 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		later []giveBack
 	)
 	stopRequested := ctx.Done()
-	stop := func() { stopping, stopRequested = true, nil }
+	stop := func() {
+		stopping, stopRequested = true, nil
+		s.health.drain()
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: slots}) }()
@@ -401,7 +414,8 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				wake = w
 			}
 		}
-		s.load.set(now, loadState{slots: slots, limit: gate.limit, running: sched.runs, active: !sched.empty(), braking: gate.braking})
+		s.load.set(now, loadState{slots: slots, limit: gate.limit, running: sched.runs,
+			held: sched.held + sched.runMsgs, active: !sched.empty(), braking: gate.braking})
 		if wake.IsZero() {
 			timer.Stop()
 		} else {

@@ -51,6 +51,8 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.IntFlag{Name: "brake-window", Value: def.Brake.Window, Usage: "how many of the latest runs (of the last 10 minutes) the brake judges"},
 			&cli.IntFlag{Name: "brake-min-runs", Value: def.Brake.MinRuns, Usage: "runs the window must hold before the brake judges it"},
 			durationFlag("brake-probe-max", def.Brake.ProbeMax, "longest interval between probes while braking (they start 2s apart and double)"),
+			&cli.StringFlag{Name: "http-addr", Usage: "serve /healthz, /readyz and Prometheus /metrics on this `ADDR` (e.g. 127.0.0.1:9090 or :9090)", EnvVars: []string{"WATCHBOT_HTTP_ADDR"}, DefaultText: "off"},
+			durationFlag("health-grace", def.HealthGrace, "how long receives may fail without a break before /healthz reports unhealthy"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
@@ -77,6 +79,21 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				{Metric: alarms.ConcurrencyLimit, Sample: func() float64 { return float64(load.Limit()) }},
 				{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
 			}
+			health := supervisor.NewHealth()
+			var prom alarms.Recorder
+			if addr := c.String("http-addr"); addr != "" {
+				reg, rec, err := prometheusRegistry(queueattr.NameFromURL(cfg.QueueURL), load, health)
+				if err != nil {
+					return err
+				}
+				srv, err := startStatusServer(addr, health, reg, log)
+				if err != nil {
+					return err
+				}
+				// Deferred first, so it stops last: after the drain and the final flush.
+				defer srv.stop()
+				prom = rec
+			}
 			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
 			awsCfg, err := awsenv.Load(c.Context, opts)
 			if err != nil {
@@ -89,8 +106,11 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			}
 			// Stopped after the drain, so the last flush counts the last jobs.
 			defer stopMetrics()
+			if prom != nil {
+				metrics = alarms.Tee(metrics, prom)
+			}
 			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort,
-				Load: load, Protection: protection})
+				Load: load, Health: health, Protection: protection})
 		},
 	}
 }
@@ -153,6 +173,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.LogBodies = c.Bool("log-bodies")
 	cfg.TempDir = c.String("temp-dir")
 	cfg.ProtectionIdle = durationOf(c, "scale-in-protection-idle")
+	cfg.HealthGrace = durationOf(c, "health-grace")
 	switch c.String("brake") {
 	case "on":
 		cfg.Brake.Threshold, cfg.Brake.Window, cfg.Brake.MinRuns = c.Float64("brake-threshold"), c.Int("brake-window"), c.Int("brake-min-runs")

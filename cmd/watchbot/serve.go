@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// statusServer serves listen's /healthz, /readyz and /metrics (--http-addr).
+type statusServer struct {
+	srv  *http.Server
+	addr net.Addr
+	wg   sync.WaitGroup
+}
+
+// httpStopTimeout bounds the server's shutdown after the drain.
+const httpStopTimeout = 2 * time.Second
+
+// startStatusServer binds addr and serves the health and readiness of health, and the metrics
+// of reg, until stop. A bind failure is a usage error naming --http-addr.
+func startStatusServer(addr string, health *supervisor.Health, reg *prometheus.Registry, log *slog.Logger) (*statusServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--http-addr (%q): %w", addr, err)}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ok, reason := health.Check(time.Now())
+		writeStatus(w, ok, "ok", "unhealthy", reason)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, reason := health.Ready()
+		writeStatus(w, ok, "ready", "not ready", reason)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	s := &statusServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr()}
+	s.wg.Go(func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health and metrics server stopped", "error", err)
+		}
+	})
+	log.Info("serving /healthz, /readyz and /metrics", "http_addr", ln.Addr().String())
+	return s, nil
+}
+
+// stop shuts the server down, letting requests under way finish for a moment.
+func (s *statusServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	s.wg.Wait()
+}
+
+// writeStatus answers 200 or 503 with a one-line JSON body.
+func writeStatus(w http.ResponseWriter, ok bool, good, bad, reason string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	body := map[string]string{"status": good}
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		body = map[string]string{"status": bad, "reason": reason}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// prometheusRegistry builds the registry /metrics serves: the Go and process collectors,
+// watchbot's counters and histograms (returned, to record into), and the gauges read from
+// the supervisor's load and health. Every series carries the queue's name.
+func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.Health) (*prometheus.Registry, *alarms.Prometheus, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	labels := prometheus.Labels{"queue": queue}
+	rec, err := alarms.NewPrometheus(reg, labels)
+	if err != nil {
+		return nil, nil, err
+	}
+	gauges := map[string]func() float64{
+		"watchbot_worker_slots":      func() float64 { return float64(load.Slots()) },
+		"watchbot_concurrency_limit": func() float64 { return float64(load.Limit()) },
+		"watchbot_running_jobs":      func() float64 { return float64(load.Running()) },
+		"watchbot_held_messages":     func() float64 { return float64(load.Held()) },
+		"watchbot_braking":           func() float64 { return boolGauge(load.Braking()) },
+		"watchbot_last_receive_timestamp_seconds": func() float64 {
+			if t := health.LastReceive(); !t.IsZero() {
+				return float64(t.UnixNano()) / 1e9
+			}
+			return 0
+		},
+	}
+	for _, m := range alarms.PrometheusMetrics {
+		if m.Type != "gauge" {
+			continue
+		}
+		f, ok := gauges[m.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("prometheus gauge %s has no source", m.Name)
+		}
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.Name, Help: m.Help, ConstLabels: labels}, f))
+	}
+	return reg, rec, nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package supervisor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHealth(t *testing.T) {
+	cfg := DefaultConfig() // wait 20s, grace 1m, ack timeout 15s
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	started := func() *Health {
+		h := NewHealth()
+		h.start(cfg, 90*time.Second)
+		h.beat(t0)
+		return h
+	}
+	for _, tc := range []struct {
+		name   string
+		setup  func(h *Health)
+		now    time.Time
+		reason string // "" for healthy
+	}{
+		{name: "idle between receives", setup: func(h *Health) {}, now: at(time.Minute)},
+		{name: "long-polling", setup: func(h *Health) { h.receiveStarted(t0) }, now: at(45 * time.Second)},
+		{name: "a receive hung past the poll and the stall", setup: func(h *Health) { h.receiveStarted(t0) }, now: at(51 * time.Second),
+			reason: "a receive has been under way for 51s (the long poll is 20s)"},
+		{name: "receives failing within the grace", setup: func(h *Health) { h.receiveEnded(t0, errors.New("connection refused")) }, now: at(time.Minute)},
+		{name: "receives failing past the grace", setup: func(h *Health) { h.receiveEnded(t0, errors.New("connection refused")) }, now: at(61 * time.Second),
+			reason: "receives have failed for 1m1s: connection refused"},
+		{name: "a success ends the failing", setup: func(h *Health) {
+			h.receiveEnded(t0, errors.New("refused"))
+			h.receiveEnded(at(50*time.Second), nil)
+		}, now: at(2 * time.Minute)},
+		{name: "an ack call within its timeout", setup: func(h *Health) { h.ackStarted(t0) }, now: at(40 * time.Second)},
+		{name: "an ack call hung", setup: func(h *Health) { h.ackStarted(t0) }, now: at(46 * time.Second),
+			reason: "an acknowledgement call has been under way for 46s (its timeout is 15s)"},
+		{name: "an ack call ended", setup: func(h *Health) { h.ackEnded(h.ackStarted(t0)) }, now: at(time.Hour), reason: "heartbeat"},
+		{name: "the heartbeat stopped", setup: func(h *Health) {}, now: at(211 * time.Second),
+			reason: "the lease heartbeat has not run for 3m31s (every 1m30s)"},
+		{name: "draining: the heartbeat may stop", setup: func(h *Health) { h.drain() }, now: at(time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := started()
+			tc.setup(h)
+			ok, reason := h.Check(tc.now)
+			if ok != (tc.reason == "") || !strings.Contains(reason, tc.reason) {
+				t.Errorf("Check = %v %q, want reason %q", ok, reason, tc.reason)
+			}
+		})
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	h := NewHealth()
+	if ok, why := h.Ready(); ok || why != "startup checks under way" {
+		t.Errorf("before start: %v %q", ok, why)
+	}
+	if ok, _ := h.Check(time.Now()); !ok {
+		t.Error("unhealthy before start: the startup checks may take a while")
+	}
+	h.start(DefaultConfig(), time.Minute)
+	if ok, _ := h.Ready(); !ok {
+		t.Error("not ready after start")
+	}
+	h.drain()
+	if ok, why := h.Ready(); ok || why != "draining: a stop was requested" {
+		t.Errorf("draining: %v %q", ok, why)
+	}
+}
