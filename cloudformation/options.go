@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,6 +120,24 @@ func DefaultOptions() Options {
 		ShutdownTimeout:     listen.ShutdownTimeout,
 		KillGrace:           listen.KillGrace,
 	}
+}
+
+// DefaultHTTPAddr is where `watchbot health` asks by default: a container's health check
+// runs inside the container, so listen's --http-addr on the loopback serves it and exposes
+// nothing.
+const DefaultHTTPAddr = "127.0.0.1:9090"
+
+// SplitHTTPAddr splits a --http-addr into its host (empty for every interface) and its port,
+// which must be a number from 1 to 65535.
+func SplitHTTPAddr(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("--http-addr (%q) must be HOST:PORT, e.g. %s or :9090", addr, DefaultHTTPAddr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("--http-addr (%q): the port must be a number from 1 to 65535", addr)
+	}
+	return host, port, nil
 }
 
 // Limits of SQS, ECS and CloudWatch Logs the options must respect.

@@ -75,6 +75,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			listenCommand(abort),
 			alarmsCommand(),
 			deadLetterCommand(),
+			healthCommand(),
 			sendCommand(),
 			statusCommand(),
 			templateCommand(),
