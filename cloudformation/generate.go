@@ -328,6 +328,8 @@ func ListenArgs(o Options, queueURL any) []any {
 		// The stack's scale-in stops only unprotected tasks, and the task role allows the
 		// agent's calls: on, rather than listen's auto, refuses to run without the agent.
 		"--scale-in-protection", "on",
+		// Where the container's health check asks /healthz.
+		"--http-addr", o.HTTPAddr,
 	}
 	if o.Metrics != MetricsNone {
 		args = append(args, "--metrics-namespace", o.MetricsNamespace)
@@ -397,6 +399,7 @@ func (g *generator) task() {
 			ReadonlyRootFilesystem: true,
 			MountPoints:            []MountPoint{{SourceVolume: scratchVolume, ContainerPath: ScratchPath, ReadOnly: false}},
 			StopTimeout:            seconds(g.o.StopTimeout()),
+			HealthCheck:            healthCheck(g.o.HTTPAddr),
 			LogConfiguration: &LogConfiguration{LogDriver: "awslogs", Options: map[string]any{
 				"awslogs-group":         Ref(ResLogGroup),
 				"awslogs-region":        Ref("AWS::Region"),
@@ -407,6 +410,45 @@ func (g *generator) task() {
 			}},
 		}},
 	}})
+}
+
+// The container's health check runs `watchbot health`, which asks listen's /healthz. ECS
+// allows an interval of 5 to 300 s, a timeout of 2 to 60 s, 1 to 10 retries and a start
+// period of 0 to 300 s, and stops and replaces a service's task whose essential container
+// turns unhealthy (Amazon ECS API Reference, "HealthCheck"; AWS CloudFormation User Guide,
+// "AWS::ECS::TaskDefinition HealthCheck"). A replaced task drains, and cuts the jobs that
+// outlast --shutdown-timeout, so a false alarm costs work: listen's /healthz answers 200
+// during the startup checks and through the 20 s long poll, and reports unhealthy only when
+// watchbot has been stuck for tens of seconds (a receive 30 s past its long poll, receives
+// failing for --health-grace, a stalled ack or heartbeat). These values only keep a hiccup
+// of the check itself from counting.
+const (
+	// HealthCheckInterval: a deployment counts a new task toward the minimum healthy percent
+	// once its health check has passed (Amazon ECS API Reference, "DeploymentConfiguration",
+	// minimumHealthyPercent), and the first check runs one interval after the container
+	// starts; 15 s keeps that wait short, for one short-lived process every 15 s.
+	HealthCheckInterval = 15 * time.Second
+	// HealthCheckTimeout leaves `watchbot health` its own 3 s to give up and say why, plus
+	// 2 s to start on a task whose workers hold the CPU.
+	HealthCheckTimeout = 5 * time.Second
+	// HealthCheckRetries: three failures in a row, 45 s on top of listen's own judgement,
+	// before ECS replaces the task; one slow check never does.
+	HealthCheckRetries = 3
+	// HealthCheckStartPeriod covers the container's start until listen binds --http-addr:
+	// failures before then do not count. listen binds before its startup checks, which
+	// answer 200 (alive, not ready), so a long start period is not needed.
+	HealthCheckStartPeriod = 30 * time.Second
+)
+
+// healthCheck is the container's health check, asking the listen that serves addr.
+func healthCheck(addr string) *HealthCheck {
+	return &HealthCheck{
+		Command:     []string{"CMD", WatchbotPath, "health", "--http-addr", addr},
+		Interval:    seconds(HealthCheckInterval),
+		Timeout:     seconds(HealthCheckTimeout),
+		Retries:     HealthCheckRetries,
+		StartPeriod: seconds(HealthCheckStartPeriod),
+	}
 }
 
 func (g *generator) service() {

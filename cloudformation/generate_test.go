@@ -71,6 +71,7 @@ func examples(t *testing.T) []example {
 			o.ExtraStatements = extra
 			o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 600, BrakingMinutes: 15}
 			o.ShutdownTimeout, o.KillGrace = 90*time.Second, 20*time.Second
+			o.HTTPAddr = ":9464" // every interface, for a Prometheus outside the task
 			return o
 		}},
 		{name: "no-metrics", formats: []Format{JSON}, opts: func() Options {
@@ -337,6 +338,7 @@ func TestTaskDefinition(t *testing.T) {
 				"--kill-grace":          strconv.Itoa(int(o.KillGrace/time.Second)) + "s",
 				"--metrics":             string(o.Metrics),
 				"--scale-in-protection": "on",
+				"--http-addr":           o.HTTPAddr,
 			}
 			if o.Metrics != MetricsNone {
 				wantFlags["--metrics-namespace"] = o.MetricsNamespace
@@ -346,6 +348,19 @@ func TestTaskDefinition(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantFlags, flags); diff != "" {
 				t.Errorf("listen flags (-want +got):\n%s", diff)
+			}
+			// The health check asks the address listen serves, within ECS's limits, and each
+			// check ends before the next is due.
+			hc := c.HealthCheck
+			if hc == nil {
+				t.Fatal("no health check")
+			}
+			if want := []string{"CMD", WatchbotPath, "health", "--http-addr", o.HTTPAddr}; !slices.Equal(hc.Command, want) {
+				t.Errorf("health check command %q, want %q", hc.Command, want)
+			}
+			if hc.Interval < 5 || hc.Interval > 300 || hc.Timeout < 2 || hc.Timeout > 60 || hc.Retries < 1 || hc.Retries > 10 ||
+				hc.StartPeriod < 0 || hc.StartPeriod > 300 || hc.Timeout >= hc.Interval {
+				t.Errorf("health check %+v outside ECS's limits, or a check outlasting its interval", *hc)
 			}
 			// watchbot drains and escalates inside the stop timeout, with time left to release.
 			if got, budget := time.Duration(c.StopTimeout)*time.Second, o.ShutdownTimeout+o.KillGrace; got < budget+StopMargin || got > MaxStopTimeout {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -87,6 +88,9 @@ type Options struct {
 	BatchWindow time.Duration
 	// Backoff is listen's --backoff-base, --backoff-min, --backoff-max and --backoff-jitter.
 	Backoff backoff.Exponential
+	// HTTPAddr is listen's --http-addr, where the container's health check (`watchbot health`)
+	// asks /healthz: HOST:PORT with a loopback or unspecified IP host (see CheckHTTPAddr).
+	HTTPAddr string
 }
 
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
@@ -119,12 +123,12 @@ func DefaultOptions() Options {
 		LogRetentionDays:    30,
 		ShutdownTimeout:     listen.ShutdownTimeout,
 		KillGrace:           listen.KillGrace,
+		HTTPAddr:            DefaultHTTPAddr,
 	}
 }
 
-// DefaultHTTPAddr is where `watchbot health` asks by default: a container's health check
-// runs inside the container, so listen's --http-addr on the loopback serves it and exposes
-// nothing.
+// DefaultHTTPAddr is the stack's --http-addr, and `watchbot health`'s default: the health
+// check runs inside the container, so the loopback serves it and exposes nothing.
 const DefaultHTTPAddr = "127.0.0.1:9090"
 
 // SplitHTTPAddr splits a --http-addr into its host (empty for every interface) and its port,
@@ -138,6 +142,23 @@ func SplitHTTPAddr(addr string) (host, port string, err error) {
 		return "", "", fmt.Errorf("--http-addr (%q): the port must be a number from 1 to 65535", addr)
 	}
 	return host, port, nil
+}
+
+// CheckHTTPAddr checks a --http-addr for the stack: HOST:PORT, the host a loopback IP, or
+// empty, 0.0.0.0 or :: for every interface (for a scraper outside the task). Any other
+// address is the task's own, which is not known when the template is generated.
+func CheckHTTPAddr(addr string) error {
+	host, _, err := SplitHTTPAddr(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() && !ip.IsUnspecified() {
+		return fmt.Errorf("--http-addr (%q): the host must be a loopback IP (127.0.0.1, ::1) or empty, 0.0.0.0 or :: for every interface", addr)
+	}
+	return nil
 }
 
 // Limits of SQS, ECS and CloudWatch Logs the options must respect.
@@ -292,6 +313,9 @@ func (o Options) Validate() error {
 	}
 	if o.KillGrace < 0 || o.KillGrace%time.Second != 0 {
 		return fmt.Errorf("--kill-grace (%v) must be a whole, non-negative number of seconds", o.KillGrace)
+	}
+	if err := CheckHTTPAddr(o.HTTPAddr); err != nil {
+		return err
 	}
 	if stop := o.StopTimeout(); stop > MaxStopTimeout {
 		return fmt.Errorf("--shutdown-timeout (%v) + --kill-grace (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",

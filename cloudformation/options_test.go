@@ -96,6 +96,18 @@ func TestValidate(t *testing.T) {
 		{"shutdown fraction", func(o *Options) { o.ShutdownTimeout = 1500 * time.Millisecond }, "--shutdown-timeout (1.5s)"},
 		{"stop timeout too long", func(o *Options) { o.ShutdownTimeout, o.KillGrace = 100*time.Second, 16*time.Second }, "must fit in Fargate's longest stop timeout (2m0s)"},
 		{"stop timeout longest", func(o *Options) { o.ShutdownTimeout, o.KillGrace = 100*time.Second, 15*time.Second }, ""},
+		{"http addr every interface", func(o *Options) { o.HTTPAddr = ":9464" }, ""},
+		{"http addr 0.0.0.0", func(o *Options) { o.HTTPAddr = "0.0.0.0:9090" }, ""},
+		{"http addr ::", func(o *Options) { o.HTTPAddr = "[::]:9090" }, ""},
+		{"http addr ::1", func(o *Options) { o.HTTPAddr = "[::1]:9090" }, ""},
+		{"http addr loopback net", func(o *Options) { o.HTTPAddr = "127.0.0.2:9090" }, ""},
+		{"http addr empty", func(o *Options) { o.HTTPAddr = "" }, `--http-addr ("") must be HOST:PORT`},
+		{"http addr without port", func(o *Options) { o.HTTPAddr = "127.0.0.1" }, `--http-addr ("127.0.0.1") must be HOST:PORT`},
+		{"http addr port 0", func(o *Options) { o.HTTPAddr = "127.0.0.1:0" }, `--http-addr ("127.0.0.1:0"): the port must be a number from 1 to 65535`},
+		{"http addr named port", func(o *Options) { o.HTTPAddr = "127.0.0.1:http" }, "the port must be a number"},
+		{"http addr port too high", func(o *Options) { o.HTTPAddr = ":65536" }, "the port must be a number"},
+		{"http addr the task's own", func(o *Options) { o.HTTPAddr = "10.0.1.7:9090" }, `--http-addr ("10.0.1.7:9090"): the host must be a loopback IP`},
+		{"http addr a name", func(o *Options) { o.HTTPAddr = "localhost:9090" }, "the host must be a loopback IP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := validOptions()

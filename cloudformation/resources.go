@@ -70,7 +70,18 @@ type ContainerDefinition struct {
 	ReadonlyRootFilesystem bool              `json:"ReadonlyRootFilesystem"`
 	MountPoints            []MountPoint      `json:"MountPoints,omitempty"`
 	StopTimeout            int               `json:"StopTimeout"`
+	HealthCheck            *HealthCheck      `json:"HealthCheck,omitempty"`
 	LogConfiguration       *LogConfiguration `json:"LogConfiguration,omitempty"`
+}
+
+// HealthCheck is a container's health check: Command runs in the container (["CMD", ...]
+// execs it directly) and exit 0 means healthy. Durations are in seconds.
+type HealthCheck struct {
+	Command     []string `json:"Command"`
+	Interval    int      `json:"Interval"`
+	Timeout     int      `json:"Timeout"`
+	Retries     int      `json:"Retries"`
+	StartPeriod int      `json:"StartPeriod"`
 }
 
 // KeyValuePair is an environment variable of a container.

@@ -49,6 +49,8 @@ func templateCommand() *cli.Command {
 			&cli.IntFlag{Name: "log-retention-days", Value: d.LogRetentionDays, Usage: "log group retention in `DAYS` (a CloudWatch Logs period: 1, 3, 5, 7, 14, 30, 60, 90, ...)"},
 			durationFlag("shutdown-timeout", d.ShutdownTimeout, "listen's drain window after SIGTERM; with --kill-grace + 5s it sets the container's StopTimeout (at most 120s)"),
 			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
+			&cli.StringFlag{Name: "http-addr", Value: d.HTTPAddr, Usage: "listen's --http-addr `ADDR`, which the container's health check (watchbot health) asks: " +
+				"a loopback IP and port, or :PORT for every interface (to scrape /metrics from outside the task)"},
 		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
@@ -121,6 +123,7 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.LogRetentionDays = c.Int("log-retention-days")
 	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	o.KillGrace = durationOf(c, "kill-grace")
+	o.HTTPAddr = c.String("http-addr")
 	t := readTuning(c)
 	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 

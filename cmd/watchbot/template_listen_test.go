@@ -15,14 +15,16 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
 // TestTemplatesStartListen generates templates over a table of option combinations, takes the
 // container's command and environment out of each, and runs them through listen's own flag
 // parsing (environment aliases included) and validation, as the container would: any
-// generated stack whose listen would refuse to start fails the test. Every generation option
-// is used by some row.
+// generated stack whose listen would refuse to start fails the test. The container's health
+// check goes through health's flag parsing the same way, and must ask the address listen
+// serves. Every generation option is used by some row.
 func TestTemplatesStartListen(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.json")
@@ -60,6 +62,7 @@ func TestTemplatesStartListen(t *testing.T) {
 				c.MaxAttempts, c.ShutdownTimeout, c.KillGrace = 10, 90*time.Second, 25*time.Second
 			}},
 		{"no metrics", []string{"--metrics", "none"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"metrics scraped from outside the task", []string{"--http-addr", ":9464"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"no brake", []string{"--brake", "off"}, func(c *supervisor.Config) { c.MaxAttempts, c.Brake = 10, supervisor.BrakeConfig{} }},
 		{"Watchbot's environment", []string{"--env", "Volumes=/scratch", "--env", "maxJobDuration=300", "--env", "structuredLogging=false", "--env", "TMPDIR=/work"},
 			func(c *supervisor.Config) {
@@ -80,13 +83,22 @@ func TestTemplatesStartListen(t *testing.T) {
 					used[name] = true
 				}
 			}
-			command, env := generatedContainer(t, tt.args)
+			command, env, check := generatedContainer(t, tt.args)
 			for name, value := range env {
 				t.Setenv(name, value)
 			}
 			cfg, err := parseListenCommand(command)
 			if err != nil {
 				t.Fatalf("the generated task would not start: listen %v (env %v): %v", command, env, err)
+			}
+			served, asked := flagValue(command, "--http-addr"), ""
+			if len(check) < 2 || check[0] != "CMD" || check[1] != cloudformation.WatchbotPath {
+				t.Errorf("health check %q does not exec %s", check, cloudformation.WatchbotPath)
+			} else if asked, err = parseHealthCommand(check[2:]); err != nil {
+				t.Errorf("the health check would not run: %v: %v", check, err)
+			}
+			if served == "" || asked != served {
+				t.Errorf("the health check asks %q, listen serves --http-addr %q", asked, served)
 			}
 			want := base
 			want.QueueURL = generatedQueueURL
@@ -111,8 +123,9 @@ const generatedQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/queu
 const generatedAgentURI = "http://169.254.170.2/api/0123456789abcdef-1234567890"
 
 // generatedContainer runs `watchbot template args -- /app/worker --mode thumbnail` and returns
-// the container's command (after the entry point) and environment, intrinsics resolved.
-func generatedContainer(t *testing.T, args []string) ([]string, map[string]string) {
+// the container's command (after the entry point) and environment, intrinsics resolved, and
+// its health check's command.
+func generatedContainer(t *testing.T, args []string) (command []string, env map[string]string, check []string) {
 	t.Helper()
 	args = append(slices.Clone(args), "--", "/app/worker", "--mode", "thumbnail")
 	out := ""
@@ -149,6 +162,7 @@ func generatedContainer(t *testing.T, args []string) ([]string, map[string]strin
 						Name  string
 						Value any
 					}
+					HealthCheck struct{ Command []string }
 				}
 			}
 		}
@@ -164,18 +178,63 @@ func generatedContainer(t *testing.T, args []string) ([]string, map[string]strin
 		if !slices.Equal(c.EntryPoint, []string{"/usr/local/bin/watchbot"}) {
 			t.Fatalf("entry point %v", c.EntryPoint)
 		}
-		var command []string
 		for _, a := range c.Command {
 			command = append(command, resolve(t, a))
 		}
-		env := map[string]string{}
+		env = map[string]string{}
 		for _, kv := range c.Environment {
 			env[kv.Name] = resolve(t, kv.Value)
 		}
-		return command, env
+		return command, env, c.HealthCheck.Command
 	}
 	t.Fatal("no task definition in the template")
-	return nil, nil
+	return nil, nil, nil
+}
+
+// flagValue returns the value after the flag name in args, before any "--".
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// parseHealthCommand parses args (starting with "health") as the health command does and
+// returns the address it would ask, without asking.
+func parseHealthCommand(args []string) (string, error) {
+	cmd := healthCommand()
+	var addr string
+	var addrErr error
+	cmd.Action = func(c *cli.Context) error {
+		addr = c.String("http-addr")
+		if c.NArg() > 0 {
+			addrErr = fmt.Errorf("arguments %q", c.Args().Slice())
+		} else if _, err := healthURL(addr); err != nil {
+			addrErr = err
+		}
+		return nil
+	}
+	if err := parseCommand(cmd, args); err != nil {
+		return "", err
+	}
+	return addr, addrErr
+}
+
+// parseCommand runs the watchbot command cmd on args (starting with its name), printing
+// nothing, and returns the error of its flag parsing.
+func parseCommand(cmd *cli.Command, args []string) error {
+	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {}}
+	withUsageErrors(app.Commands)
+	if err := app.Run(append([]string{"watchbot"}, args...)); err != nil {
+		return fmt.Errorf("flags: %w", err)
+	}
+	return nil
 }
 
 // resolve turns a template value into what the container sees: the queue's URL for the
@@ -217,11 +276,8 @@ func parseListenCommand(args []string) (supervisor.Config, error) {
 		}
 		return nil
 	}
-	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
-		ExitErrHandler: func(*cli.Context, error) {}}
-	withUsageErrors(app.Commands)
-	if err := app.Run(append([]string{"watchbot"}, args...)); err != nil {
-		return cfg, fmt.Errorf("flags: %w", err)
+	if err := parseCommand(cmd, args); err != nil {
+		return cfg, err
 	}
 	return cfg, cfgErr
 }

@@ -65,7 +65,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b",
 		"--extra-policy", policy,
 		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m", "--braking-threshold", "5m", "--brake", "off",
-		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s",
+		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s", "--http-addr", "[::1]:9091",
 		"--", "sh", "-c", "exec /app/orders",
 	)
 	if code != 0 || stdout != "" || stderr != "" {
@@ -82,6 +82,7 @@ func TestTemplateFlags(t *testing.T) {
 	o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 900, BrakingMinutes: 5}
 	o.Brake = false
 	o.LogRetentionDays, o.ShutdownTimeout, o.KillGrace = 90, time.Minute, 10*time.Second
+	o.HTTPAddr = "[::1]:9091"
 	o.Command = []string{"sh", "-c", "exec /app/orders"}
 	got, err := os.ReadFile(out)
 	if err != nil {
@@ -143,6 +144,8 @@ func TestTemplateBadInput(t *testing.T) {
 		{"job duration over 12h", []string{"--expected-job-duration", "13h"}, "--expected-job-duration (13h0m0s)"},
 		{"target latency without metrics", []string{"--metrics", "none", "--target-latency", "10m"}, "--target-latency needs watchbot's metrics"},
 		{"job duration without metrics", []string{"--expected-job-duration", "2m", "--metrics", "none"}, "--expected-job-duration needs watchbot's metrics"},
+		{"http addr without port", []string{"--http-addr", "9090"}, `--http-addr ("9090") must be HOST:PORT`},
+		{"http addr of the task", []string{"--http-addr", "10.0.0.5:9090"}, `--http-addr ("10.0.0.5:9090"): the host must be a loopback IP`},
 		{"no command", nil, "the worker command is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
