@@ -89,6 +89,9 @@ type Config struct {
 	ProtectionIdle time.Duration
 	// Brake limits concurrency to a probe when nearly every run fails (--brake-*).
 	Brake BrakeConfig
+	// HTTP, when its URL is set, POSTs each message to an application instead of running
+	// Command (--http-worker and --http-*).
+	HTTP HTTPWorker
 	// HealthGrace is how long receives may fail without a break before Health reports
 	// watchbot unhealthy (--health-grace).
 	HealthGrace time.Duration
@@ -111,6 +114,7 @@ func DefaultConfig() Config {
 		ProtectionIdle:    10 * time.Second,
 		Brake:             DefaultBrake(),
 		HealthGrace:       time.Minute,
+		HTTP:              DefaultHTTPWorker(),
 	}
 }
 
@@ -125,8 +129,15 @@ func (c Config) Validate() error {
 	if err := queueattr.ValidateURL(c.QueueURL); err != nil {
 		return bad("--queue-url", "%v", err)
 	}
-	if len(c.Command) == 0 || c.Command[0] == "" {
-		return bad("", "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh")
+	switch {
+	case c.HTTP.URL != "" && len(c.Command) > 0:
+		return bad("--http-worker", "cannot be combined with a worker command after --: give one or the other")
+	case c.HTTP.URL != "":
+		if err := c.HTTP.check(); err != nil {
+			return err
+		}
+	case len(c.Command) == 0 || c.Command[0] == "":
+		return bad("", "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or --http-worker URL")
 	}
 	for _, err := range []error{
 		CheckConcurrency(c.Concurrency),

@@ -33,6 +33,7 @@ type message struct {
 	Attempt      int
 	SentAt       time.Time
 	FirstReceive time.Time
+	SenderID     string
 	// GroupID, DedupID and Sequence are a FIFO message's MessageGroupId,
 	// MessageDeduplicationId and SequenceNumber.
 	GroupID  string
@@ -58,6 +59,7 @@ func parseMessage(m types.Message) message {
 	}
 	msg.SentAt = epochMillis(sys[string(types.MessageSystemAttributeNameSentTimestamp)])
 	msg.FirstReceive = epochMillis(sys[string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp)])
+	msg.SenderID = sys[string(types.MessageSystemAttributeNameSenderId)]
 	msg.GroupID = sys[string(types.MessageSystemAttributeNameMessageGroupId)]
 	msg.DedupID = sys[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
 	msg.Sequence = sys[string(types.MessageSystemAttributeNameSequenceNumber)]

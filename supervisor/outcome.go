@@ -27,6 +27,7 @@ const (
 	endLeaseLost                // stopped because the message's lease could not be kept
 	endNotRun                   // not started: the message was too old (--max-message-age)
 	endCeiling                  // stopped before the 12 h in-flight limit
+	endHTTPStatus               // an HTTP worker answered a failure status (ExitCode holds it)
 )
 
 // result is everything outcomeFor needs to decide.
@@ -115,6 +116,8 @@ func outcomeFor(r result) outcome {
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}
 	case r.End == endTimedOut:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}
+	case r.End == endHTTPStatus:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker answered HTTP %d", r.ExitCode), WorkerError: true}
 	case r.End == endSignaled:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker killed by signal %d", r.ExitCode), WorkerError: true}
 	case r.ExitCode == 0:

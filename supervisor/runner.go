@@ -45,6 +45,8 @@ type runner struct {
 	random  func() float64
 	// spawn runs one worker process: runWorker, or a stand-in in tests.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
+	// http, when set, takes the place of the worker command (--http-worker).
+	http *httpWorker
 
 	// workDir holds the jobs' message and result files, spillDir those that did not fit in
 	// workDir when it is a size-limited tmpfs ("" when workDir is already on disk); jobSeq
@@ -181,7 +183,7 @@ func brakeFailure(res result) bool {
 		return false
 	}
 	switch res.End {
-	case endSignaled, endTimedOut, endSpawnError:
+	case endSignaled, endTimedOut, endSpawnError, endHTTPStatus:
 		return true
 	case endExited:
 		return res.ExitCode != 0 && res.ExitCode != exitReject && res.ExitCode != exitRelease
@@ -218,9 +220,23 @@ func settleOrder(jobs []*job, fifo bool) [][]int {
 func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[string]*directive) {
 	batch := r.cfg.BatchSize > 1
 	log := jobs[0].log.With("attempt", jobs[0].attempt)
-	content := jobs[0].msg.Body
 	if batch {
 		log = r.log.With("batch_size", len(jobs), "first_message_id", jobs[0].msg.ID)
+	}
+	if r.http != nil {
+		r.starting(jobs)
+		ctx := ctx
+		if r.cfg.MaxJobDuration > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, r.cfg.MaxJobDuration, errTimedOut)
+			defer cancel()
+		}
+		run, directives := r.http.post(ctx, jobs, batch, jobs[0].attempt)
+		r.logRun(log, run)
+		return run, directives
+	}
+	content := jobs[0].msg.Body
+	if batch {
 		content = string(encodeBatch(jobs))
 	}
 	files, err := r.writeJobFiles(content)
@@ -234,14 +250,7 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	if r.cfg.MaxJobDuration > 0 {
 		deadline = time.Now().Add(r.cfg.MaxJobDuration)
 	}
-	for _, j := range jobs {
-		if !j.msg.SentAt.IsZero() {
-			r.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
-		}
-		if r.cfg.LogBodies {
-			j.log.Info("starting worker", "body", j.msg.Body)
-		}
-	}
+	r.starting(jobs)
 	run := r.spawn(ctx, workerSpec{
 		Command: r.command, Env: append(slices.Clip(r.baseEnv), r.env(jobs, files, deadline)...), StdinPath: files.message,
 		MaxDuration: r.cfg.MaxJobDuration, KillGrace: r.cfg.KillGrace,
@@ -259,6 +268,18 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 		return run, nil
 	}
 	return run, r.results(jobs, files.result, log)
+}
+
+// starting measures the messages' age and logs their bodies when asked, as their run starts.
+func (r *runner) starting(jobs []*job) {
+	for _, j := range jobs {
+		if !j.msg.SentAt.IsZero() {
+			r.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
+		}
+		if r.cfg.LogBodies {
+			j.log.Info("starting worker", "body", j.msg.Body)
+		}
+	}
 }
 
 // env returns the worker's variables: the message's (Watchbot's names and WATCHBOT_*), or a
@@ -501,7 +522,13 @@ func (r *runner) logRun(log *slog.Logger, run workerRun) {
 	case endSignaled:
 		log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
 	case endTimedOut:
+		if r.http != nil && run.Err != nil {
+			log.Error("worker stopped", "reason", run.Err, "duration", run.Duration.String())
+			break
+		}
 		log.Error("worker stopped: it ran longer than --max-job-duration", "limit", r.cfg.MaxJobDuration.String())
+	case endHTTPStatus:
+		log.Error("worker answered a failure", "status", run.ExitCode, "error", run.Err, "duration", run.Duration.String())
 	case endShutdown, endCeiling, endLeaseLost:
 		log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
 	default:

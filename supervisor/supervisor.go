@@ -144,6 +144,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
 	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
+	if cfg.HTTP.URL != "" {
+		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
+	}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
 	s.leaser.health = s.health
 	if err := s.check(ctx); err != nil {
@@ -155,7 +158,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	defer s.runner.removeWorkDirs()
 	s.runner.baseEnv = os.Environ()
 	s.log.Info("watchbot listening", "queue_url", cfg.QueueURL, "fifo", s.fifo, "concurrency", cfg.Concurrency,
-		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, "command", s.runner.command)
+		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, worker(cfg, s.runner.command))
 	if s.fifo {
 		s.log.Info("FIFO queue: messages of one group run one at a time, in order; groups run side by side; failed messages are retried in place")
 	}
@@ -167,15 +170,25 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	return s.run(ctx, deps.Abort)
 }
 
+// worker is the log attribute naming the worker: its command, or its URL.
+func worker(cfg Config, command []string) slog.Attr {
+	if cfg.HTTP.URL != "" {
+		return slog.String("http_worker", cfg.HTTP.URL)
+	}
+	return slog.Any("command", command)
+}
+
 // check runs the startup checks, before anything is received: the command, the directories,
 // the queue and its redrive policy. It fills in what the runner learns from them.
 func (s *Supervisor) check(ctx context.Context) error {
 	r := s.runner
-	path, err := exec.LookPath(s.cfg.Command[0])
-	if err != nil {
-		return ConfigError{Msg: fmt.Sprintf("worker command %q: %v", s.cfg.Command[0], unwrapExec(err))}
+	if s.cfg.HTTP.URL == "" {
+		path, err := exec.LookPath(s.cfg.Command[0])
+		if err != nil {
+			return ConfigError{Msg: fmt.Sprintf("worker command %q: %v", s.cfg.Command[0], unwrapExec(err))}
+		}
+		r.command = append([]string{path}, s.cfg.Command[1:]...)
 	}
-	r.command = append([]string{path}, s.cfg.Command[1:]...)
 	for _, v := range s.cfg.Volumes {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
 			return ConfigError{Flag: "--volumes", Msg: fmt.Sprintf("%q is not a directory", v)}
@@ -217,6 +230,10 @@ func (s *Supervisor) check(ctx context.Context) error {
 		s.log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
 	default:
 		return ConfigError{Flag: "--queue-url", Msg: "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq"}
+	}
+	if r.http != nil {
+		// Last: the application may come up while the queue was checked.
+		return r.http.waitReady(ctx, s.log)
 	}
 	return nil
 }

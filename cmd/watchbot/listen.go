@@ -53,6 +53,12 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			durationFlag("brake-probe-max", def.Brake.ProbeMax, "longest interval between probes while braking (they start 2s apart and double)"),
 			&cli.StringFlag{Name: "http-addr", Usage: "serve /healthz, /readyz and Prometheus /metrics on this `ADDR` (e.g. 127.0.0.1:9090 or :9090)", EnvVars: []string{"WATCHBOT_HTTP_ADDR"}, DefaultText: "off"},
 			durationFlag("health-grace", def.HealthGrace, "how long receives may fail without a break before /healthz reports unhealthy"),
+			&cli.StringFlag{Name: "http-worker", Usage: "POST each message to this `URL` (as Elastic Beanstalk's sqsd does) instead of running a command", EnvVars: []string{"WATCHBOT_HTTP_WORKER"}},
+			&cli.StringFlag{Name: "http-content-type", Value: def.HTTP.ContentType, Usage: "Content-Type of the POSTs"},
+			durationFlag("http-timeout", def.HTTP.Timeout, "how long the application may take to answer a POST (sqsd's inactivity timeout)"),
+			durationFlag("http-connect-timeout", def.HTTP.ConnectTimeout, "how long a connection to the application may take to open"),
+			&cli.StringFlag{Name: "http-health-path", Usage: "`PATH` on the application that answers 2xx once it is up; without it, startup waits for the port to accept connections"},
+			durationFlag("http-startup-timeout", def.HTTP.StartupTimeout, "how long startup waits for the application before it gives up (exit 2)"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
@@ -174,6 +180,12 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.TempDir = c.String("temp-dir")
 	cfg.ProtectionIdle = durationOf(c, "scale-in-protection-idle")
 	cfg.HealthGrace = durationOf(c, "health-grace")
+	cfg.HTTP.URL = strings.TrimSpace(c.String("http-worker"))
+	cfg.HTTP.ContentType = c.String("http-content-type")
+	cfg.HTTP.Timeout = durationOf(c, "http-timeout")
+	cfg.HTTP.ConnectTimeout = durationOf(c, "http-connect-timeout")
+	cfg.HTTP.HealthPath = c.String("http-health-path")
+	cfg.HTTP.StartupTimeout = durationOf(c, "http-startup-timeout")
 	switch c.String("brake") {
 	case "on":
 		cfg.Brake.Threshold, cfg.Brake.Window, cfg.Brake.MinRuns = c.Float64("brake-threshold"), c.Int("brake-window"), c.Int("brake-min-runs")

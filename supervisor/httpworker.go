@@ -1,0 +1,328 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// HTTPWorker configures an HTTP worker (--http-worker): each message is POSTed to URL, as
+// Elastic Beanstalk's worker daemon (sqsd) does, instead of running a command.
+type HTTPWorker struct {
+	// URL receives the POSTs (--http-worker).
+	URL string
+	// ContentType is the requests' Content-Type (--http-content-type).
+	ContentType string
+	// Timeout bounds one request, answer included (--http-timeout: sqsd's inactivity timeout).
+	Timeout time.Duration
+	// ConnectTimeout bounds a connection's set-up (--http-connect-timeout).
+	ConnectTimeout time.Duration
+	// HealthPath, when set, is GET before receiving until it answers 2xx; otherwise the
+	// startup waits until URL's host accepts connections (--http-health-path).
+	HealthPath string
+	// StartupTimeout bounds that wait (--http-startup-timeout).
+	StartupTimeout time.Duration
+}
+
+// DefaultHTTPWorker returns sqsd's defaults: JSON, a 180 s inactivity timeout; and a 5 s
+// connect timeout and a minute for the application to come up.
+func DefaultHTTPWorker() HTTPWorker {
+	return HTTPWorker{ContentType: "application/json", Timeout: 180 * time.Second, ConnectTimeout: 5 * time.Second, StartupTimeout: time.Minute}
+}
+
+// check validates an HTTP worker's settings.
+func (h HTTPWorker) check() error {
+	bad := func(flag, format string, args ...any) error {
+		return ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
+	}
+	u, err := url.Parse(h.URL)
+	switch {
+	case err != nil:
+		return bad("--http-worker", "(%q) is not a URL: %v", h.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return bad("--http-worker", "(%q) must be an http:// or https:// URL with a host", h.URL)
+	case strings.TrimSpace(h.ContentType) == "":
+		return bad("--http-content-type", "must not be empty")
+	case h.Timeout <= 0 || h.Timeout > 12*time.Hour:
+		return bad("--http-timeout", "(%v) must be between 1ns and 12h", h.Timeout)
+	case h.ConnectTimeout <= 0 || h.ConnectTimeout > time.Minute:
+		return bad("--http-connect-timeout", "(%v) must be positive and at most 1m", h.ConnectTimeout)
+	case h.StartupTimeout <= 0 || h.StartupTimeout > time.Hour:
+		return bad("--http-startup-timeout", "(%v) must be positive and at most 1h", h.StartupTimeout)
+	case h.HealthPath != "" && !strings.HasPrefix(h.HealthPath, "/"):
+		return bad("--http-health-path", "(%q) must start with /", h.HealthPath)
+	}
+	return nil
+}
+
+// The message attributes that make a message a scheduled task (sent by the stack's
+// schedules); they become sqsd's task headers, and the path the POST goes to.
+const (
+	AttrTaskName    = "watchbot-task-name"
+	AttrScheduledAt = "watchbot-scheduled-at"
+	AttrTaskPath    = "watchbot-path"
+)
+
+// httpWorker POSTs messages to the application.
+type httpWorker struct {
+	cfg    HTTPWorker
+	base   *url.URL
+	queue  string
+	client *http.Client
+}
+
+func newHTTPWorker(cfg HTTPWorker, queueURL string, concurrency int) *httpWorker {
+	base, _ := url.Parse(cfg.URL) // checked by Validate
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxConnsPerHost:     concurrency,
+		MaxIdleConnsPerHost: concurrency,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: cfg.ConnectTimeout,
+	}
+	return &httpWorker{cfg: cfg, base: base, queue: queueattr.NameFromURL(queueURL), client: &http.Client{
+		Transport: transport,
+		// A redirect is the application's answer, not an instruction to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// waitReady waits, until StartupTimeout, for the application: HealthPath answering 2xx, or
+// its host accepting connections.
+func (w *httpWorker) waitReady(ctx context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartupTimeout)
+	defer cancel()
+	var last error
+	for logged := false; ; {
+		last = w.ready(ctx)
+		if last == nil {
+			return nil
+		}
+		if !logged {
+			log.Info("waiting for the HTTP worker to accept requests", "url", w.cfg.URL, "health_path", w.cfg.HealthPath, "error", last.Error())
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), context.Canceled) {
+				return ctx.Err()
+			}
+			return ConfigError{Flag: "--http-worker", Msg: fmt.Sprintf("(%s) did not accept requests within --http-startup-timeout (%v): %v", w.cfg.URL, w.cfg.StartupTimeout, last)}
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (w *httpWorker) ready(ctx context.Context) error {
+	if w.cfg.HealthPath == "" {
+		host := w.base.Host
+		if w.base.Port() == "" {
+			host = net.JoinHostPort(w.base.Hostname(), map[string]string{"http": "80", "https": "443"}[w.base.Scheme])
+		}
+		d := net.Dialer{Timeout: w.cfg.ConnectTimeout}
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	u := *w.base
+	u.Path, u.RawQuery = w.cfg.HealthPath, ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("GET %s answered %s", w.cfg.HealthPath, resp.Status)
+	}
+	return nil
+}
+
+// maxHTTPAnswer bounds how much of an answer is read for directives.
+const maxHTTPAnswer = maxBatchResults
+
+// post sends jobs (one message, or a batch as a JSON array) and turns the answer into a run
+// and directives, as a worker process's exit code and result file would be.
+func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt int) (workerRun, map[string]*directive) {
+	start := time.Now()
+	target := *w.base
+	var body []byte
+	header := http.Header{}
+	header.Set("Content-Type", w.cfg.ContentType)
+	header.Set("User-Agent", "watchbot")
+	if batch {
+		var lines []json.RawMessage
+		for _, l := range bytes.Split(bytes.TrimSpace(encodeBatch(jobs)), []byte("\n")) {
+			lines = append(lines, l)
+		}
+		body, _ = json.Marshal(lines) // raw JSON objects always encode
+		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(jobs)))
+	} else {
+		m := jobs[0].msg
+		body = []byte(m.Raw)
+		w.sqsdHeaders(header, m)
+		header.Set("X-Watchbot-Attempt", strconv.Itoa(attempt))
+		if p := m.Attributes[AttrTaskPath]; p != "" {
+			if ref, err := url.Parse(p); err == nil && strings.HasPrefix(p, "/") {
+				target = *w.base.ResolveReference(ref)
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, w.cfg.Timeout, errHTTPTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return workerRun{End: endSpawnError, Err: err, Duration: time.Since(start)}, nil
+	}
+	req.Header = header
+	resp, err := w.client.Do(req)
+	if err != nil {
+		run := workerRun{Err: err, Duration: time.Since(start)}
+		switch cause := context.Cause(rctx); {
+		case errors.Is(cause, errHTTPTimeout):
+			run.End, run.Err = endTimedOut, fmt.Errorf("no answer within --http-timeout (%v)", w.cfg.Timeout)
+		case ctx.Err() != nil:
+			run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+		default:
+			run.End = endSpawnError // not delivered: refused, reset, unreachable
+		}
+		return run, nil
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer))
+	run := workerRun{End: endExited, Duration: time.Since(start)}
+	if err != nil {
+		run.End, run.Err = endHTTPStatus, fmt.Errorf("reading the answer: %w", err)
+		if errors.Is(context.Cause(rctx), errHTTPTimeout) {
+			run.End = endTimedOut
+		}
+		return run, nil
+	}
+	directives := w.directives(jobs, batch, resp, answer)
+	switch code := resp.StatusCode; {
+	case code/100 == 2:
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		if delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			secs := delay.Seconds()
+			for _, j := range jobs {
+				if directives[j.msg.ID] == nil {
+					if directives == nil {
+						directives = map[string]*directive{}
+					}
+					directives[j.msg.ID] = &directive{Action: "retry", DelaySeconds: &secs, Reason: "HTTP " + strconv.Itoa(code) + " with Retry-After"}
+				}
+			}
+			break
+		}
+		fallthrough
+	default:
+		run.End, run.ExitCode = endHTTPStatus, code
+	}
+	return run, directives
+}
+
+// errHTTPTimeout ends a request that outlived --http-timeout.
+var errHTTPTimeout = errors.New("the HTTP worker did not answer within --http-timeout")
+
+// sqsdHeaders sets Elastic Beanstalk's worker daemon headers ("Elastic Beanstalk worker
+// environments", Amazon Elastic Beanstalk Developer Guide): the message id, receive count,
+// queue, first-received and sent times, sender, one per message attribute, and a scheduled
+// task's name, time and path.
+func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
+	h.Set("X-Aws-Sqsd-Msgid", m.ID)
+	h.Set("X-Aws-Sqsd-Receive-Count", strconv.Itoa(m.Attempt))
+	h.Set("X-Aws-Sqsd-Queue", w.queue)
+	if !m.FirstReceive.IsZero() {
+		h.Set("X-Aws-Sqsd-First-Received-At", m.FirstReceive.UTC().Format(time.RFC3339))
+	}
+	if !m.SentAt.IsZero() {
+		h.Set("X-Aws-Sqsd-Sent-At", m.SentAt.UTC().Format(time.RFC3339))
+	}
+	if id := m.SenderID; id != "" {
+		h.Set("X-Aws-Sqsd-Sender-Id", id)
+	}
+	for name, v := range m.Attributes {
+		switch name {
+		case AttrTaskName:
+			h.Set("X-Aws-Sqsd-Taskname", v)
+		case AttrScheduledAt:
+			h.Set("X-Aws-Sqsd-Scheduled-At", v)
+		case AttrTaskPath:
+			h.Set("X-Aws-Sqsd-Path", v)
+		default:
+			h.Set("X-Aws-Sqsd-Attr-"+name, v)
+		}
+	}
+}
+
+// directives reads the answer's directives: the X-Watchbot-Result header or a JSON object
+// body with an "action" for one message; a JSON array (or JSON lines) of {"id","action",...}
+// for a batch. An answer that is not one of these is no directive: the status decides.
+func (w *httpWorker) directives(jobs []*job, batch bool, resp *http.Response, answer []byte) map[string]*directive {
+	if batch {
+		trimmed := bytes.TrimSpace(answer)
+		if len(trimmed) == 0 || (trimmed[0] != '[' && trimmed[0] != '{') {
+			return nil
+		}
+		if trimmed[0] == '[' {
+			var items []json.RawMessage
+			if json.Unmarshal(trimmed, &items) != nil {
+				return nil
+			}
+			lines := make([][]byte, len(items))
+			for i, item := range items {
+				lines[i] = item
+			}
+			trimmed = bytes.Join(lines, []byte("\n"))
+		}
+		ids := make(map[string]bool, len(jobs))
+		for _, j := range jobs {
+			ids[j.msg.ID] = true
+		}
+		out, _ := parseBatchResults(bytes.NewReader(append(trimmed, '\n')), ids)
+		return out
+	}
+	raw := []byte(resp.Header.Get("X-Watchbot-Result"))
+	if len(raw) == 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		raw = answer
+	}
+	var d directive
+	if len(raw) == 0 || json.Unmarshal(raw, &d) != nil || d.Action == "" || d.validate() != nil {
+		return nil
+	}
+	return map[string]*directive{jobs[0].msg.ID: &d}
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date (RFC 9110, 10.2.3).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now)), true
+	}
+	return 0, false
+}

@@ -1,0 +1,121 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"120", 2 * time.Minute, true},
+		{"0", 0, true},
+		{"Mon, 23 Nov 2026 12:00:30 GMT", 30 * time.Second, true},
+		{"Mon, 23 Nov 2026 11:00:00 GMT", 0, true}, // in the past: at once
+		{"", 0, false},
+		{"-1", 0, false},
+		{"soon", 0, false},
+	} {
+		got, ok := retryAfter(tc.in, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%q) = %v %v, want %v %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestHTTPWorkerPostsABatch: a batch goes as a JSON array of the batch contract's objects,
+// and its answer's array of results decides each message; one without a result follows the
+// status.
+func TestHTTPWorkerPostsABatch(t *testing.T) {
+	var got []batchLine
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Errorf("batch body is not a JSON array: %v\n%s", err, body)
+		}
+		if r.Header.Get("X-Watchbot-Batch-Size") != "3" {
+			t.Errorf("X-Watchbot-Batch-Size = %q", r.Header.Get("X-Watchbot-Batch-Size"))
+		}
+		_, _ = w.Write([]byte(`[{"id":"a","action":"ack"},{"id":"b","action":"retry","delaySeconds":7}]`))
+	}))
+	defer srv.Close()
+	cfg := DefaultHTTPWorker()
+	cfg.URL = srv.URL
+	w := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 2)
+	jobs := []*job{
+		{msg: message{ID: "a", Body: "one"}, attempt: 1},
+		{msg: message{ID: "b", Body: "two"}, attempt: 2},
+		{msg: message{ID: "c", Body: "three"}, attempt: 1},
+	}
+	run, directives := w.post(t.Context(), jobs, true, 1)
+	if run.End != endExited || run.ExitCode != 0 {
+		t.Fatalf("run %+v", run)
+	}
+	if len(got) != 3 || got[1].ID != "b" || got[1].Body != "two" || got[1].Attempt != 2 {
+		t.Errorf("posted %+v", got)
+	}
+	if directives["a"].Action != "ack" || directives["b"].Action != "retry" || *directives["b"].DelaySeconds != 7 || directives["c"] != nil {
+		t.Errorf("directives %+v", directives)
+	}
+}
+
+func TestHTTPWorkerOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		header     map[string]string
+		body       string
+		wantEnd    runEnd
+		wantAction string // the directive's, "" for none
+	}{
+		{name: "200", status: 200, wantEnd: endExited},
+		{name: "204", status: 204, wantEnd: endExited},
+		{name: "500", status: 500, wantEnd: endHTTPStatus},
+		{name: "404", status: 404, wantEnd: endHTTPStatus},
+		{name: "302 is not followed", status: 302, header: map[string]string{"Location": "/elsewhere"}, wantEnd: endHTTPStatus},
+		{name: "503 without Retry-After", status: 503, wantEnd: endHTTPStatus},
+		{name: "429 with Retry-After", status: 429, header: map[string]string{"Retry-After": "5"}, wantEnd: endExited, wantAction: "retry"},
+		{name: "JSON body directive", status: 200, header: map[string]string{"Content-Type": "application/json"}, body: `{"action":"dead-letter","reason":"x"}`, wantEnd: endExited, wantAction: "dead-letter"},
+		{name: "JSON body without action", status: 200, header: map[string]string{"Content-Type": "application/json"}, body: `{"ok":true}`, wantEnd: endExited},
+		{name: "header directive", status: 500, header: map[string]string{"X-Watchbot-Result": `{"action":"ack"}`}, wantEnd: endHTTPStatus, wantAction: "ack"},
+		{name: "malformed header directive", status: 200, header: map[string]string{"X-Watchbot-Result": `{"action":"explode"}`}, wantEnd: endExited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			cfg := DefaultHTTPWorker()
+			cfg.URL = srv.URL
+			run, directives := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: message{ID: "m", Raw: "x"}}}, false, 1)
+			if run.End != tc.wantEnd {
+				t.Errorf("end %v, want %v (run %+v)", run.End, tc.wantEnd, run)
+			}
+			got := ""
+			if d := directives["m"]; d != nil {
+				got = d.Action
+			}
+			if got != tc.wantAction {
+				t.Errorf("directive %q, want %q", got, tc.wantAction)
+			}
+			// The outcome a failure status gets, when no directive overrides it.
+			if tc.wantEnd == endHTTPStatus && tc.wantAction == "" {
+				if o := outcomeFor(result{End: run.End, ExitCode: run.ExitCode, Attempt: 1, MaxAttempts: 3}); o.Action != actRetry || !o.WorkerError {
+					t.Errorf("outcome %+v, want a retry with backoff counted as a worker error", o)
+				}
+			}
+		})
+	}
+}
