@@ -32,6 +32,11 @@ vet:
 demo: build node_modules/.package-lock.json
 	scripts/demo
 
+## demo-http: the same with an HTTP worker (--http-worker), as in an Elastic Beanstalk worker environment
+.PHONY: demo-http
+demo-http: build node_modules/.package-lock.json
+	DEMO_HTTP=1 scripts/demo
+
 ## bench: watchbot against a minimal receive-spawn-delete loop on the same emulator
 bench: build node_modules/.package-lock.json
 	scripts/bench
