@@ -23,7 +23,7 @@ var exitCodes = []struct {
 		var c supervisor.ConfigError
 		return errors.As(err, &u) || errors.As(err, &c)
 	}},
-	{1, "runtime failure: the queue became unreachable at startup, an operation failed", func(error) bool { return true }},
+	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer", func(error) bool { return true }},
 }
 
 // usageError marks errors in what the user typed.
