@@ -121,6 +121,7 @@ func Generate(o Options) (*Template, error) {
 	g.task()
 	g.service()
 	g.autoscaling()
+	g.schedules()
 	if err := g.alarms(); err != nil {
 		return nil, err
 	}

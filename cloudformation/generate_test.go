@@ -74,6 +74,21 @@ func examples(t *testing.T) []example {
 			o.HTTPAddr = ":9464" // every interface, for a Prometheus outside the task
 			return o
 		}},
+		// Elastic Beanstalk's cron.yaml example, converted, and a rate with its own body, on a
+		// FIFO queue (group and deduplication id per tick).
+		{name: "schedules", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "reports"
+			o.FIFO = true
+			o.Command = []string{"/app/worker"}
+			o.Schedules = []Schedule{
+				{Name: "backup-job", Expression: "cron(0 0,12 * * ? *)", Path: "/backup"},
+				{Name: "audit", Expression: "cron(0 23 * * ? *)", Path: "/audit"},
+				{Name: "digest", Expression: "rate(15 minutes)", Body: `{"kind":"digest","at":"<aws.scheduler.scheduled-time>"}`},
+			}
+			o.ScheduleTimezone = "Europe/Paris"
+			return o
+		}},
 		{name: "no-metrics", formats: []Format{JSON}, opts: func() Options {
 			o := DefaultOptions()
 			o.Metrics = MetricsNone

@@ -91,6 +91,11 @@ type Options struct {
 	// HTTPAddr is listen's --http-addr, where the container's health check (`watchbot health`)
 	// asks /healthz: HOST:PORT with a loopback or unspecified IP host (see CheckHTTPAddr).
 	HTTPAddr string
+	// Schedules are the scheduled tasks (--schedule, --cron-yaml): one EventBridge Scheduler
+	// schedule each, sending one message to the work queue per tick.
+	Schedules []Schedule
+	// ScheduleTimezone is the IANA time zone the schedules' cron expressions are read in.
+	ScheduleTimezone string
 }
 
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
@@ -124,6 +129,7 @@ func DefaultOptions() Options {
 		ShutdownTimeout:     listen.ShutdownTimeout,
 		KillGrace:           listen.KillGrace,
 		HTTPAddr:            DefaultHTTPAddr,
+		ScheduleTimezone:    DefaultScheduleTimezone,
 	}
 }
 
@@ -315,6 +321,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--kill-grace (%v) must be a whole, non-negative number of seconds", o.KillGrace)
 	}
 	if err := CheckHTTPAddr(o.HTTPAddr); err != nil {
+		return err
+	}
+	if err := checkSchedules(o.Schedules, o.ScheduleTimezone); err != nil {
 		return err
 	}
 	if stop := o.StopTimeout(); stop > MaxStopTimeout {
