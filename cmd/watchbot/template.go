@@ -51,6 +51,10 @@ func templateCommand() *cli.Command {
 			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
 			&cli.StringFlag{Name: "http-addr", Value: d.HTTPAddr, Usage: "listen's --http-addr `ADDR`, which the container's health check (watchbot health) asks: " +
 				"a loopback IP and port, or :PORT for every interface (to scrape /metrics from outside the task)"},
+			&cli.GenericFlag{Name: "schedule", Value: &scheduleList{}, Usage: "scheduled task `NAME=EXPR[,path=/PATH][,body=BODY]` (repeatable): " +
+				"EXPR is an EventBridge Scheduler rate(...) or cron(...) expression; on every tick one message goes to the queue, so one task runs it; body= comes last"},
+			&cli.StringFlag{Name: "cron-yaml", Usage: "Elastic Beanstalk cron.yaml `FILE` whose periodic tasks become schedules (Unix cron converted to EventBridge's)"},
+			&cli.StringFlag{Name: "schedule-timezone", Value: d.ScheduleTimezone, Usage: "IANA time `ZONE` the schedules' cron expressions are read in"},
 		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
@@ -124,6 +128,27 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	o.KillGrace = durationOf(c, "kill-grace")
 	o.HTTPAddr = c.String("http-addr")
+	o.ScheduleTimezone = c.String("schedule-timezone")
+	if path := c.String("cron-yaml"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return o, usagef("--cron-yaml: %v", err)
+		}
+		schedules, err := cloudformation.ParseCronYAML(data)
+		if err != nil {
+			return o, usagef("--cron-yaml %s: %v", path, err)
+		}
+		o.Schedules = schedules
+	}
+	if l, ok := c.Generic("schedule").(*scheduleList); ok {
+		for _, v := range l.values {
+			sc, err := cloudformation.ParseSchedule(v)
+			if err != nil {
+				return o, usageError{err}
+			}
+			o.Schedules = append(o.Schedules, sc)
+		}
+	}
 	t := readTuning(c)
 	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 
@@ -153,6 +178,22 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		o.ExtraStatements = statements
 	}
 	return o, nil
+}
+
+// scheduleList collects --schedule values. It is not a string slice flag, which would split
+// a value at its commas: cron lists and bodies hold commas.
+type scheduleList struct{ values []string }
+
+func (l *scheduleList) Set(value string) error {
+	l.values = append(l.values, value)
+	return nil
+}
+
+func (l *scheduleList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.values, " ")
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same directory, so that

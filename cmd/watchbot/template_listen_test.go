@@ -31,6 +31,10 @@ func TestTemplatesStartListen(t *testing.T) {
 	if err := os.WriteFile(policy, []byte(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::in/*"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	cronYAML := filepath.Join(dir, "cron.yaml")
+	if err := os.WriteFile(cronYAML, []byte("version: 1\ncron:\n - {name: audit, url: /audit, schedule: '0 23 * * *'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	base := supervisor.DefaultConfig()
 	tests := []struct {
 		name string
@@ -68,6 +72,8 @@ func TestTemplatesStartListen(t *testing.T) {
 			func(c *supervisor.Config) {
 				c.MaxAttempts, c.Volumes, c.MaxJobDuration = 10, []string{"/scratch"}, 5*time.Minute
 			}},
+		{"scheduled tasks", []string{"--fifo", "--schedule", "tick=rate(5 minutes),path=/tick", "--cron-yaml", cronYAML, "--schedule-timezone", "Europe/Paris"},
+			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
 			"--target-latency", "15m", "--expected-job-duration", "2m",

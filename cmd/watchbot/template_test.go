@@ -99,6 +99,35 @@ func TestTemplateFlags(t *testing.T) {
 	}
 }
 
+// TestTemplateSchedules checks that --cron-yaml, --schedule and --schedule-timezone reach
+// cloudformation.Options: the cron.yaml's tasks first, then each --schedule in order.
+func TestTemplateSchedules(t *testing.T) {
+	cronYAML := filepath.Join(t.TempDir(), "cron.yaml")
+	if err := os.WriteFile(cronYAML, []byte("version: 1\ncron:\n - name: \"backup-job\"\n   url: \"/backup\"\n   schedule: \"0 */12 * * *\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runTemplate(t, "--format", "json",
+		"--schedule", `report=cron(0,30 8 ? * MON-FRI *),path=/report,body={"a":1,"b":2}`,
+		"--cron-yaml", cronYAML,
+		"--schedule", "tick=rate(1 minute)",
+		"--schedule-timezone", "America/New_York",
+		"--", "/app/worker")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	o := cloudformation.DefaultOptions()
+	o.Command = []string{"/app/worker"}
+	o.ScheduleTimezone = "America/New_York"
+	o.Schedules = []cloudformation.Schedule{
+		{Name: "backup-job", Expression: "cron(0 0,12 * * ? *)", Path: "/backup"},
+		{Name: "report", Expression: "cron(0,30 8 ? * MON-FRI *)", Path: "/report", Body: `{"a":1,"b":2}`},
+		{Name: "tick", Expression: "rate(1 minute)"},
+	}
+	if diff := cmp.Diff(renderOptions(t, o, cloudformation.JSON), stdout); diff != "" {
+		t.Errorf("template from flags (-want +got):\n%s", diff)
+	}
+}
+
 func TestTemplateBadInput(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -110,6 +139,9 @@ func TestTemplateBadInput(t *testing.T) {
 	}
 	notJSON := write("not-json.json", "Effect: Allow")
 	principal := write("principal.json", `{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}`)
+	cronBoth := write("cron-both.yaml", "version: 1\ncron:\n - {name: payroll, url: /pay, schedule: '0 0 1 * 5'}\n")
+	cronBroken := write("cron-broken.yaml", "version: 1\ncron: [\n")
+	cronDup := write("cron-dup.yaml", "version: 1\ncron:\n - {name: tick, url: /t, schedule: '* * * * *'}\n")
 	lowercase := write("lowercase.json", `{"Version": "2012-10-17", "Statement": [{"Effect": "allow", "Action": "s3:GetObject", "Resource": "*"}]}`)
 	for _, c := range []struct {
 		name string
@@ -146,6 +178,17 @@ func TestTemplateBadInput(t *testing.T) {
 		{"job duration without metrics", []string{"--expected-job-duration", "2m", "--metrics", "none"}, "--expected-job-duration needs watchbot's metrics"},
 		{"http addr without port", []string{"--http-addr", "9090"}, `--http-addr ("9090") must be HOST:PORT`},
 		{"http addr of the task", []string{"--http-addr", "10.0.0.5:9090"}, `--http-addr ("10.0.0.5:9090"): the host must be a loopback IP`},
+		{"schedule without expression", []string{"--schedule", "tick"}, `--schedule "tick": expected NAME=EXPR`},
+		{"schedule rate unit", []string{"--schedule", "tick=rate(2 minute)"}, `--schedule tick: "rate(2 minute)": the unit is singular for 1`},
+		{"schedule cron fields", []string{"--schedule", "tick=cron(0 8 * * *)"}, "--schedule tick: \"cron(0 8 * * *)\": a cron expression has 6 fields"},
+		{"schedule path", []string{"--schedule", "tick=rate(5 minutes),path=tick"}, `--schedule tick: path ("tick") must start with /`},
+		{"schedule name", []string{"--schedule", "my tick=rate(5 minutes)"}, `--schedule "my tick": the name must be`},
+		{"schedule twice", []string{"--schedule", "tick=rate(5 minutes)", "--schedule", "tick=rate(1 hour)"}, "--schedule tick: given twice"},
+		{"schedule and cron.yaml clash", []string{"--cron-yaml", cronDup, "--schedule", "tick=rate(1 hour)"}, "--schedule tick: given twice"},
+		{"schedule time zone", []string{"--schedule", "tick=rate(5 minutes)", "--schedule-timezone", "Mars/Olympus"}, `--schedule-timezone ("Mars/Olympus")`},
+		{"cron.yaml missing", []string{"--cron-yaml", filepath.Join(dir, "nope.yaml")}, "--cron-yaml: open"},
+		{"cron.yaml malformed", []string{"--cron-yaml", cronBroken}, "--cron-yaml " + cronBroken + ": not YAML"},
+		{"cron.yaml both days", []string{"--cron-yaml", cronBoth}, "entry payroll: schedule \"0 0 1 * 5\": both day-of-month and day-of-week are restricted"},
 		{"no command", nil, "the worker command is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
