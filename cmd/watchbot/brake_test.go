@@ -44,12 +44,9 @@ func TestListenBrakesThroughAnOutage(t *testing.T) {
 				bodies[i] = "job-" + strconv.Itoa(i)
 			}
 			send(t, c, q.URL, bodies...)
-			args := append([]string{"listen", "--queue-url", q.URL, "--concurrency", "8", "--backoff-base", "1s",
+			args := append([]string{"--queue-url", q.URL, "--concurrency", "8", "--backoff-base", "1s",
 				"--brake-probe-max", "10s"}, tc.args...)
-			cmd := emu.Watchbot(t, append(args, "--", worker)...)
-			var stderr testenv.Buffer
-			cmd.Stderr = &stderr
-			p := testenv.Spawn(t, cmd)
+			p, stderr := listenBinary(t, emu, append(args, "--", worker)...)
 			time.Sleep(outage)
 			runsDown := strings.Count(readFile(t, filepath.Join(dir, "runs")), "down")
 			if err := os.WriteFile(filepath.Join(dir, "up"), nil, 0o644); err != nil {

@@ -128,11 +128,8 @@ func TestHTTPWorker(t *testing.T) {
 	for _, b := range []string{"retry-after", "fail", "bad-request", "dead-letter-body", "ack-header", "slow", "close", big} {
 		sendWith(b, nil)
 	}
-	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--concurrency", "4", "--backoff-base", "1s",
+	p, stderr := listenBinary(t, emu, "--queue-url", q.URL, "--concurrency", "4", "--backoff-base", "1s",
 		"--http-worker", "http://"+addr+"/work", "--http-timeout", "1s", "--http-content-type", "text/plain")
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	p := testenv.Spawn(t, cmd)
 	testenv.Eventually(t, "the queue to empty", 60*time.Second, func() bool { return testenv.Depth(t, c, q.URL).Total() == 0 }, stderr.String)
 
 	ok := app.byBody("ok 1")
@@ -211,10 +208,7 @@ func TestHTTPWorkerStartup(t *testing.T) {
 
 	send(t, c, q.URL, "ok late")
 	app := &application{release: make(chan struct{})}
-	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--http-worker", "http://"+addr+"/", "--http-health-path", "/healthz")
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	p := testenv.Spawn(t, cmd)
+	p, stderr := listenBinary(t, emu, "--queue-url", q.URL, "--http-worker", "http://"+addr+"/", "--http-health-path", "/healthz")
 	testenv.Eventually(t, "the wait to be logged", 30*time.Second, func() bool {
 		return strings.Contains(stderr.String(), "waiting for the HTTP worker to accept requests")
 	}, stderr.String)

@@ -106,10 +106,7 @@ func TestListenServesHealthReadinessAndMetrics(t *testing.T) {
 	_, endpoint := faultproxy.Serve(t, emu.Endpoint, faultproxy.Config{Rules: []faultproxy.Rule{
 		{Operations: []string{"GetQueueAttributes"}, Fault: faultproxy.Latency, Latency: 2 * time.Second, Rate: 1, For: 1}}})
 	addr := freeAddr(t)
-	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--endpoint-url", endpoint, "--concurrency", "2", "--http-addr", addr, "--", worker)
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	p := testenv.Spawn(t, cmd)
+	p, stderr := listenBinary(t, emu, "--queue-url", q.URL, "--endpoint-url", endpoint, "--concurrency", "2", "--http-addr", addr, "--", worker)
 	testenv.Eventually(t, "the server to answer", 10*time.Second, func() bool { code, _ := probe(addr, "/readyz"); return code != 0 }, stderr.String)
 	if code, body := probe(addr, "/readyz"); code != 503 || body["reason"] != "startup checks under way" {
 		t.Errorf("/readyz during the startup checks: %d %v", code, body)
@@ -177,10 +174,7 @@ func TestListenHealthzFollowsSQS(t *testing.T) {
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	proxy, endpoint := faultproxy.Serve(t, emu.Endpoint, faultproxy.Config{})
 	addr := freeAddr(t)
-	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--endpoint-url", endpoint, "--http-addr", addr, "--health-grace", "2s", "--", "true")
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	p := testenv.Spawn(t, cmd)
+	p, stderr := listenBinary(t, emu, "--queue-url", q.URL, "--endpoint-url", endpoint, "--http-addr", addr, "--health-grace", "2s", "--", "true")
 	testenv.Eventually(t, "readiness", 15*time.Second, func() bool { code, _ := probe(addr, "/readyz"); return code == 200 }, stderr.String)
 	if err := proxy.SetRules([]faultproxy.Rule{{Operations: []string{"ReceiveMessage"}, Fault: faultproxy.ServerError, Rate: 1}}); err != nil {
 		t.Fatal(err)
