@@ -17,6 +17,10 @@ var exitCodes = []struct {
 	match   func(error) bool
 }{
 	{0, "success; for listen, a clean drain: every message deleted, released or dead-lettered", func(err error) bool { return err == nil }},
+	{10, "for try: listen would release the message", isDecided(10)},
+	{11, "for try: listen would retry the message", isDecided(11)},
+	{12, "for try: listen would leave the message to the redrive policy", isDecided(12)},
+	{13, "for try: listen would dead-letter the message", isDecided(13)},
 	{130, "stopped at once by a second SIGINT/SIGTERM; running jobs were killed and their messages released", func(err error) bool { return errors.Is(err, supervisor.ErrAborted) }},
 	{2, "bad usage or configuration: unknown flag, missing or invalid value, failed startup check", func(err error) bool {
 		var u usageError
@@ -24,6 +28,14 @@ var exitCodes = []struct {
 		return errors.As(err, &u) || errors.As(err, &c)
 	}},
 	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer", func(error) bool { return true }},
+}
+
+// isDecided matches try's decision code.
+func isDecided(code int) func(error) bool {
+	return func(err error) bool {
+		var d decided
+		return errors.As(err, &d) && int(d) == code
+	}
 }
 
 // usageError marks errors in what the user typed.
@@ -41,7 +53,8 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 // exitCode prints err as one line and returns the code the exit-code table gives it.
 func exitCode(err error, stderr io.Writer) int {
-	if err != nil {
+	var d decided
+	if err != nil && !errors.As(err, &d) {
 		fmt.Fprintf(stderr, "watchbot: %v\n", err)
 	}
 	for _, row := range exitCodes {

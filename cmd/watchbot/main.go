@@ -79,6 +79,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			sendCommand(),
 			statusCommand(),
 			templateCommand(),
+			tryCommand(stdin, stdout),
 			versionCommand(),
 		},
 		OnUsageError: onUsageError,

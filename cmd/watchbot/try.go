@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// tryExits is `watchbot try`'s exit status for each decision (a batch exits with the highest
+// of its messages'); exitCodes documents them. Bad usage is 2 and a failure to run is 1, as
+// for every command.
+var tryExits = map[string]int{"delete": 0, "release": 10, "retry": 11, "redrive": 12, "dead-letter": 13}
+
+// decided is try's result: not a failure, an exit status.
+type decided int
+
+func (d decided) Error() string { return "" }
+
+func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
+	def := supervisor.DefaultConfig()
+	return &cli.Command{
+		Name:      "try",
+		Usage:     "run a worker once on a message, as listen would, and print what listen would do",
+		ArgsUsage: "-- COMMAND [ARG...]",
+		Description: "No queue is needed. The message comes from --body, --file or stdin (with --batch, one message per line).\n" +
+			"The exit status says what listen would do: 0 delete, 10 release, 11 retry, 12 left to the redrive policy,\n" +
+			"13 dead-letter (a batch: the highest); 2 bad usage, 1 the worker could not be run.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "body", Usage: "the message body"},
+			&cli.StringFlag{Name: "file", Usage: "read the message body from this `FILE`"},
+			&cli.BoolFlag{Name: "batch", Usage: "read one message per line of stdin and run them as one batch (batch mode)"},
+			&cli.StringSliceFlag{Name: "attr", Usage: "a message attribute `NAME=VALUE` (repeatable)"},
+			&cli.StringFlag{Name: "subject", Usage: "deliver the body inside an SNS notification with this subject, as listen unwraps it"},
+			&cli.IntFlag{Name: "attempt", Value: 1, Usage: "the attempt this run is (ApproximateReceiveCount)"},
+			&cli.IntFlag{Name: "max-attempts", Value: 10, Usage: "attempts before a message is dead-lettered (the queue's maxReceiveCount)"},
+			&cli.IntFlag{Name: "batch-size", Value: def.BatchSize, Usage: "run as batch mode with this batch size (1..100)"},
+			durationFlag("max-job-duration", 0, "stop the worker after this long (0 = no limit)"),
+			durationFlag("kill-grace", def.KillGrace, "wait between SIGTERM and SIGKILL when the worker is stopped"),
+			durationFlag("backoff-base", def.Backoff.Base, "delay after failed attempt n is base·2^(n-1)"),
+			durationFlag("backoff-max", def.Backoff.Max, "longest retry delay (at most 12h)"),
+			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal (the printed delay is then one draw)"},
+			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
+			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
+			&cli.BoolFlag{Name: "json", Usage: "print the decision as JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg := supervisor.DefaultConfig()
+			cfg.Command = c.Args().Slice()
+			cfg.MaxAttempts = c.Int("max-attempts")
+			cfg.BatchSize = c.Int("batch-size")
+			cfg.MaxJobDuration = durationOf(c, "max-job-duration")
+			cfg.KillGrace = durationOf(c, "kill-grace")
+			cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
+			cfg.RetryDelay = durationOf(c, "retry-delay")
+			cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
+			msgs, err := tryMessages(c, stdin)
+			if err != nil {
+				return err
+			}
+			if len(msgs) > 1 && !c.IsSet("batch-size") {
+				cfg.BatchSize = min(len(msgs), supervisor.MaxBatchSize)
+			}
+			log, err := newLogger(c, "text", "info")
+			if err != nil {
+				return err
+			}
+			decisions, err := supervisor.Try(c.Context, cfg, msgs, c.Int("attempt"), log)
+			if err != nil {
+				return err
+			}
+			if err := printDecisions(stdout, decisions, cfg.BatchSize > 1, c.Bool("json")); err != nil {
+				return err
+			}
+			return tryExit(decisions)
+		},
+	}
+}
+
+// tryMessages reads the message, or the batch, from the flags or stdin.
+func tryMessages(c *cli.Context, stdin io.Reader) ([]supervisor.TryMessage, error) {
+	attrs := map[string]string{}
+	for _, kv := range c.StringSlice("attr") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--attr (%q) must be NAME=VALUE", kv)
+		}
+		attrs[k] = v
+	}
+	var bodies []string
+	switch {
+	case c.IsSet("body") && c.IsSet("file"), c.Bool("batch") && (c.IsSet("body") || c.IsSet("file")):
+		return nil, usagef("give the message one way: --body, --file, or stdin (--batch reads stdin)")
+	case c.IsSet("body"):
+		bodies = []string{c.String("body")}
+	case c.IsSet("file"):
+		data, err := os.ReadFile(c.String("file"))
+		if err != nil {
+			return nil, usagef("--file: %v", err)
+		}
+		bodies = []string{string(data)}
+	case c.Bool("batch"):
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if line := sc.Text(); line != "" {
+				bodies = append(bodies, line)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, usagef("reading the batch from stdin: %v", err)
+		}
+	default:
+		data, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
+		if err != nil {
+			return nil, usagef("reading the message from stdin: %v", err)
+		}
+		bodies = []string{strings.TrimSuffix(string(data), "\n")}
+	}
+	if len(bodies) == 0 {
+		return nil, usagef("no message: give --body, --file, or the body on stdin")
+	}
+	msgs := make([]supervisor.TryMessage, len(bodies))
+	for i, b := range bodies {
+		if s := c.String("subject"); c.IsSet("subject") {
+			// As SNS delivers to an SQS subscription without raw delivery.
+			env, _ := json.Marshal(map[string]string{"Type": "Notification", "MessageId": fmt.Sprintf("sns-%d", i+1),
+				"TopicArn": "arn:aws:sns:us-east-1:000000000000:try", "Subject": s, "Message": b})
+			b = string(env)
+		}
+		msgs[i] = supervisor.TryMessage{Body: b, Attributes: attrs}
+	}
+	return msgs, nil
+}
+
+// printDecisions prints one line per message (prefixed by its id in a batch), or JSON: the
+// decision as one object, or a batch's as {"decisions": [...]}.
+func printDecisions(w io.Writer, ds []supervisor.Decision, batch, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		if batch {
+			return enc.Encode(map[string]any{"decisions": ds})
+		}
+		return enc.Encode(ds[0])
+	}
+	for _, d := range ds {
+		if batch {
+			fmt.Fprintf(w, "%s: ", d.MessageID)
+		}
+		fmt.Fprintln(w, d.String())
+	}
+	return nil
+}
+
+// tryExit is the exit status for the decisions: the highest of tryExits.
+func tryExit(ds []supervisor.Decision) error {
+	code := 0
+	for _, d := range ds {
+		code = max(code, tryExits[d.Action])
+	}
+	if code == 0 {
+		return nil
+	}
+	return decided(code)
+}

@@ -1,0 +1,154 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+// TryMessage is a message for Try: what a sender would have put on the queue.
+type TryMessage struct {
+	Body       string
+	Attributes map[string]string
+}
+
+// Decision is what listen would do with a message after a worker run, as Try found it.
+type Decision struct {
+	MessageID string `json:"messageId"`
+	// Action is delete, retry, release, dead-letter or redrive (left to the redrive policy).
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+	// Delay is a retry's delay.
+	Delay time.Duration `json:"-"`
+	// DelaySeconds is Delay in seconds, for JSON.
+	DelaySeconds float64 `json:"delaySeconds,omitempty"`
+	Attempt      int     `json:"attempt"`
+	MaxAttempts  int     `json:"maxAttempts"`
+	// DecidedBy is what decided: "exit code N", "signal N", "--max-job-duration", "result
+	// file: {...}", "the worker could not start".
+	DecidedBy string `json:"decidedBy"`
+}
+
+// String is the decision in one line a person reads at a glance.
+func (d Decision) String() string {
+	var what string
+	switch d.Action {
+	case actRetry.String():
+		what = fmt.Sprintf("retry in %s (attempt %d of %d)", d.Delay.Round(time.Millisecond), d.Attempt, d.MaxAttempts)
+	case actRedrive.String():
+		what = fmt.Sprintf("left to the redrive policy (attempt %d of %d): %s", d.Attempt, d.MaxAttempts, d.Reason)
+	case actDeadLetter.String():
+		what = "dead-letter: " + d.Reason
+	default:
+		what = d.Action
+	}
+	return what + " [" + d.DecidedBy + "]"
+}
+
+// tryQueueURL is the queue a tried worker is told it reads from.
+const tryQueueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/watchbot-try"
+
+// Try runs cfg.Command once for msgs (one message, or a batch with cfg.BatchSize > 1) exactly
+// as listen would run it, at the given attempt of cfg.MaxAttempts, and returns what listen
+// would then do with each message: the same environment, files, stdin, process group,
+// deadline, kill escalation and output logging, and the same outcome table. No queue is
+// involved; the queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's
+// does. Worker output goes to log.
+func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *slog.Logger) ([]Decision, error) {
+	if cfg.QueueURL == "" {
+		cfg.QueueURL = tryQueueURL
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 10
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(msgs) == 0:
+		return nil, ConfigError{Msg: "no message to try"}
+	case len(msgs) > 1 && len(msgs) > cfg.BatchSize:
+		return nil, ConfigError{Flag: "--batch-size", Msg: fmt.Sprintf("(%d) is smaller than the %d messages given", cfg.BatchSize, len(msgs))}
+	case attempt < 1 || attempt > cfg.MaxAttempts:
+		return nil, ConfigError{Flag: "--attempt", Msg: fmt.Sprintf("(%d) must be between 1 and --max-attempts (%d)", attempt, cfg.MaxAttempts)}
+	}
+	if cfg.HTTP.URL != "" {
+		return nil, ConfigError{Flag: "--http-worker", Msg: "try runs a worker command"}
+	}
+	path, err := exec.LookPath(cfg.Command[0])
+	if err != nil {
+		return nil, ConfigError{Msg: fmt.Sprintf("worker command %q: %v", cfg.Command[0], unwrapExec(err))}
+	}
+	r := &runner{cfg: cfg, command: append([]string{path}, cfg.Command[1:]...), maxAttempts: cfg.MaxAttempts,
+		maxReceiveCount: cfg.MaxAttempts, dlqURL: "the dead-letter queue", metrics: alarms.Discard, log: log,
+		random: rand.Float64, spawn: runWorker, brake: newBrake(BrakeConfig{}, 1, log)}
+	if err := r.makeWorkDirs(); err != nil {
+		return nil, err
+	}
+	defer r.removeWorkDirs()
+	r.baseEnv = os.Environ()
+
+	now := time.Now()
+	jobs := make([]*job, len(msgs))
+	for i, m := range msgs {
+		id := fmt.Sprintf("try-%d-%08x", i+1, rand.Uint32())
+		sm := types.Message{
+			MessageId: aws.String(id), ReceiptHandle: aws.String("try-" + id), Body: aws.String(m.Body),
+			Attributes: map[string]string{
+				string(types.MessageSystemAttributeNameApproximateReceiveCount):          strconv.Itoa(attempt),
+				string(types.MessageSystemAttributeNameSentTimestamp):                    strconv.FormatInt(now.UnixMilli(), 10),
+				string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp): strconv.FormatInt(now.UnixMilli(), 10),
+			},
+			MessageAttributes: map[string]types.MessageAttributeValue{},
+		}
+		for k, v := range m.Attributes {
+			sm.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		}
+		jobs[i] = &job{msg: parseMessage(sm), attempt: attempt, log: log.With("message_id", id)}
+	}
+	run, directives := r.runWorker(ctx, jobs)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, ctx.Err()
+	}
+	out := make([]Decision, len(jobs))
+	for i, j := range jobs {
+		res := result{End: run.End, ExitCode: run.ExitCode, Directive: directives[j.msg.ID], Attempt: attempt,
+			MaxAttempts: cfg.MaxAttempts, MaxReceiveCount: cfg.MaxAttempts, OnReject: cfg.OnReject}
+		o := outcomeFor(res)
+		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
+			DecidedBy: decidedBy(res)}
+		if o.Action == actRetry {
+			d.Delay = r.delay(o, attempt)
+			d.DelaySeconds = d.Delay.Seconds()
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// decidedBy names what decided a run's outcome.
+func decidedBy(res result) string {
+	if res.Directive != nil {
+		return fmt.Sprintf("result file: %q", res.Directive.Action)
+	}
+	switch res.End {
+	case endSpawnError:
+		return "the worker could not start"
+	case endTimedOut:
+		return "--max-job-duration"
+	case endSignaled:
+		return fmt.Sprintf("signal %d", res.ExitCode)
+	}
+	return fmt.Sprintf("exit code %d", res.ExitCode)
+}
