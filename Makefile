@@ -45,8 +45,10 @@ bench: build node_modules/.package-lock.json
 soak: build node_modules/.package-lock.json
 	scripts/soak
 
-## emulator: the local SQS emulator in the foreground on 127.0.0.1:4566
-emulator: node_modules/.package-lock.json
+## emulator: the local SQS emulator in the foreground on 127.0.0.1:4566 with a work queue and its DLQ;
+## prints their URLs and the bin/watchbot commands that use them; Ctrl-C stops it. Variables:
+## FAUXQS_PORT=4566 QUEUE=jobs MAX_RECEIVE_COUNT=3 VISIBILITY_TIMEOUT=30 FIFO=1 (see scripts/local-sqs)
+emulator: build node_modules/.package-lock.json
 	scripts/local-sqs
 
 clean:

@@ -1,7 +1,8 @@
 // Starts the pinned fauxqs SQS emulator quietly on FAUXQS_PORT (0 = any free port) and prints
 // one line, "fauxqs listening on port N", once it accepts requests. FAUXQS_QUEUES may hold a
-// JSON array of {"name": ..., "attributes": {...}, "deadLetter": {"name": ..., "maxReceiveCount": N}}
-// to create at start; each is announced as "queue NAME URL" after the first line. Used by scripts/local-sqs
+// JSON array of {"name": ..., "attributes": {...}, "deadLetter": {"name": ..., "maxReceiveCount": N,
+// "attributes": {...}}} to create at start (a FIFO queue's DLQ needs "FifoQueue": "true" too);
+// each is announced as "queue NAME URL" after the first line. Used by scripts/local-sqs, scripts/demo
 // and by the Go test environment (testenv.go, beside it). Exits when stdin closes or on SIGTERM, so
 // a parent that dies never leaves it behind.
 import { startFauxqs } from "fauxqs";
@@ -16,7 +17,7 @@ console.log(`fauxqs listening on port ${server.port}`);
 for (const q of JSON.parse(process.env.FAUXQS_QUEUES ?? "[]")) {
   const attributes = { ...(q.attributes ?? {}) };
   if (q.deadLetter) {
-    const dlq = server.createQueue(q.deadLetter.name, { attributes: { MessageRetentionPeriod: "1209600" } });
+    const dlq = server.createQueue(q.deadLetter.name, { attributes: { MessageRetentionPeriod: "1209600", ...(q.deadLetter.attributes ?? {}) } });
     console.log(`queue ${dlq.queueName} ${dlq.queueUrl}`);
     attributes.RedrivePolicy = JSON.stringify({ deadLetterTargetArn: dlq.queueArn, maxReceiveCount: String(q.deadLetter.maxReceiveCount) });
   }
