@@ -57,8 +57,8 @@ func writeWorker(t *testing.T, dir, script string) string {
 // status.
 func TestTry(t *testing.T) {
 	for _, tc := range tryCases() {
+		// Not in parallel: urfave/cli's help flag is shared by every app the in-process CLI builds.
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			worker := writeWorker(t, t.TempDir(), tc.script)
 			args := append(append([]string{"try", "--body", "hello"}, tc.args...), "--", worker)
 			code, out, errOut := runCLI(t, nil, args...)
