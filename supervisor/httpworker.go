@@ -181,7 +181,7 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 		body = []byte(m.Raw)
 		w.sqsdHeaders(header, m)
 		header.Set("X-Watchbot-Attempt", strconv.Itoa(attempt))
-		if p := m.Attributes[AttrTaskPath]; p != "" {
+		if p := stringAttributes(m)[AttrTaskPath]; p != "" {
 			if ref, err := url.Parse(p); err == nil && strings.HasPrefix(p, "/") {
 				target = *w.base.ResolveReference(ref)
 			}
@@ -260,7 +260,7 @@ func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 	if id := m.SenderID; id != "" {
 		h.Set("X-Aws-Sqsd-Sender-Id", id)
 	}
-	for name, v := range m.Attributes {
+	for name, v := range stringAttributes(m) {
 		switch name {
 		case AttrTaskName:
 			h.Set("X-Aws-Sqsd-Taskname", v)
@@ -272,6 +272,19 @@ func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 			h.Set("X-Aws-Sqsd-Attr-"+name, v)
 		}
 	}
+}
+
+// stringAttributes are the message's own String and Number attributes, as SQS delivered
+// them. The body is POSTed as received (an SNS envelope stays one), so its headers are the SQS
+// message's too, not those of an unwrapped notification.
+func stringAttributes(m message) map[string]string {
+	out := make(map[string]string, len(m.SQSAttributes))
+	for name, v := range m.SQSAttributes {
+		if v.StringValue != nil {
+			out[name] = *v.StringValue
+		}
+	}
+	return out
 }
 
 // directives reads the answer's directives: the X-Watchbot-Result header or a JSON object

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -117,5 +120,34 @@ func TestHTTPWorkerOutcomes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHTTPWorkerPostsWhatSQSDelivered: an SNS notification is POSTed as received, and its
+// headers carry the SQS message's attributes, not the unwrapped notification's.
+func TestHTTPWorkerPostsWhatSQSDelivered(t *testing.T) {
+	var body string
+	var header http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		body, header = string(b), r.Header.Clone()
+	}))
+	defer srv.Close()
+	envelope := `{"Type":"Notification","MessageId":"n1","TopicArn":"arn:aws:sns:us-east-1:000000000000:t","Message":"inner","MessageAttributes":{"sns-only":{"Type":"String","Value":"x"}}}`
+	msg := parseMessage(types.Message{MessageId: aws.String("m"), Body: aws.String(envelope),
+		MessageAttributes: map[string]types.MessageAttributeValue{"tenant": {DataType: aws.String("String"), StringValue: aws.String("acme")}}})
+	if msg.Body != "inner" {
+		t.Fatalf("the envelope was not unwrapped for command workers: %q", msg.Body)
+	}
+	cfg := DefaultHTTPWorker()
+	cfg.URL = srv.URL
+	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1); run.End != endExited {
+		t.Fatalf("run %+v", run)
+	}
+	if body != envelope {
+		t.Errorf("body %q, want the envelope as received", body)
+	}
+	if header.Get("X-Aws-Sqsd-Attr-Tenant") != "acme" || header.Get("X-Aws-Sqsd-Attr-Sns-Only") != "" {
+		t.Errorf("attribute headers %v", header)
 	}
 }

@@ -92,7 +92,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 	}
 	r := &runner{cfg: cfg, command: append([]string{path}, cfg.Command[1:]...), maxAttempts: cfg.MaxAttempts,
 		maxReceiveCount: cfg.MaxAttempts, dlqURL: "the dead-letter queue", metrics: alarms.Discard, log: log,
-		random: rand.Float64, spawn: runWorker, brake: newBrake(BrakeConfig{}, 1, log)}
+		random: rand.Float64, spawn: runWorker}
 	if err := r.makeWorkDirs(); err != nil {
 		return nil, err
 	}
