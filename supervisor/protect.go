@@ -70,6 +70,10 @@ func (p protectionPolicy) next(s protection, busy bool, now time.Time) (call, en
 	case want && !s.on, !want && s.on:
 		due = now
 	case want && s.on:
+		if end := s.idleSince.Add(p.idle); !busy && !end.After(s.until) {
+			// Idle, and the grant outlasts the hold: no renewal; look again when it ends.
+			return false, false, end
+		}
 		due = s.until.Add(-s.granted / 2)
 	default:
 		return false, false, time.Time{}
@@ -112,6 +116,10 @@ type protector struct {
 	metrics alarms.Recorder
 	log     *slog.Logger
 	random  func() float64
+	// healthy reports whether the supervisor makes progress (nil: always). A stuck watchbot
+	// counts as idle, so it stops renewing and its task is unprotected within the idle hold
+	// after the next renewal was due, however long it stays stuck.
+	healthy func() bool
 
 	st         protection
 	lastErrLog time.Time
@@ -131,7 +139,7 @@ func (p *protector) run(ctx context.Context) {
 	defer timer.Stop()
 	wasBusy := false
 	for {
-		busy := p.load.Active()
+		busy := p.load.Active() && (p.healthy == nil || p.healthy())
 		now := time.Now()
 		if wasBusy && !busy {
 			p.st.idleSince = now

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -57,6 +58,12 @@ func TestProtectionPolicyNext(t *testing.T) {
 			busy: true, now: at(10 * time.Second), wake: at(30 * time.Second)},
 		{name: "idle within the hold: stay protected until it ends", st: idle, now: at(time.Minute + 10*time.Second), wake: at(time.Minute + 30*time.Second)},
 		{name: "idle past the hold: unprotect", st: idle, now: at(time.Minute + 30*time.Second), call: true},
+		{name: "idle, renewal due, but the grant outlasts the hold: no renewal",
+			st:  protection{on: true, until: at(150 * time.Second), granted: 4 * time.Minute, lastCall: at(-90 * time.Second), idleSince: at(115 * time.Second)},
+			now: at(2 * time.Minute), wake: at(145 * time.Second)},
+		{name: "idle, the hold outlasts the grant: renew",
+			st:  protection{on: true, until: at(130 * time.Second), granted: 4 * time.Minute, lastCall: at(-110 * time.Second), idleSince: at(115 * time.Second)},
+			now: at(2 * time.Minute), call: true, want: true},
 		{name: "idle, unprotected: nothing", st: protection{idleSince: t0, lastCall: t0}, now: at(time.Hour)},
 		{name: "protect at once, even right after an unprotect", st: protection{lastCall: t0, idleSince: at(-time.Minute)}, busy: true, now: at(time.Second), call: true, want: true},
 		{name: "renewals at least gap apart", st: protection{on: true, until: at(6 * time.Second), granted: 6 * time.Second, lastCall: t0}, busy: true, now: at(3 * time.Second), wake: at(5 * time.Second)},
@@ -131,6 +138,7 @@ type protectorRig struct {
 	metrics *countingRecorder
 	logs    *testenv.Buffer
 	stop    func()
+	sick    atomic.Bool // the supervisor is stuck
 }
 
 func startProtector(t *testing.T) *protectorRig {
@@ -139,7 +147,8 @@ func startProtector(t *testing.T) *protectorRig {
 	cfg.ProtectionIdle = 30 * time.Second
 	r := &protectorRig{api: &fakeProtection{start: time.Now()}, load: NewLoad(), metrics: &countingRecorder{}, logs: &testenv.Buffer{}}
 	p := &protector{api: r.api, load: r.load, policy: newProtectionPolicy(cfg), metrics: r.metrics,
-		log: slog.New(slog.NewTextHandler(r.logs, nil)), random: func() float64 { return 0.5 }}
+		log: slog.New(slog.NewTextHandler(r.logs, nil)), random: func() float64 { return 0.5 },
+		healthy: func() bool { return !r.sick.Load() }}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
@@ -288,5 +297,20 @@ func TestProtectorStopsCallingForAStandaloneTask(t *testing.T) {
 		if !strings.Contains(r.logs.String(), "not part of a service") {
 			t.Errorf("not logged:\n%s", r.logs)
 		}
+	})
+}
+
+// TestProtectorLetsAStuckWatchbotGo: a watchbot that holds messages but makes no progress
+// stops renewing; its task is unprotected at the renewal that was due plus the idle hold.
+func TestProtectorLetsAStuckWatchbotGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startProtector(t)
+		r.busy(true)
+		r.sick.Store(true) // stuck from now on, still holding its messages
+		time.Sleep(3 * time.Hour)
+		// Protected at 0 for 4m; at 2m the renewal finds it stuck: idle from then, unprotected
+		// 30 s later; nothing after.
+		r.want(t, agentCall{at: 0, enable: true}, agentCall{at: 2*time.Minute + 30*time.Second})
+		r.stop()
 	})
 }

@@ -134,7 +134,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		events: make(chan runEvent), lost: make(chan *job), loopDone: make(chan struct{})}
 	if deps.Protection != nil {
 		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
-			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random}
+			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random,
+			healthy: func() bool { ok, _ := s.health.Check(time.Now()); return ok }}
 	}
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
 	s.acks.health = s.health
