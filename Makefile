@@ -37,9 +37,20 @@ demo: build node_modules/.package-lock.json
 demo-http: build node_modules/.package-lock.json
 	DEMO_HTTP=1 scripts/demo
 
+## demo-mapreduce: a map-reduce job with `watchbot progress` on the local SQS and DynamoDB emulators:
+## the map fans out parts, the part that completes the job sends the reduce, exactly once
+.PHONY: demo-mapreduce
+demo-mapreduce: build node_modules/.package-lock.json
+	scripts/demo-mapreduce
+
 ## bench: watchbot against a minimal receive-spawn-delete loop on the same emulator
 bench: build node_modules/.package-lock.json
 	scripts/bench
+
+## bench-readme: the same, then rewrite the README's performance table with its figures
+.PHONY: bench-readme
+bench-readme: build node_modules/.package-lock.json
+	scripts/bench -readme README.md
 
 ## soak: the long fault-injection and soak runs (20 minutes by default)
 soak: build node_modules/.package-lock.json

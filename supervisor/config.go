@@ -45,6 +45,11 @@ type Config struct {
 	Backoff backoff.Exponential
 	// VisibilityTimeout is the lease taken on receive and renewed by the heartbeat.
 	VisibilityTimeout time.Duration
+	// ReceiveVisibility is the lease a receive takes, shorter than VisibilityTimeout, which
+	// the heartbeat gives a message once it has been held for a third of it; 0 means
+	// min(VisibilityTimeout, max(20s, KillGrace+15s)). A message whose receive answer never
+	// arrived (lost, or a long poll cancelled by a stop) is out of reach only this long.
+	ReceiveVisibility time.Duration
 	// HeartbeatInterval is how often running messages' leases are renewed; 0 means
 	// VisibilityTimeout/2.
 	HeartbeatInterval time.Duration
@@ -155,6 +160,12 @@ func (c Config) Validate() error {
 	}
 	if c.KillGrace < 0 {
 		return bad("--kill-grace", "(%v) must not be negative", c.KillGrace)
+	}
+	if v := c.ReceiveVisibility; v != 0 && v != c.VisibilityTimeout {
+		if floor := c.KillGrace + minRenewWindow; v < floor || v > c.VisibilityTimeout {
+			return bad("--receive-visibility", "(%v) must be between --kill-grace + %v (%v) and --visibility-timeout (%v): a job whose first renewal fails must still be stopped before its lease lapses",
+				v, minRenewWindow, floor, c.VisibilityTimeout)
+		}
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("--shutdown-timeout", "(%v) must not be negative", c.ShutdownTimeout)
@@ -288,6 +299,18 @@ func CheckVolumes(volumes []string, concurrency int) error {
 		return ConfigError{Flag: "--volumes", Msg: "needs --concurrency 1: emptying them after one job would delete the files of the others still running"}
 	}
 	return nil
+}
+
+// minRenewWindow is how much of the receive's lease, beyond --kill-grace, the first renewal
+// has to succeed in: a third of the lease waiting, the SDK's retries, and the stop margin.
+const minRenewWindow = 10 * time.Second
+
+// receiveVisibility returns the effective ReceiveVisibility.
+func (c Config) receiveVisibility() time.Duration {
+	if c.ReceiveVisibility != 0 {
+		return c.ReceiveVisibility
+	}
+	return min(c.VisibilityTimeout, max(20*time.Second, c.KillGrace+15*time.Second))
 }
 
 // heartbeat returns the effective heartbeat interval.

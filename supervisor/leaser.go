@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -50,12 +51,25 @@ type job struct {
 	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
 	// receive, or after the last successful renewal.
 	leaseUntil time.Time
+	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: read without
+	// mu, so the heartbeat never waits for a settle to learn what is due.
+	renewAt atomic.Int64
 }
 
-// newJob registers nothing; it builds the job for a message received at receivedAt.
-func newJob(m message, receivedAt time.Time, visibility time.Duration, log *slog.Logger) *job {
-	return &job{msg: m, attempt: m.Attempt, receipt: m.ReceiptHandle, receivedAt: receivedAt,
-		leaseUntil: receivedAt.Add(visibility), log: log.With("message_id", m.ID)}
+// renewal returns when the job's lease is renewed next.
+func (j *job) renewal() time.Time { return time.Unix(0, j.renewAt.Load()) }
+
+// renewBy sets when the job's lease is renewed next.
+func (j *job) renewBy(t time.Time) { j.renewAt.Store(t.UnixNano()) }
+
+// newJob registers nothing; it builds the job for a message received at receivedAt, leased
+// as l.received says.
+func (l *leaser) newJob(m message, receivedAt time.Time, log *slog.Logger) *job {
+	lease, renew := l.received()
+	j := &job{msg: m, attempt: m.Attempt, receipt: m.ReceiptHandle, receivedAt: receivedAt,
+		leaseUntil: receivedAt.Add(lease), log: log.With("message_id", m.ID)}
+	j.renewBy(receivedAt.Add(renew))
+	return j
 }
 
 // stop records why the job must stop and stops its worker, if one runs it alone (or, in a
@@ -118,7 +132,7 @@ func (j *job) detach() {
 // the message a second time beside the first would be a concurrent duplicate. The job carries
 // on with the new handle and lease. It reports false when the job has already settled the
 // message (a retry made it visible again): that delivery is a new attempt.
-func (j *job) takeOver(m message, receivedAt time.Time, visibility time.Duration) bool {
+func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Duration) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.settled {
@@ -126,15 +140,19 @@ func (j *job) takeOver(m message, receivedAt time.Time, visibility time.Duration
 	}
 	j.receipt = m.ReceiptHandle
 	j.receivedAt = receivedAt
-	j.leaseUntil = receivedAt.Add(visibility)
+	j.leaseUntil = receivedAt.Add(lease)
+	j.renewBy(receivedAt.Add(renew))
 	j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
 		"receive_count", m.Attempt)
 	return true
 }
 
 // leaser keeps every message watchbot holds leased, from its receive until it is settled:
-// running, waiting for a slot or a batch, or waiting out an in-place retry. Its heartbeat
-// renews their visibility in batches; it stops a job whose lease cannot be kept (SQS's 12 h
+// running, waiting for a slot or a batch, or waiting out an in-place retry. A receive leases
+// a message for --receive-visibility only; the heartbeat extends it to --visibility-timeout
+// once it has been held a third of that (most short jobs are over by then and cost no
+// renewal), then renews it every --heartbeat-interval. Renewals go out in batches: a
+// heartbeat renews every message due within half the first wait. The leaser stops a job whose lease cannot be kept (SQS's 12 h
 // in-flight ceiling is near, the lease is lost, or renewals keep failing until the lease is
 // about to lapse), and reports a held job in no run to release, for the loop to hand it back.
 //
@@ -142,29 +160,42 @@ func (j *job) takeOver(m message, receivedAt time.Time, visibility time.Duration
 // job's mu (held by a renewal under way, or by the settle of its message) may be held while
 // its stopMu is taken, never the reverse.
 type leaser struct {
-	visibility, interval, killGrace time.Duration
-	acks                            *acker
-	log                             *slog.Logger
+	visibility, receiveLease, interval, killGrace time.Duration
+	acks                                          *acker
+	log                                           *slog.Logger
 	// release is called from the heartbeat for a job that must stop but runs in no worker
 	// of its own; the loop hands it back if it is still held.
 	release func(*job)
 	// health, when set, is told of each heartbeat.
 	health *Health
 
+	// added wakes the heartbeat when a job is added, so it can renew it in time.
+	added chan struct{}
+
 	mu   sync.Mutex
 	jobs map[string]*job
 }
 
 func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *leaser {
-	return &leaser{visibility: cfg.VisibilityTimeout, interval: cfg.heartbeat(), killGrace: cfg.KillGrace,
-		acks: acks, log: log, release: release, jobs: map[string]*job{}}
+	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
+		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1)}
+}
+
+// received returns the lease a receive takes, and how long after it the first renewal is
+// due: a third of it (or the heartbeat interval, when that is sooner).
+func (l *leaser) received() (lease, renew time.Duration) {
+	return l.receiveLease, min(l.interval, l.receiveLease/3)
 }
 
 // add starts keeping j leased.
 func (l *leaser) add(j *job) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.jobs[j.msg.ID] = j
+	l.mu.Unlock()
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
 }
 
 // remove stops keeping j leased; a newer job for the same message stays.
@@ -208,8 +239,8 @@ const renewRetry = 5 * time.Second
 // another consumer.
 const lapseMargin = 2 * time.Second
 
-// run renews the lease of every held message each interval until ctx is done; after a
-// failed renewal it tries again within renewRetry.
+// run renews held messages' leases as they fall due, until ctx is done. It wakes at the
+// earliest renewal due, or each interval when none is (to report its beat to health).
 func (l *leaser) run(ctx context.Context) {
 	t := time.NewTimer(l.interval)
 	defer t.Stop()
@@ -217,19 +248,53 @@ func (l *leaser) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.added:
 		case <-t.C:
+			now := time.Now()
+			l.renew(l.due(now))
+			if l.health != nil {
+				l.health.beat(now)
+			}
 		}
-		retry := l.renew(l.list())
-		if l.health != nil {
-			l.health.beat(time.Now())
+		next := l.interval
+		if at, ok := l.nextDue(); ok {
+			next = min(next, max(time.Until(at), 0))
 		}
-		if retry {
-			t.Reset(min(l.interval, renewRetry))
-		} else {
-			t.Reset(l.interval)
-		}
+		t.Reset(next)
 	}
 }
+
+// batchSlack is how early a renewal may go out, to share a batch with one due now.
+func (l *leaser) batchSlack() time.Duration {
+	_, renew := l.received()
+	return renew / 2
+}
+
+// due returns the held jobs whose renewal is due by now, or within batchSlack of it.
+func (l *leaser) due(now time.Time) []*job {
+	var out []*job
+	for _, j := range l.list() {
+		if !j.renewal().After(now.Add(l.batchSlack())) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// nextDue returns the earliest renewal due among the held jobs.
+func (l *leaser) nextDue() (time.Time, bool) {
+	var at time.Time
+	for _, j := range l.list() {
+		if r := j.renewal(); at.IsZero() || r.Before(at) {
+			at = r
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// settlingRetry is how soon the heartbeat looks again at a job it found settling: its
+// message is being deleted or handed back, and needs no renewal unless that fails.
+const settlingRetry = time.Second
 
 // stop stops j for cause, or has the loop hand it back when no worker of its own runs it.
 func (l *leaser) stop(j *job, cause error) {
@@ -241,8 +306,8 @@ func (l *leaser) stop(j *job, cause error) {
 // renew extends each job's visibility to the visibility timeout, or to what is left before
 // the 12 h limit. It stops the jobs that are about to reach that limit, whose lease is gone,
 // or whose lease will lapse before their worker could be stopped because SQS cannot be
-// reached. It reports whether a renewal failed and should be tried again soon.
-func (l *leaser) renew(js []*job) (retry bool) {
+// reached. A renewal that failed otherwise is tried again within renewRetry.
+func (l *leaser) renew(js []*job) {
 	type pending struct {
 		j      *job
 		handle string
@@ -253,14 +318,21 @@ func (l *leaser) renew(js []*job) (retry bool) {
 	var waits []pending
 	now := time.Now()
 	for _, j := range js {
-		j.mu.Lock()
+		// A job whose lock is taken is settling (its delete or hand-back under way): the
+		// heartbeat does not wait on it, and looks again shortly in case that fails.
+		if !j.mu.TryLock() {
+			j.renewBy(now.Add(settlingRetry))
+			continue
+		}
 		if j.settled {
+			j.renewBy(now.Add(l.interval)) // to be removed; not due again meanwhile
 			j.mu.Unlock()
 			continue
 		}
 		inFlight := now.Sub(j.receivedAt)
 		left := sqsspec.MaxInFlight - inFlight
 		if left <= l.ceilingMargin() {
+			j.renewBy(now.Add(l.interval))
 			j.mu.Unlock()
 			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
 				"in_flight", inFlight.Round(time.Second).String())
@@ -274,6 +346,9 @@ func (l *leaser) renew(js []*job) (retry bool) {
 		err := <-p.done
 		if err == nil {
 			p.j.leaseUntil = p.asked.Add(p.vis)
+			p.j.renewBy(p.asked.Add(l.interval))
+		} else {
+			p.j.renewBy(time.Now().Add(min(l.interval, renewRetry)))
 		}
 		lapsesIn := time.Until(p.j.leaseUntil)
 		p.j.mu.Unlock()
@@ -288,10 +363,8 @@ func (l *leaser) renew(js []*job) (retry bool) {
 			l.stop(p.j, errLeaseLost)
 		default:
 			p.j.log.Warn("lease renewal failed; retrying", "error", err, "lease_lapses_in", lapsesIn.Round(time.Second).String())
-			retry = true
 		}
 	}
-	return retry
 }
 
 // leaseGone reports errors meaning the receipt handle no longer holds the message.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -46,9 +48,9 @@ func (r *leaseRig) hold(q *fakeQueue, id string, receivedAt time.Time) (*job, fu
 // heldJob registers a received message held in no run.
 func (r *leaseRig) heldJob(q *fakeQueue, id string, receivedAt time.Time) *job {
 	q.add(id, "body")
-	m, _ := q.receive(r.cfg.VisibilityTimeout)
-	j := newJob(parseMessage(m), receivedAt, r.cfg.VisibilityTimeout, slog.New(slog.DiscardHandler))
-	j.leaseUntil = time.Now().Add(r.cfg.VisibilityTimeout)
+	m, _ := q.receive(r.cfg.receiveVisibility())
+	j := r.newJob(parseMessage(m), receivedAt, slog.New(slog.DiscardHandler))
+	j.leaseUntil = time.Now().Add(r.cfg.receiveVisibility())
 	r.add(j)
 	return j
 }
@@ -62,6 +64,7 @@ func (r *leaseRig) releasedJobs() []*job {
 func heartbeatConfig() Config {
 	cfg := DefaultConfig()
 	cfg.VisibilityTimeout = 30 * time.Second
+	cfg.ReceiveVisibility = cfg.VisibilityTimeout // a receive takes the whole lease; see TestReceiveLease
 	cfg.HeartbeatInterval = 10 * time.Second
 	return cfg
 }
@@ -110,9 +113,9 @@ func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
 		q.mu.Lock()
 		calls := q.msgs["oldish"].lastVisCalls
 		q.mu.Unlock()
-		// 9m50s were left at the tick: renewed for the full 30 s.
-		if len(calls) != 1 || calls[0] != 30 {
-			t.Fatalf("renewals = %v, want [30] (calls %v)", calls, q.calls)
+		// 9m50s were left: renewed, each time for the full 30 s.
+		if len(calls) == 0 || slices.ContainsFunc(calls, func(v int32) bool { return v != 30 }) {
+			t.Fatalf("renewals = %v, want 30 s each (calls %v)", calls, q.calls)
 		}
 	})
 }
@@ -198,12 +201,12 @@ func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
 func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	l := newLeaser(DefaultConfig(), nil, log, nil)
-	first := newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour), time.Minute, log)
+	first := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour), log)
 	l.add(first)
 	again := message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}
 	now := time.Now()
 	// The job still runs: the new delivery's handle and lease become the job's.
-	if j := l.get("m"); j != first || !j.takeOver(again, now, time.Minute) {
+	if j := l.get("m"); j != first || !j.takeOver(again, now, time.Minute, 20*time.Second) {
 		t.Fatal("a running job did not take over the new delivery")
 	}
 	if first.handle() != "rh-2" || !first.receivedAt.Equal(now) {
@@ -213,10 +216,10 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	first.mu.Lock()
 	first.settled = true
 	first.mu.Unlock()
-	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now, time.Minute) {
+	if first.takeOver(message{ID: "m", ReceiptHandle: "rh-3"}, now, time.Minute, 20*time.Second) {
 		t.Fatal("a settled job took over a new attempt")
 	}
-	second := newJob(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now, time.Minute, log)
+	second := l.newJob(message{ID: "m", ReceiptHandle: "rh-3", Attempt: 3}, now, log)
 	l.add(second)
 	l.remove(first) // the old job finishing must not forget the new one
 	if l.get("m") != second {
@@ -321,4 +324,73 @@ func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
 			t.Errorf("%d batch calls, want one for all three", n)
 		}
 	})
+}
+
+// TestReceiveLease: a receive leases a message for --receive-visibility (20 s here); the
+// heartbeat gives it the whole lease once it has been held a third of that, and a message
+// settled before then costs no renewal at all.
+func TestReceiveLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig()
+		cfg.ReceiveVisibility = 0 // the default: min(30 s, max(20 s, kill grace 5 s + 15 s))
+		if got := cfg.receiveVisibility(); got != 20*time.Second {
+			t.Fatalf("receive visibility %v, want 20s", got)
+		}
+		s, q, stop := newLeaseRig(t, cfg)
+		defer stop()
+		short := s.heldJob(q, "short", time.Now())
+		_, cause := s.hold(q, "long", time.Now())
+		time.Sleep(2 * time.Second) // the short job is over
+		s.remove(short)
+		time.Sleep(6 * time.Second) // past 6.7 s: the long one's first renewal
+		synctest.Wait()
+		q.mu.Lock()
+		shortCalls, longCalls := q.msgs["short"].lastVisCalls, q.msgs["long"].lastVisCalls
+		q.mu.Unlock()
+		if len(shortCalls) != 0 {
+			t.Errorf("a message settled within a third of its receive lease was renewed: %v", shortCalls)
+		}
+		if len(longCalls) != 1 || longCalls[0] != 30 {
+			t.Fatalf("renewals of the running job = %v, want [30] by 8 s", longCalls)
+		}
+		// Then every heartbeat interval; the message never becomes visible.
+		for range 12 {
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			if q.visible("long") {
+				t.Fatalf("message became visible at %v while its job runs", time.Now())
+			}
+		}
+		if err := cause(); err != nil {
+			t.Fatalf("job stopped: %v", err)
+		}
+	})
+}
+
+func TestReceiveVisibilityIsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v, grace time.Duration
+		ok       bool
+	}{
+		{"default", 0, 5 * time.Second, true},
+		{"the whole lease", 30 * time.Second, 5 * time.Second, true},
+		{"kill grace + 10 s", 15 * time.Second, 5 * time.Second, true},
+		{"too short for the kill grace", 14 * time.Second, 5 * time.Second, false},
+		{"longer than the lease", 31 * time.Second, 5 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := heartbeatConfig()
+			cfg.QueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+			cfg.Command = []string{"true"}
+			cfg.ReceiveVisibility, cfg.KillGrace = tc.v, tc.grace
+			err := cfg.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--receive-visibility") {
+				t.Errorf("error %q does not name --receive-visibility", err)
+			}
+		})
+	}
 }

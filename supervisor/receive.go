@@ -34,10 +34,12 @@ const attemptIDLife = 4 * time.Minute
 
 // receiveLoop receives whenever the loop asks, and hands over what it got: exactly one answer
 // per ask, nil when the stop request or the end of the drain ended it. It is the only code that
-// calls ReceiveMessage. Receives run on s.pollCtx, which a stop request does not cancel: a long
-// poll under way is left to finish, because SQS still answers a cancelled one and the messages
-// it hands to the closed connection stay hidden for a visibility timeout; the loop releases
-// what it brings.
+// calls ReceiveMessage. Receives run on s.recvCtx, which a stop cancels when nothing is held,
+// so an idle watchbot exits at once instead of waiting out its long poll. SQS may still hand a
+// message to the poll it was waiting on after the connection closed: that message is out of
+// reach for --receive-visibility (not the whole lease), and its receive count has grown by
+// one. While messages are held the poll is left to finish, since they are handed back when
+// the stop begins and the abandoned poll could take them.
 //
 // A failed receive is retried with backoff, logged at most every 30 s. On a FIFO queue every
 // receive carries a fresh ReceiveRequestAttemptId, reused by its retries (the SDK's and these)
@@ -52,7 +54,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 		for {
 			var err error
 			s.health.receiveStarted(time.Now())
-			msgs, err = s.receive(s.pollCtx, ask, attemptID)
+			msgs, err = s.receive(s.recvCtx, ask, attemptID)
 			s.health.receiveEnded(time.Now(), err)
 			if err == nil {
 				if failures > 0 {
@@ -61,7 +63,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 				}
 				break
 			}
-			if s.pollCtx.Err() != nil {
+			if s.recvCtx.Err() != nil {
 				break
 			}
 			failures++
@@ -91,7 +93,7 @@ func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID stri
 		QueueUrl:                    aws.String(s.cfg.QueueURL),
 		MaxNumberOfMessages:         int32(ask.n),
 		WaitTimeSeconds:             int32(ask.wait / time.Second),
-		VisibilityTimeout:           sqsspec.Seconds(s.cfg.VisibilityTimeout),
+		VisibilityTimeout:           sqsspec.Seconds(s.cfg.receiveVisibility()),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	}

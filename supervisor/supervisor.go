@@ -80,8 +80,11 @@ type Supervisor struct {
 	brake     *brake
 	protector *protector // nil without Deps.Protection
 
-	// pollCtx carries the receives; it ends when the drain gives up.
-	pollCtx context.Context
+	// pollCtx carries the calls a receive makes while stopping; it ends when the drain gives
+	// up. recvCtx carries the receives themselves: cancelReceive ends it once a stop finds
+	// nothing held, so an idle watchbot does not wait out its long poll.
+	pollCtx, recvCtx context.Context
+	cancelReceive    context.CancelFunc
 	// events carries what runs report to the loop, lost the held jobs the heartbeat gives up
 	// on; loopDone is closed when the loop has returned.
 	events   chan runEvent
@@ -260,6 +263,9 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	pollCtx, stopPolls := context.WithCancel(base)
 	defer stopPolls()
 	s.pollCtx = pollCtx
+	recvCtx, stopReceives := context.WithCancel(pollCtx)
+	defer stopReceives()
+	s.recvCtx, s.cancelReceive = recvCtx, stopReceives
 
 	var owned sync.WaitGroup
 	owned.Go(func() { s.acks.run(base) })
@@ -385,6 +391,12 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 				stop()
 			}
 		}
+		if stopping && receiving && sched.empty() && len(later) == 0 {
+			// Nothing is held, so nothing will be handed back for the poll under way to take:
+			// it is cancelled. SQS may still give it a message that arrives meanwhile, which
+			// is then out of reach for --receive-visibility.
+			s.cancelReceive()
+		}
 		if stopping && !receiving {
 			s.handBack(append(later, sched.drain(now)...), "watchbot is stopping")
 			later = nil
@@ -482,10 +494,11 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 	for _, m := range msgs {
 		s.runner.metrics.Add(alarms.MessageReceives, 1)
 		msg := parseMessage(m)
-		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, s.cfg.VisibilityTimeout) {
+		lease, renew := s.leaser.received()
+		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, lease, renew) {
 			continue
 		}
-		j := newJob(msg, now, s.cfg.VisibilityTimeout, s.log)
+		j := s.leaser.newJob(msg, now, s.log)
 		s.leaser.add(j)
 		jobs = append(jobs, j)
 	}

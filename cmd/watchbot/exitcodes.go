@@ -22,6 +22,10 @@ var exitCodes = []struct {
 	{12, "for try: listen would leave the message to the redrive policy", isDecided(12)},
 	{13, "for try: listen would dead-letter the message", isDecided(13)},
 	{130, "stopped at once by a second SIGINT/SIGTERM; running jobs were killed and their messages released", func(err error) bool { return errors.Is(err, supervisor.ErrAborted) }},
+	{1, "for progress: every failure, bad input included, as watchbot-progress exits", func(err error) bool {
+		var p progressFailure
+		return errors.As(err, &p)
+	}},
 	{2, "bad usage or configuration: unknown flag, missing or invalid value, failed startup check", func(err error) bool {
 		var u usageError
 		var c supervisor.ConfigError

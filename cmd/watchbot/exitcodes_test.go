@@ -22,6 +22,7 @@ func TestExitCode(t *testing.T) {
 		{"usage", usagef("--rate must be positive"), 2},
 		{"config", supervisor.ConfigError{Flag: "--concurrency", Msg: "bad"}, 2},
 		{"runtime", errors.New("receive messages: boom"), 1},
+		{"progress, bad input", progressFailure{errors.New("part 0 is outside 1..10")}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

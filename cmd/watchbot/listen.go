@@ -32,6 +32,8 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
 			&cli.BoolFlag{Name: "allow-no-dlq", Usage: "run on a queue without a redrive policy; dead-lettered messages are then logged and deleted"},
 			durationFlag("visibility-timeout", def.VisibilityTimeout, "lease taken on receive and renewed by the heartbeat"),
+			withDefaultText(durationFlag("receive-visibility", def.ReceiveVisibility, "the lease a receive takes, extended to --visibility-timeout once a message has been held a third of it: what a lost receive answer or a stop costs"),
+				"min(visibility timeout, max(20s, kill grace + 15s))"),
 			durationFlag("kill-grace", def.KillGrace, "wait between SIGTERM and SIGKILL when a worker is stopped"),
 			durationFlag("shutdown-timeout", def.ShutdownTimeout, "how long running workers may finish after SIGTERM"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
@@ -165,6 +167,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	t := readTuning(c)
 	cfg.Backoff, cfg.HeartbeatInterval, cfg.MaxJobDuration, cfg.BatchSize, cfg.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 	cfg.VisibilityTimeout = durationOf(c, "visibility-timeout")
+	cfg.ReceiveVisibility = durationOf(c, "receive-visibility")
 	cfg.KillGrace = durationOf(c, "kill-grace")
 	cfg.ShutdownTimeout = durationOf(c, "shutdown-timeout")
 	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))

@@ -76,6 +76,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			alarmsCommand(),
 			deadLetterCommand(),
 			healthCommand(),
+			progressCommand(),
 			sendCommand(),
 			statusCommand(),
 			templateCommand(),

@@ -28,6 +28,10 @@ import (
 )
 
 func main() {
+	if sock := os.Getenv(pickupSocketEnv); sock != "" {
+		reportStart(sock) // run as the pick-up lane's worker
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -35,27 +39,57 @@ func main() {
 }
 
 type options struct {
-	messages    int
-	concurrency int
-	groups      int
-	rounds      int
-	binary      string
-	worker      string
+	messages     int
+	wideMessages int
+	pickups      int
+	concurrency  int
+	groups       int
+	rounds       int
+	binary       string
+	worker       string
+	readme       string
+	lanes        map[string]bool
+}
+
+// bench holds what every lane uses: the options, the emulators and the worker commands.
+type bench struct {
+	o      options
+	fauxqs *testenv.Emulator
+	worker string // the throughput worker, resolved
+	sleep  string // sleep(1), the wide lane's worker
 }
 
 func run() error {
 	var o options
-	flag.IntVar(&o.messages, "messages", 3000, "messages preloaded for each contender")
+	flag.IntVar(&o.messages, "messages", 3000, "messages preloaded for each throughput contender")
+	flag.IntVar(&o.wideMessages, "wide-messages", 2000, "messages of the --concurrency 64, 100 ms jobs lane")
+	flag.IntVar(&o.pickups, "pickups", 200, "messages sent one at a time to an idle watchbot, per round")
 	flag.IntVar(&o.concurrency, "concurrency", 8, "watchbot --concurrency")
 	flag.IntVar(&o.groups, "groups", 16, "message groups of the FIFO cases")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; figures are the medians")
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
+	flag.StringVar(&o.readme, "readme", "", "rewrite the performance table of this README with the figures")
+	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults", "the lanes to run (comma-separated); -readme needs them all")
 	flag.Parse()
-	if o.messages < 100 || o.concurrency < 1 || o.groups < 1 || o.rounds < 1 {
-		return fmt.Errorf("-messages must be at least 100, -concurrency, -groups and -rounds at least 1")
+	o.lanes = map[string]bool{}
+	for _, l := range strings.Split(*lanes, ",") {
+		if !slices.Contains([]string{"throughput", "wide", "pickup", "stop", "faults"}, l) {
+			return fmt.Errorf("-lanes: unknown lane %q (throughput, wide, pickup, stop, faults)", l)
+		}
+		o.lanes[l] = true
+	}
+	if o.readme != "" && len(o.lanes) < 5 {
+		return fmt.Errorf("-readme needs every lane")
+	}
+	if o.messages < 100 || o.wideMessages < 100 || o.pickups < 10 || o.concurrency < 1 || o.groups < 1 || o.rounds < 1 {
+		return fmt.Errorf("-messages and -wide-messages must be at least 100, -pickups at least 10, -concurrency, -groups and -rounds at least 1")
 	}
 	worker, err := exec.LookPath(o.worker)
+	if err != nil {
+		return err
+	}
+	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		return err
 	}
@@ -70,6 +104,7 @@ func run() error {
 	}
 	defer closeFake()
 	sqsLike := &testenv.Emulator{Endpoint: endpoint}
+	b := &bench{o: o, fauxqs: fauxqs, worker: worker, sleep: sleep}
 
 	// The contenders, run once each per round in this order, so that a slow moment of the
 	// machine costs every contender alike; ratios are taken within a round.
@@ -83,36 +118,66 @@ func run() error {
 	fmt.Printf("%d messages per run, worker %q, %d cores, %d interleaved rounds; medians (min–max)\n", o.messages, worker, numCPU(), o.rounds)
 	ctx := context.Background()
 	results := make([][]result, len(contenders))
+	var (
+		wide          []float64
+		pickups       []time.Duration
+		stops         []stopRun
+		clean, faulty []faultRun
+	)
 	for round := range o.rounds {
 		for i, c := range contenders {
+			if !o.lanes["throughput"] {
+				break
+			}
 			r, err := c.measure(ctx, o, worker, fmt.Sprintf("bench-%d-%d", round, i))
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			results[i] = append(results[i], r)
 		}
-	}
-
-	fmt.Println()
-	fmt.Printf("%-62s %18s %12s\n", "", "messages/s", "SQS req/msg")
-	for i, c := range contenders {
-		fmt.Printf("%-62s %18s %12.3f\n", c.name, spread(results[i], func(r result) float64 { return r.rate }, "%.0f"),
-			median(results[i], func(r result) float64 { return r.reqPerMsg }))
-	}
-	ratio := func(a, b int) string {
-		var rs []result
-		for k := range o.rounds {
-			rs = append(rs, result{rate: results[a][k].rate / results[b][k].rate})
+		if o.lanes["wide"] {
+			w, err := b.wide(ctx, fmt.Sprintf("bench-%d-wide", round))
+			if err != nil {
+				return fmt.Errorf("wide lane: %w", err)
+			}
+			wide = append(wide, w)
 		}
-		return spread(rs, func(r result) float64 { return r.rate }, "%.2f")
+		if o.lanes["pickup"] {
+			lat, err := b.pickup(ctx, fmt.Sprintf("bench-%d-pickup", round))
+			if err != nil {
+				return fmt.Errorf("pick-up lane: %w", err)
+			}
+			pickups = append(pickups, lat...)
+		}
+		for k := range 3 {
+			if !o.lanes["stop"] {
+				break
+			}
+			st, err := b.stop(ctx, fmt.Sprintf("bench-%d-stop-%d", round, k))
+			if err != nil {
+				return fmt.Errorf("stop lane: %w", err)
+			}
+			stops = append(stops, st)
+		}
+		if !o.lanes["faults"] {
+			continue
+		}
+		fr, err := b.faults(ctx, fmt.Sprintf("bench-%d-clean", round), nil, 0)
+		if err != nil {
+			return fmt.Errorf("fault lane, no faults: %w", err)
+		}
+		clean = append(clean, fr)
+		fr, err = b.faults(ctx, fmt.Sprintf("bench-%d-faults", round), thirtyPercent(), int64(round+1))
+		if err != nil {
+			return fmt.Errorf("fault lane: %w", err)
+		}
+		faulty = append(faulty, fr)
 	}
-	wb := results[1]
-	fmt.Println()
-	fmt.Printf("throughput ratio watchbot/baseline:   %s (goal ≥ 0.8)\n", ratio(1, 0))
-	fmt.Printf("watchbot SQS requests per message:    %.3f (goal ≤ 0.3): %s\n", median(wb, func(r result) float64 { return r.reqPerMsg }), wb[len(wb)-1].detail)
-	fmt.Printf("watchbot peak RSS:                    %.1f MiB\n", median(wb, func(r result) float64 { return float64(r.rss) })/1024)
-	fmt.Printf("FIFO/standard, %d groups, SQS's FIFO delivery (fakesqs): %s\n", o.groups, ratio(4, 3))
-	fmt.Printf("FIFO/standard, %d groups, fauxqs:                        %s\n", o.groups, ratio(2, 1))
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty}
+	rep.print(os.Stdout)
+	if o.readme != "" {
+		return rep.rewrite(o.readme)
+	}
 	return nil
 }
 
@@ -129,7 +194,8 @@ type contender struct {
 type result struct {
 	rate, reqPerMsg float64
 	detail          string
-	rss             int // KiB, watchbot only
+	rss             int           // KiB, watchbot only
+	cpuPerMsg       time.Duration // watchbot's own CPU per message
 }
 
 // measure preloads a fresh queue, empties it through a counting proxy and returns the figures.
@@ -144,20 +210,20 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 		return result{}, err
 	}
 	defer proxy.Close()
-	var took time.Duration
-	var rss int
+	var r listenRun
 	if c.baseline {
 		start := time.Now()
 		err = baseline(ctx, testenv.ClientFor(url), q, worker, o.messages)
-		took = time.Since(start)
+		r.took = time.Since(start)
 	} else {
-		took, rss, err = watchbot(ctx, o, c.emu, url, direct, q, worker)
+		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency)}, nil, worker)
 	}
 	if err != nil {
 		return result{}, err
 	}
 	reqs, detail := requests(proxy)
-	return result{rate: float64(o.messages) / took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail, rss: rss}, nil
+	return result{rate: float64(o.messages) / r.took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail,
+		rss: r.rss, cpuPerMsg: r.cpu / time.Duration(o.messages)}, nil
 }
 
 // median returns the median of f over rs.
@@ -238,42 +304,78 @@ func baseline(ctx context.Context, c *sqs.Client, queue, worker string, n int) e
 	return nil
 }
 
-// watchbot runs the real binary until the queue is empty and returns the time it took and
-// its peak RSS in KiB.
-func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint string, direct *sqs.Client, queue, worker string) (time.Duration, int, error) {
-	cmd := exec.Command(o.binary, "listen", "--queue-url", queue, "--endpoint-url", endpoint,
-		"--concurrency", strconv.Itoa(o.concurrency), "--", worker)
-	cmd.Env = append(os.Environ(), emu.Env()...)
+// watchbot runs the real binary, with listen's extra flags, until the queue is empty and
+// returns the time it took, its peak RSS and the CPU time it used itself (children excluded).
+func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint string, direct *sqs.Client, queue string, extra, env []string, worker ...string) (listenRun, error) {
+	args := append([]string{"listen", "--queue-url", queue, "--endpoint-url", endpoint}, extra...)
+	cmd := exec.Command(o.binary, append(append(args, "--"), worker...)...)
+	cmd.Env = append(append(os.Environ(), emu.Env()...), env...)
 	logs, err := os.CreateTemp("", "watchbot-bench-*.log")
 	if err != nil {
-		return 0, 0, err
+		return listenRun{}, err
 	}
-	defer os.Remove(logs.Name())
 	defer logs.Close()
 	cmd.Stdout, cmd.Stderr = logs, logs
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return listenRun{}, err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); <-exited }()
 	for {
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-exited:
+			exited <- err
+			return listenRun{}, fmt.Errorf("watchbot exited before the queue was empty (%v); log: %s", err, logs.Name())
+		case <-time.After(20 * time.Millisecond):
+		}
 		info, err := queueattr.Describe(ctx, direct, queue)
 		if err != nil {
-			return 0, 0, err
+			return listenRun{}, err
 		}
 		if info.Visible == 0 && info.InFlight == 0 {
 			break
 		}
 		if time.Since(start) > 10*time.Minute {
-			return 0, 0, fmt.Errorf("watchbot did not empty the queue in 10 minutes; log: %s", logs.Name())
+			return listenRun{}, fmt.Errorf("watchbot did not empty the queue in 10 minutes; log: %s", logs.Name())
 		}
 	}
-	elapsed := time.Since(start)
-	rss := peakRSS(cmd.Process.Pid)
+	r := listenRun{took: time.Since(start), rss: peakRSS(cmd.Process.Pid), cpu: ownCPU(cmd.Process.Pid)}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-	return elapsed, rss, nil
+	exited <- <-exited
+	if data, err := os.ReadFile(logs.Name()); err == nil {
+		r.log = string(data)
+	}
+	os.Remove(logs.Name()) // kept when the run failed
+	return r, nil
+}
+
+// listenRun is what one watchbot run measured.
+type listenRun struct {
+	took time.Duration
+	rss  int           // peak RSS, KiB
+	cpu  time.Duration // the process's own user and system time, its children excluded
+	log  string
+}
+
+// ownCPU reads a process's own user and system CPU time from /proc/PID/stat (fields 14 and
+// 15, in clock ticks of 1/100 s, the USER_HZ every Linux build exposes; see proc(5)); the
+// time of its waited-for children is in other fields, so it is excluded.
+func ownCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count after it.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func peakRSS(pid int) int {

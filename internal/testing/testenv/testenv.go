@@ -1,11 +1,12 @@
-// Package testenv gives integration tests a real SQS endpoint: the pinned fauxqs emulator,
-// started once per test binary on a free port on 127.0.0.1, and reached through the real AWS
-// SDK over HTTP. It also builds the watchbot binary for tests that run it as a user would,
-// and holds the helpers every package's tests share: waiting for a condition (Eventually), a
-// run function or a process (Run, Spawn), reading, filling and draining queues (Depth, Send,
-// DeadLetter, Drain). It is test tooling: product code never imports it.
+// Package testenv gives integration tests a real SQS endpoint, the pinned fauxqs emulator, and
+// a real DynamoDB endpoint, the pinned dynalite emulator (dynamo.go), each started once per test
+// binary on a free port on 127.0.0.1 and reached through the real AWS SDK over HTTP. It also
+// builds the watchbot binary for tests that run it as a user would, and holds the helpers every
+// package's tests share: waiting for a condition (Eventually), a run function or a process (Run,
+// Spawn), reading, filling and draining queues (Depth, Send, DeadLetter, Drain). It is test
+// tooling: product code never imports it.
 //
-// When the emulator cannot start, tests are skipped on a developer's machine and fail under
+// When an emulator cannot start, tests are skipped on a developer's machine and fail under
 // CI=true, so CI never passes without having run them.
 package testenv
 
@@ -40,9 +41,11 @@ var (
 	startOnce sync.Once
 	shared    *Emulator
 	startErr  error
-	// lifeline is the write end of the emulator's stdin. It must stay reachable: if it were
-	// garbage-collected its finalizer would close it and the emulator would exit.
-	lifeline io.WriteCloser
+	// lifelines are the write ends of the servers' stdin (startServer). They must stay
+	// reachable: if one were garbage-collected its finalizer would close it and its server
+	// would exit.
+	lifelines   []io.WriteCloser
+	lifelinesMu sync.Mutex
 )
 
 // SQS returns the shared emulator, starting it on first use. It fails the test under CI=true
@@ -75,33 +78,49 @@ func Root() (string, error) {
 // Start installs (when needed) and starts a new emulator on a free port of 127.0.0.1. It
 // runs until this process exits. Tests use SQS, which shares one emulator per test binary.
 func Start() (*Emulator, error) {
-	root, err := Root()
+	port, err := startServer("emulator", "fauxqs-server.mjs", "fauxqs listening on port ",
+		"FAUXQS_PORT=0", "FAUXQS_EXIT_ON_STDIN_CLOSE=1")
 	if err != nil {
 		return nil, err
+	}
+	return &Emulator{Endpoint: "http://127.0.0.1:" + port}, nil
+}
+
+// startServer installs the pinned npm packages (when needed), then runs the node script of
+// this directory with env added, and returns the port it announces in its first line, which
+// starts with announce. The server runs until this process exits: it exits when its stdin
+// closes, and that pipe's write end is held in lifelines for the life of the process. what
+// names the server in errors.
+func startServer(what, script, announce string, env ...string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
 	}
 	install := exec.Command(filepath.Join(root, "scripts", "local-sqs"), "--install")
 	install.Dir = root
 	if out, err := install.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("install emulator: %w\n%s", err, out)
+		return "", fmt.Errorf("install %s: %w\n%s", what, err, out)
 	}
-	cmd := exec.Command("node", filepath.Join(root, "internal", "testing", "testenv", "fauxqs-server.mjs"))
+	cmd := exec.Command("node", filepath.Join(root, "internal", "testing", "testenv", script))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "FAUXQS_PORT=0", "FAUXQS_EXIT_ON_STDIN_CLOSE=1")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	// The emulator exits when this pipe closes, that is when the test binary exits, however
+	// The server exits when this pipe closes, that is when the test binary exits, however
 	// it exits. The write end is deliberately kept open for the life of the process.
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start emulator: %w", err)
+		return "", fmt.Errorf("start %s: %w", what, err)
 	}
-	lifeline = stdin
+	lifelinesMu.Lock()
+	lifelines = append(lifelines, stdin)
+	lifelinesMu.Unlock()
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -113,19 +132,19 @@ func Start() (*Emulator, error) {
 	}()
 	select {
 	case line, ok := <-lines:
-		port, found := strings.CutPrefix(line, "fauxqs listening on port ")
+		port, found := strings.CutPrefix(line, announce)
 		if !ok || !found {
 			_ = cmd.Process.Kill()
-			return nil, fmt.Errorf("emulator said %q instead of its port", line)
+			return "", fmt.Errorf("%s said %q instead of its port", what, line)
 		}
 		if _, err := strconv.Atoi(port); err != nil {
 			_ = cmd.Process.Kill()
-			return nil, fmt.Errorf("emulator port %q: %w", port, err)
+			return "", fmt.Errorf("%s port %q: %w", what, port, err)
 		}
-		return &Emulator{Endpoint: "http://127.0.0.1:" + port}, nil
+		return port, nil
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("emulator did not report its port within 30s")
+		return "", fmt.Errorf("%s did not report its port within 30s", what)
 	}
 }
 
@@ -134,11 +153,16 @@ func (e *Emulator) Client() *sqs.Client { return ClientFor(e.Endpoint) }
 
 // Env returns environment variables that point the watchbot binary at the emulator.
 func (e *Emulator) Env() []string {
+	return append(credentialsEnv(), "AWS_ENDPOINT_URL_SQS="+e.Endpoint)
+}
+
+// credentialsEnv is the test credentials and Region as environment variables, with the
+// instance metadata lookup off.
+func credentialsEnv() []string {
 	return []string{
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_REGION=" + Region,
-		"AWS_ENDPOINT_URL_SQS=" + e.Endpoint,
 		"AWS_EC2_METADATA_DISABLED=true",
 	}
 }

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is every figure of one bench run.
+type report struct {
+	o             options
+	contenders    []contender
+	results       [][]result
+	wide          []float64
+	pickups       []time.Duration
+	stops         []stopRun
+	clean, faulty []faultRun
+}
+
+// figure is one line of the summary: what, the value, the goal.
+type figure struct{ name, value, goal string }
+
+func (r report) figures() []figure {
+	o := r.o
+	if !o.lanes["throughput"] || !o.lanes["wide"] || !o.lanes["pickup"] || !o.lanes["stop"] || !o.lanes["faults"] {
+		return r.partial()
+	}
+	ratio := func(a, b int) string {
+		var rs []result
+		for k := range o.rounds {
+			rs = append(rs, result{rate: r.results[a][k].rate / r.results[b][k].rate})
+		}
+		return spread(rs, func(r result) float64 { return r.rate }, "%.2f")
+	}
+	wb := r.results[1]
+	var stopTook, hidden []time.Duration
+	for _, s := range r.stops {
+		stopTook, hidden = append(stopTook, s.took), append(hidden, s.hidden)
+	}
+	var extra []result
+	for k := range r.faulty {
+		extra = append(extra, result{rate: (r.faulty[k].took - r.clean[k].took).Seconds() / (2 * faultLease).Seconds()})
+	}
+	tookOf := func(fs []faultRun) []time.Duration {
+		var ds []time.Duration
+		for _, f := range fs {
+			ds = append(ds, f.took)
+		}
+		return ds
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+	fs := []figure{
+		{"throughput, watchbot / baseline loop (worker `true`, 8 slots)", ratio(1, 0), "≥ 1.0"},
+		{fmt.Sprintf("throughput, `--concurrency %d` with %v jobs / ideal (%0.f msg/s)", wideSlots, wideJob, float64(wideSlots)/wideJob.Seconds()),
+			spreadOf(r.wide), "≥ 0.95"},
+		{"SQS requests per message", fmt.Sprintf("%.3f", median(wb, func(r result) float64 { return r.reqPerMsg })), "≤ 0.3"},
+		{"watchbot's own CPU per message (children excluded)", fmt.Sprintf("%.3f ms", median(wb, func(r result) float64 { return float64(r.cpuPerMsg) / float64(time.Millisecond) })), "≤ 0.2 ms"},
+		{"watchbot's peak RSS", fmt.Sprintf("%.1f MiB", median(wb, func(r result) float64 { return float64(r.rss) })/1024), ""},
+		{"FIFO / standard, 16 groups, SQS's FIFO delivery (fakesqs)", ratio(4, 3), ""},
+		{"FIFO / standard, 16 groups, fauxqs", ratio(2, 1), ""},
+		{fmt.Sprintf("pick-up latency, send → worker start, idle watchbot (%d sends), median / p99", len(r.pickups)),
+			ms(percentile(r.pickups, 0.5)) + " / " + ms(percentile(r.pickups, 0.99)), "≤ 50 ms / ≤ 200 ms"},
+		{fmt.Sprintf("drain of %d messages, %v lease: without faults / with 30%% of SQS calls failing", faultMessages, faultLease),
+			fmt.Sprintf("%.1f s / %.1f s", percentile(tookOf(r.clean), 0.5).Seconds(), percentile(tookOf(r.faulty), 0.5).Seconds()), ""},
+		{"time the faults added / twice the lease", spread(extra, func(r result) float64 { return r.rate }, "%.2f"), "≤ 1.0"},
+		{fmt.Sprintf("idle watchbot, SIGTERM → exit (%d stops), median / max", len(stopTook)),
+			ms(percentile(stopTook, 0.5)) + " / " + ms(percentile(stopTook, 1)), "≤ 1 s"},
+		{"a message sent just after the exit: receivable after, max", ms(percentile(hidden, 1)), "≤ --receive-visibility (20 s)"},
+	}
+	return fs
+}
+
+// partial lists the figures of the lanes that ran, for a bench run with -lanes.
+func (r report) partial() []figure {
+	var fs []figure
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+	if len(r.results[0]) > 0 {
+		var rs []result
+		for k := range r.results[0] {
+			rs = append(rs, result{rate: r.results[1][k].rate / r.results[0][k].rate})
+		}
+		fs = append(fs, figure{"throughput, watchbot / baseline loop", spread(rs, func(r result) float64 { return r.rate }, "%.2f"), "≥ 1.0"},
+			figure{"own CPU per message", fmt.Sprintf("%.3f ms", median(r.results[1], func(r result) float64 { return float64(r.cpuPerMsg) / float64(time.Millisecond) })), "≤ 0.2 ms"})
+	}
+	for _, w := range r.wide {
+		fs = append(fs, figure{"wide / ideal", fmt.Sprintf("%.2f", w), "≥ 0.95"})
+	}
+	if len(r.pickups) > 0 {
+		fs = append(fs, figure{"pick-up median / p99", ms(percentile(r.pickups, 0.5)) + " / " + ms(percentile(r.pickups, 0.99)), "≤ 50 ms / ≤ 200 ms"})
+	}
+	for _, s := range r.stops {
+		fs = append(fs, figure{"stop / hidden after", ms(s.took) + " / " + ms(s.hidden), "≤ 1 s"})
+	}
+	for k := range r.faulty {
+		fs = append(fs, figure{"drain clean / faulty", fmt.Sprintf("%.1f s / %.1f s", r.clean[k].took.Seconds(), r.faulty[k].took.Seconds()), ""})
+	}
+	return fs
+}
+
+// spreadOf formats the median of vs with its range.
+func spreadOf(vs []float64) string {
+	var rs []result
+	for _, v := range vs {
+		rs = append(rs, result{rate: v})
+	}
+	return spread(rs, func(r result) float64 { return r.rate }, "%.2f")
+}
+
+func (r report) print(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-62s %18s %12s %14s\n", "", "messages/s", "SQS req/msg", "own CPU/msg")
+	for i, c := range r.contenders {
+		if len(r.results[i]) == 0 {
+			break
+		}
+		cpu := ""
+		if !c.baseline {
+			cpu = fmt.Sprintf("%.3f ms", median(r.results[i], func(r result) float64 { return float64(r.cpuPerMsg) / float64(time.Millisecond) }))
+		}
+		fmt.Fprintf(w, "%-62s %18s %12.3f %14s\n", c.name, spread(r.results[i], func(r result) float64 { return r.rate }, "%.0f"),
+			median(r.results[i], func(r result) float64 { return r.reqPerMsg }), cpu)
+	}
+	if len(r.results[1]) > 0 {
+		fmt.Fprintf(w, "watchbot's requests, last round: %s\n", r.results[1][len(r.results[1])-1].detail)
+	}
+	fmt.Fprintln(w)
+	for _, f := range r.figures() {
+		goal := ""
+		if f.goal != "" {
+			goal = "(goal " + f.goal + ")"
+		}
+		fmt.Fprintf(w, "%-92s %-22s %s\n", f.name+":", f.value, goal)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "faults injected in the 30% runs, all rounds:")
+	total := map[string]int{}
+	for _, f := range r.faulty {
+		for k, v := range f.injections {
+			total[k] += v
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(total)) {
+		fmt.Fprintf(w, "  %-45s %d\n", k, total[k])
+	}
+	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when receive answers were lost (their messages are out of reach for a lease):")
+	for k, f := range r.faulty {
+		var at []string
+		for _, l := range f.lostReceives {
+			at = append(at, fmt.Sprintf("%.1f", l.Seconds()))
+		}
+		fmt.Fprintf(w, "  round %d: drained in %.1f s (%.1f s without faults); receive answers lost at [%s] s\n", k+1, f.took.Seconds(), r.clean[k].took.Seconds(), strings.Join(at, " "))
+	}
+	fmt.Fprintln(w, "watchbot's log in the 30% runs, all rounds:")
+	events := map[string]int{}
+	for _, f := range r.faulty {
+		for _, line := range strings.Split(f.log, "\n") {
+			if msg := logMessage(line); msg != "" {
+				events[msg]++
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(events)) {
+		fmt.Fprintf(w, "  %-90s %d\n", k, events[k])
+	}
+}
+
+// logMessage returns the msg of a warning or error line of watchbot's JSON or text log.
+func logMessage(line string) string {
+	if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") &&
+		!strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, `"level":"ERROR"`) {
+		return ""
+	}
+	for _, key := range []string{`"msg":"`, `msg="`} {
+		if _, rest, ok := strings.Cut(line, key); ok {
+			if msg, _, ok := strings.Cut(rest, `"`); ok {
+				return msg
+			}
+		}
+	}
+	return ""
+}
+
+// The README's performance table lies between these markers; -readme rewrites it.
+const (
+	readmeStart = "<!-- make bench: start -->"
+	readmeEnd   = "<!-- make bench: end -->"
+)
+
+// markdown renders the throughput table and the figures as the README shows them.
+func (r report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured by `make bench` on %d cores, %d rounds, medians (min–max):\n\n", numCPU(), r.o.rounds)
+	b.WriteString("| | messages/s | SQS requests per message |\n| --- | --- | --- |\n")
+	for i, c := range r.contenders {
+		fmt.Fprintf(&b, "| %s | %.0f | %.3f |\n", c.name, median(r.results[i], func(r result) float64 { return r.rate }),
+			median(r.results[i], func(r result) float64 { return r.reqPerMsg }))
+	}
+	b.WriteString("\n| figure | measured | goal |\n| --- | --- | --- |\n")
+	for _, f := range r.figures() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", f.name, f.value, f.goal)
+	}
+	return b.String()
+}
+
+// rewrite replaces the text between the markers of the README at path with the figures.
+func (r report) rewrite(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(data, []byte(readmeStart)), bytes.Index(data, []byte(readmeEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %q … %q section", path, readmeStart, readmeEnd)
+	}
+	out := slices.Concat(data[:i+len(readmeStart)], []byte("\n"+r.markdown()), data[j:])
+	return os.WriteFile(path, out, 0o644)
+}
