@@ -36,6 +36,11 @@ import (
 //     at most readAhead of work at the jobs' recent duration: what waits behind a running
 //     message goes back to SQS at a stop, one more receive on each count, so long jobs get
 //     none held behind them.
+//   - On a standard queue, a receive may bring more than could start at once (spare): a read-ahead of at
+//     most a receive's worth, so the slots that free up while a receive is on its way have
+//     work at once. It too is at most readAhead of work across the slots at the jobs' recent
+//     duration, and none before a run has ended: a message waiting for a slot is out of every
+//     other watchbot's reach, and goes back to SQS at a stop.
 type scheduler struct {
 	slots     int
 	batchSize int
@@ -89,6 +94,8 @@ func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *schedu
 	if fifo {
 		// Room for a receive's worth behind each slot's running message.
 		s.holdLimit += slots * sqsspec.MaxReceive
+	} else {
+		s.holdLimit += sqsspec.MaxReceive // the read-ahead
 	}
 	return s
 }
@@ -234,7 +241,18 @@ func (s *scheduler) room() int {
 	if s.batchSize == 1 {
 		startable = len(s.ready)
 	}
-	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize-s.runMsgs-startable, s.holdLimit-s.held))
+	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held))
+}
+
+// spare is the read-ahead of a standard queue: how many messages
+// may be held beyond what could start at once. It is a receive's worth, or readAhead of work
+// across the slots at the jobs' recent duration when that is less; none before a run has
+// ended, when the duration is not known.
+func (s *scheduler) spare() int {
+	if s.fifo || s.took == 0 {
+		return 0
+	}
+	return int(min(float64(sqsspec.MaxReceive), float64(s.slots*s.batchSize)*float64(readAhead)/float64(s.took)))
 }
 
 // deep reports that recent FIFO receives brought several messages per group: a receive then
@@ -244,7 +262,7 @@ func (s *scheduler) deep() bool { return s.fifo && s.batchSize == 1 && s.depth >
 // target is the room worth a receive without waiting for more: a full receive, or the
 // capacity when it is smaller.
 func (s *scheduler) target() int {
-	return min(sqsspec.MaxReceive, s.slots*s.batchSize)
+	return min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare())
 }
 
 // wake returns when next could start something without any other event: the end of an

@@ -420,3 +420,42 @@ func TestSchedulerFIFOReadAheadFollowsJobDuration(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerStandardReadAhead: on a standard queue, once a run has ended a receive may
+// bring up to a receive's worth beyond the free slots, bounded by readAhead of work across
+// the slots; the receive waits for that much room.
+func TestSchedulerStandardReadAhead(t *testing.T) {
+	tests := []struct {
+		took       time.Duration
+		room, full int // room with all 8 slots busy and nothing held; target
+	}{
+		{0, 0, 8},                  // no run measured yet: no read-ahead
+		{time.Millisecond, 10, 10}, // a receive's worth
+		{10 * time.Second, 8, 10},  // 10 s of work across 8 slots is 8 runs
+		{40 * time.Second, 2, 10},  // … 2 runs
+		{10 * time.Minute, 0, 8},   // long jobs: none waits for a slot
+	}
+	for _, tt := range tests {
+		t.Run(tt.took.String(), func(t *testing.T) {
+			s := newScheduler(8, 1, 0, false)
+			var js []*job
+			for i := range 9 {
+				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
+			}
+			s.add(t0, js...)
+			runs := s.next(t0)
+			s.ended(runs[0], tt.took)
+			s.finish(runs[0], []disposition{done}, t0)
+			if got := runIDs(s.next(t0)); !slices.Equal(got, []string{"8"}) {
+				t.Fatalf("next = %v, want the ninth message", got)
+			}
+			if got := s.room(); got != tt.room {
+				t.Errorf("room = %d, want %d", got, tt.room)
+			}
+			if got := s.target(); got != tt.full {
+				t.Errorf("target = %d, want %d", got, tt.full)
+			}
+			checkBooks(t, s)
+		})
+	}
+}
