@@ -32,6 +32,13 @@ func main() {
 		reportStart(sock) // run as the pick-up lane's worker
 		return
 	}
+	if spec := os.Getenv(baselineEnv); spec != "" {
+		if err := runBaseline(spec); err != nil { // run as the baseline loop
+			fmt.Fprintln(os.Stderr, "bench baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -212,9 +219,7 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 	defer proxy.Close()
 	var r listenRun
 	if c.baseline {
-		start := time.Now()
-		err = baseline(ctx, testenv.ClientFor(url), q, worker, o.messages)
-		r.took = time.Since(start)
+		r, err = baselineProcess(url, q, worker, o.messages)
 	} else {
 		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency)}, nil, worker)
 	}
@@ -272,6 +277,55 @@ func newQueue(ctx context.Context, c *sqs.Client, name string, n, groups int) (s
 		return "", fmt.Errorf("preload: %w", err)
 	}
 	return q.URL, nil
+}
+
+// baselineEnv, set, runs the bench's own binary as the baseline loop: "endpoint queue worker
+// messages", space-separated. Run as a process of its own, its CPU is measured as watchbot's is.
+const baselineEnv = "WATCHBOT_BENCH_BASELINE"
+
+// baselineProcess runs the baseline loop in a process of its own and returns the time it
+// took and its own CPU time (its children excluded), which it reports on stdout as it ends.
+func baselineProcess(endpoint, queue, worker string, n int) (listenRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return listenRun{}, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", baselineEnv, endpoint, queue, worker, n))
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		return listenRun{}, fmt.Errorf("baseline: %w", err)
+	}
+	took := time.Since(start)
+	cpu, err := time.ParseDuration(strings.TrimSpace(string(out)))
+	if err != nil {
+		return listenRun{}, fmt.Errorf("baseline: its CPU time %q: %w", out, err)
+	}
+	return listenRun{took: took, cpu: cpu}, nil
+}
+
+// runBaseline is the bench's binary run as the baseline loop (baselineEnv): it empties the
+// queue and prints its own CPU time.
+func runBaseline(spec string) error {
+	f := strings.Fields(spec)
+	if len(f) != 4 {
+		return fmt.Errorf("%s=%q: want endpoint, queue, worker and messages", baselineEnv, spec)
+	}
+	n, err := strconv.Atoi(f[3])
+	if err != nil {
+		return err
+	}
+	if err := baseline(context.Background(), testenv.ClientFor(f[0]), f[1], f[2], n); err != nil {
+		return err
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return err
+	}
+	fmt.Println(time.Duration(ru.Utime.Nano() + ru.Stime.Nano()))
+	return nil
 }
 
 // baseline is the smallest reasonable consumer: receive 10, run the worker for each at once,
