@@ -30,6 +30,8 @@ type workerSpec struct {
 	Command   []string
 	Env       []string
 	StdinPath string
+	// Stdin, when set, is StdinPath already open at its start; runWorker does not close it.
+	Stdin *os.File
 	// MaxDuration stops the worker after this long (0: never).
 	MaxDuration time.Duration
 	KillGrace   time.Duration
@@ -62,11 +64,15 @@ func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun
 		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, errTimedOut)
 		defer cancel()
 	}
-	stdin, err := os.Open(spec.StdinPath)
-	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+	stdin := spec.Stdin
+	if stdin == nil {
+		f, err := os.Open(spec.StdinPath)
+		if err != nil {
+			return workerRun{End: endSpawnError, Err: err}
+		}
+		defer f.Close()
+		stdin = f
 	}
-	defer stdin.Close()
 	out, err := newOutput(log)
 	if err != nil {
 		return workerRun{End: endSpawnError, Err: err}
