@@ -597,3 +597,37 @@ func TestOnceProcessesOneMessage(t *testing.T) {
 	}
 	h.eventually("the other message to stay in the queue", 5*time.Second, func() bool { return testenv.Depth(t, h.c, h.q.URL).Visible == 1 })
 }
+
+// TestReadAheadHandedBackAtStop: with one slot and short jobs, receives bring a read-ahead
+// beyond the free slot; a stop hands it back at once (visible, not left to its lease), and
+// every message is either done or back in the queue.
+func TestReadAheadHandedBackAtStop(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
+	worker := h.script("job.sh", `cat >> "`+h.dir+`/done"; echo >> "`+h.dir+`/done"; sleep 0.2`)
+	cfg := h.config(worker)
+	cfg.Concurrency = 1
+	stop := h.start(cfg)
+	const n = 30
+	for i := range n {
+		h.send("m"+strconv.Itoa(i), nil)
+	}
+	// Once a run has ended, the next receive brings a read-ahead: more in flight than the slot
+	// and a message settling.
+	h.eventually("a read-ahead beyond the one slot", 20*time.Second, func() bool {
+		return testenv.Depth(t, h.c, h.q.URL).InFlight > 3
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	done := strings.Fields(h.readFile("done"))
+	depth := testenv.Depth(t, h.c, h.q.URL)
+	if depth.InFlight != 0 {
+		t.Errorf("%d messages still in flight after the stop: the read-ahead was not handed back; logs:\n%s", depth.InFlight, h.logs)
+	}
+	if int(depth.Visible)+len(done) != n {
+		t.Errorf("%d done + %d visible, want %d", len(done), depth.Visible, n)
+	}
+	if len(done) >= n {
+		t.Fatalf("all %d messages ran before the stop; nothing was read ahead to hand back", n)
+	}
+}
