@@ -782,3 +782,24 @@ func TestFIFOLostReceiveAnswerCostsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestFIFOStopInReceiveBackoffIsPrompt: a stop during the backoff after a failed receive
+// makes one more receive with the failed one's ReceiveRequestAttemptId, to release what a
+// lost answer took. That receive does not long-poll: SQS answers a retried attempt id from
+// what it kept, so on an empty queue the stop does not wait out a 20 s poll.
+func TestFIFOStopInReceiveBackoffIsPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFIFORig(t, rigOptions{maxReceiveCount: 5})
+		r.cfg.WaitTime = 20 * time.Second
+		r.sqs.Fail("ReceiveMessage", 1, fakesqs.Before)
+		r.start()
+		r.waitFor("a failed receive", time.Minute, func() bool { return strings.Contains(r.logs.String(), "receive failed") })
+		began := time.Now()
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took >= time.Second {
+			t.Errorf("the stop took %v of the bubble's clock: its last receive long-polled", took)
+		}
+	})
+}

@@ -75,7 +75,11 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			if !sleep(stop, delay) {
 				if attemptID != "" {
 					// Stopping: one more try brings back what a lost answer took, to release it.
-					msgs, _ = s.receive(s.pollCtx, ask, attemptID)
+					// SQS answers a retried attempt id from what it kept, so it need not wait:
+					// a long poll would hold the stop up when there was nothing.
+					last := ask
+					last.wait = 0
+					msgs, _ = s.receive(s.pollCtx, last, attemptID)
 				}
 				break
 			}
