@@ -255,6 +255,19 @@ func (s *scheduler) spare() int {
 	return int(min(float64(sqsspec.MaxReceive), float64(s.slots*s.batchSize)*float64(readAhead)/float64(s.took)))
 }
 
+// refill reports whether a receive for less than target should start now: the read-ahead
+// would run dry before a receive answers, at the rate the slots take messages (their count
+// over the jobs' recent duration) and twice the receives' recent latency. Then half a
+// receive's room is enough to ask for, so the slots that free meanwhile find work; with long
+// jobs, or no read-ahead, it never is.
+func (s *scheduler) refill(latency time.Duration) bool {
+	if s.spare() == 0 || s.room() < sqsspec.MaxReceive/2 {
+		return false
+	}
+	rate := float64(s.slots*s.batchSize) / s.took.Seconds()
+	return float64(s.readyMsgs) <= rate*2*latency.Seconds()
+}
+
 // deep reports that recent FIFO receives brought several messages per group: a receive then
 // fills from one group, so a larger one does not bring more groups.
 func (s *scheduler) deep() bool { return s.fifo && s.batchSize == 1 && s.depth >= 2 }

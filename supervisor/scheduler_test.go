@@ -459,3 +459,40 @@ func TestSchedulerStandardReadAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerRefill: with all slots busy, a receive for half a receive's room starts once
+// the read-ahead would run dry within two receive latencies at the slots' rate; not with
+// long jobs, whose read-ahead is none.
+func TestSchedulerRefill(t *testing.T) {
+	tests := []struct {
+		name    string
+		took    time.Duration
+		ready   int // messages waiting for a slot, all 8 slots busy
+		latency time.Duration
+		want    bool
+	}{
+		{"read-ahead full", 10 * time.Millisecond, 10, 2 * time.Millisecond, false},
+		{"would run dry: 8 slots of 10 ms jobs take 3.2 in 2×2 ms", 10 * time.Millisecond, 3, 2 * time.Millisecond, true},
+		{"room under half a receive", 10 * time.Millisecond, 6, time.Second, false},
+		{"lasts: 100 ms jobs take 0.16 in 2×1 ms", 100 * time.Millisecond, 5, time.Millisecond, false},
+		{"long jobs: no read-ahead", 10 * time.Minute, 0, time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(8, 1, 0, false)
+			var js []*job
+			for i := range 9 + tt.ready {
+				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
+			}
+			s.add(t0, js[:9]...)
+			runs := s.next(t0)
+			s.ended(runs[0], tt.took)
+			s.finish(runs[0], []disposition{done}, t0)
+			s.next(t0) // the ninth takes the free slot
+			s.add(t0, js[9:]...)
+			if got := s.refill(tt.latency); got != tt.want {
+				t.Errorf("refill = %v with %d ready (room %d), want %v", got, tt.ready, s.room(), tt.want)
+			}
+		})
+	}
+}

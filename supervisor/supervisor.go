@@ -365,6 +365,10 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		lastEmpty           = true // the last receive was empty: a long poll waits anyway
 		gatherUntil         time.Time
 		received, started   int
+		// askedAt is when the receive under way was asked for; latency is how long recent
+		// receives that brought messages took to answer, averaged.
+		askedAt time.Time
+		latency time.Duration
 		// later holds hand-backs put off while a stop waits for a receive under way: a
 		// message made visible then would be taken by that very receive and released again,
 		// one more receive on its count for nothing.
@@ -422,7 +426,8 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			if room == 0 {
 				gatherUntil = time.Time{} // nothing to gather for: no wake-up for it
 			}
-			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || sched.deep() || gate.braking
+			enough := room >= sched.target() || lastEmpty || s.cfg.ReceiveGather == 0 || sched.deep() || gate.braking ||
+				sched.refill(latency)
 			if room > 0 && !enough && gatherUntil.IsZero() {
 				gatherUntil = now.Add(s.cfg.ReceiveGather)
 			}
@@ -432,7 +437,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 					wait = min(wait, fifoBusyPoll)
 				}
 				asks <- receiveAsk{n: room, wait: wait}
-				receiving, gatherUntil = true, time.Time{}
+				receiving, gatherUntil, askedAt = true, time.Time{}, now
 			}
 			wake = gatherUntil
 			if gate.braking && !gate.hold && now.Before(gate.receiveAt) {
@@ -460,6 +465,15 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			}
 			lastEmpty = len(msgs) == 0
 			received += len(msgs)
+			if !lastEmpty {
+				// A long poll that waited for messages to arrive says little: capped.
+				took := min(time.Since(askedAt), time.Second)
+				if latency == 0 {
+					latency = took
+				} else {
+					latency = (3*latency + took) / 4
+				}
+			}
 			s.hold(sched, msgs)
 		case e := <-s.events:
 			if !e.finished {
