@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,25 +29,46 @@ import (
 // once per round, between the throughput contenders.
 
 // wide measures --concurrency wideSlots with jobs of wideJob against the ideal, every slot
-// busy all the time: wideSlots/wideJob messages per second.
+// busy all the time: wideSlots/wideJob messages per second. It also measures what this
+// machine can do at all: the same jobs, wideSlots at once, started by a loop with no queue.
+// On a small machine starting processes is the limit, so that ceiling is below the ideal.
 const (
 	wideSlots = 64
 	wideJob   = 100 * time.Millisecond
 )
 
-func (b *bench) wide(ctx context.Context, name string) (float64, error) {
+func (b *bench) wide(ctx context.Context, name string) (watchbotRatio, ceilingRatio float64, err error) {
 	n := b.o.wideMessages
+	ideal := float64(wideSlots) / wideJob.Seconds()
+	job := strconv.FormatFloat(wideJob.Seconds(), 'f', -1, 64)
+	ceiling := spawnOnly(n, wideSlots, b.sleep, job)
 	q, err := newQueue(ctx, b.fauxqs.Client(), name, n, 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r, err := watchbot(ctx, b.o, b.fauxqs, b.fauxqs.Endpoint, b.fauxqs.Client(), q,
-		[]string{"--concurrency", strconv.Itoa(wideSlots)}, nil, b.sleep, strconv.FormatFloat(wideJob.Seconds(), 'f', -1, 64))
+		[]string{"--concurrency", strconv.Itoa(wideSlots)}, nil, b.sleep, job)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	ideal := float64(wideSlots) / wideJob.Seconds()
-	return float64(n) / r.took.Seconds() / ideal, nil
+	return float64(n) / r.took.Seconds() / ideal, float64(n) / ceiling.Seconds() / ideal, nil
+}
+
+// spawnOnly runs command n times, slots at once, and returns how long it took.
+func spawnOnly(n, slots int, command ...string) time.Duration {
+	var left atomic.Int64
+	left.Store(int64(n))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				_ = exec.Command(command[0], command[1:]...).Run()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
 }
 
 // pickup measures how soon a worker starts after a message is sent to the queue an idle

@@ -126,7 +126,7 @@ func run() error {
 	ctx := context.Background()
 	results := make([][]result, len(contenders))
 	var (
-		wide          []float64
+		wide, ceiling []float64
 		pickups       []time.Duration
 		stops         []stopRun
 		clean, faulty []faultRun
@@ -143,11 +143,11 @@ func run() error {
 			results[i] = append(results[i], r)
 		}
 		if o.lanes["wide"] {
-			w, err := b.wide(ctx, fmt.Sprintf("bench-%d-wide", round))
+			w, c, err := b.wide(ctx, fmt.Sprintf("bench-%d-wide", round))
 			if err != nil {
 				return fmt.Errorf("wide lane: %w", err)
 			}
-			wide = append(wide, w)
+			wide, ceiling = append(wide, w), append(ceiling, c)
 		}
 		if o.lanes["pickup"] {
 			lat, err := b.pickup(ctx, fmt.Sprintf("bench-%d-pickup", round))
@@ -180,7 +180,7 @@ func run() error {
 		}
 		faulty = append(faulty, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, ceiling: ceiling, pickups: pickups, stops: stops, clean: clean, faulty: faulty}
 	rep.print(os.Stdout)
 	if o.readme != "" {
 		return rep.rewrite(o.readme)
