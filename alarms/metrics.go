@@ -24,6 +24,9 @@ const (
 	ScaleInProtectionErrors Metric = "ScaleInProtectionErrors"
 	ConcurrencyLimit        Metric = "ConcurrencyLimit"
 	BrakingSeconds          Metric = "BrakingSeconds"
+	// DuplicatesSkipped and DedupeErrors are duplicate suppression's (--dedupe-table).
+	DuplicatesSkipped Metric = "DuplicatesSkipped"
+	DedupeErrors      Metric = "DedupeErrors"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -72,6 +75,8 @@ var Metrics = []MetricDefinition{
 	{Name: ScaleInProtectionErrors, Unit: Count, Kind: Counter, Meaning: "calls to the ECS agent's task scale-in protection endpoint that failed (unreachable, refused, or a failure answer); work goes on regardless"},
 	{Name: ConcurrencyLimit, Unit: Count, Kind: Gauge, Meaning: "the runs the task allows at once, once a minute: --concurrency, 1 while the brake is on, rising while it ramps back up"},
 	{Name: BrakingSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent braking in the last minute, once a minute (60 throughout an outage)"},
+	{Name: DuplicatesSkipped, Unit: Count, Kind: Counter, Meaning: "messages deleted without running because a run had completed their dedupe key (--dedupe-table)"},
+	{Name: DedupeErrors, Unit: Count, Kind: Counter, Meaning: "calls to the dedupe table that failed; a message whose key could not be claimed is retried after its backoff, never run unchecked"},
 }
 
 // Lookup returns the definition of m.

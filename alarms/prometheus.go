@@ -26,6 +26,8 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: MessagesProcessed, Name: "watchbot_messages_processed_total", Type: "counter", Help: "Messages whose worker succeeded and that were deleted."},
 	{Metric: MessageReceives, Name: "watchbot_messages_received_total", Type: "counter", Help: "Messages received from the queue."},
 	{Metric: ScaleInProtectionErrors, Name: "watchbot_scale_in_protection_errors_total", Type: "counter", Help: "Failed calls to the ECS agent's task scale-in protection endpoint."},
+	{Metric: DuplicatesSkipped, Name: "watchbot_duplicates_skipped_total", Type: "counter", Help: "Messages deleted without running: a run had completed their dedupe key."},
+	{Metric: DedupeErrors, Name: "watchbot_dedupe_errors_total", Type: "counter", Help: "Failed calls to the dedupe table."},
 	{Metric: WorkerDuration, Name: "watchbot_worker_duration_seconds", Type: "histogram", Help: "Wall-clock time of each worker run."},
 	{Metric: MessageAge, Name: "watchbot_message_age_seconds", Type: "histogram", Help: "Time from a message's send to the start of its worker."},
 	{Metric: WorkerSlots, Name: "watchbot_worker_slots", Type: "gauge", Help: "Worker slots (--concurrency)."},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
@@ -100,6 +101,8 @@ type Config struct {
 	// HealthGrace is how long receives may fail without a break before Health reports
 	// watchbot unhealthy (--health-grace).
 	HealthGrace time.Duration
+	// Dedupe is duplicate suppression (--dedupe-*), with Deps.Dedupe.
+	Dedupe DedupeConfig
 }
 
 // DefaultConfig returns listen's defaults, as the README's flag table lists them.
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		Brake:             DefaultBrake(),
 		HealthGrace:       time.Minute,
 		HTTP:              DefaultHTTPWorker(),
+		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
 	}
 }
 
@@ -153,6 +157,7 @@ func (c Config) Validate() error {
 		CheckBatch(c.BatchSize, c.BatchWindow),
 		CheckVolumes(c.Volumes, c.Concurrency),
 		CheckBrake(c.Brake),
+		CheckDedupe(c.Dedupe),
 	} {
 		if err != nil {
 			return err

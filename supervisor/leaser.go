@@ -28,6 +28,9 @@ type job struct {
 	attempt        int
 	pending        *outcome
 	settleFailures int
+	// dedupeWaits counts the waits in place of a FIFO message whose dedupe key could not be
+	// claimed (dedupe.go), which space its claims as attempts would; written by its runs.
+	dedupeWaits int
 
 	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one
@@ -168,6 +171,8 @@ type leaser struct {
 	release func(*job)
 	// health, when set, is told of each heartbeat.
 	health *Health
+	// dedupe, when set, extends the dedupe claims of the messages whose leases it renews.
+	dedupe *deduper
 
 	// added wakes the heartbeat when a job is added, so it can renew it in time.
 	added chan struct{}
@@ -342,11 +347,13 @@ func (l *leaser) renew(js []*job) {
 		vis := min(l.visibility, left-time.Second)
 		waits = append(waits, pending{j, j.receipt, now, vis, l.acks.submit(ackVisibility, j.receipt, sqsspec.Seconds(vis))})
 	}
+	var renewed []*job
 	for _, p := range waits {
 		err := <-p.done
 		if err == nil {
 			p.j.leaseUntil = p.asked.Add(p.vis)
 			p.j.renewBy(p.asked.Add(l.interval))
+			renewed = append(renewed, p.j)
 		} else {
 			p.j.renewBy(time.Now().Add(min(l.interval, renewRetry)))
 		}
@@ -364,6 +371,9 @@ func (l *leaser) renew(js []*job) {
 		default:
 			p.j.log.Warn("lease renewal failed; retrying", "error", err, "lease_lapses_in", lapsesIn.Round(time.Second).String())
 		}
+	}
+	for _, j := range l.dedupe.extend(renewed) {
+		l.stop(j, errLeaseLost)
 	}
 }
 

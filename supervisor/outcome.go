@@ -28,6 +28,7 @@ const (
 	endNotRun                   // not started: the message was too old (--max-message-age)
 	endCeiling                  // stopped before the 12 h in-flight limit
 	endHTTPStatus               // an HTTP worker answered a failure status (ExitCode holds it)
+	endUnclaimed                // not started: the duplicate check did not claim its key (Unclaimed holds its decision)
 )
 
 // result is everything outcomeFor needs to decide.
@@ -45,6 +46,9 @@ type result struct {
 	FIFO bool
 	// Braking: the brake is on.
 	Braking bool
+	// Unclaimed, with endUnclaimed, is the duplicate check's decision (claimDecision): a
+	// delete or a dead letter stands; a retry is decided as any retry.
+	Unclaimed outcome
 }
 
 // action is what happens to the message.
@@ -85,22 +89,38 @@ type outcome struct {
 	// Probe, with actRetryInPlace: the message probes while the brake is on; with actHold, it
 	// is held behind a probe. Its runs do not count as attempts.
 	Probe bool
+	// Unrun, with actRetryInPlace (FIFO): the worker did not run, because the duplicate check
+	// could not claim the message's key; it waits in place, and the wait is not an attempt.
+	Unrun bool
+	// Duplicate, with actDelete: deleted unrun, its dedupe key completed by a run.
+	Duplicate bool
 }
 
 // outcomeFor is watchbot's outcome table, one decision per message and run. The README's
 // outcome table is this function, row by row. On a FIFO queue a retry happens in place, so
 // the message keeps its group's place and its successors' receive counts stay as they are;
 // exit 4 hands the message back to SQS instead, and the last attempt is dead-lettered by
-// watchbot, never left to the redrive policy, so the group goes on.
+// watchbot, never left to the redrive policy, so the group goes on. A message the duplicate
+// check kept from running (endUnclaimed) is retried as any other, but counts no WorkerError;
+// on a FIFO queue it waits in place without making an attempt, so the last-attempt rule waits
+// for the run it makes.
 func outcomeFor(r result) outcome {
 	var o outcome
 	handBack := false
+	unrun := r.End == endUnclaimed
 	switch {
 	case r.End == endLeaseLost:
 		return outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
 	case r.End == endNotRun:
 		// Too old: dead-lettered without running, whatever the attempt.
 		return outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}
+	case unrun:
+		// A duplicate deleted, a keyless message dead-lettered, whatever the attempt; a key
+		// held by another run, or a check that failed, is a retry.
+		o = r.Unclaimed
+		if o.Action != actRetry {
+			return o
+		}
 	case r.Directive != nil:
 		// What the worker wrote stands, even when it was stopped afterwards.
 		o = r.Directive.outcome()
@@ -138,10 +158,14 @@ func outcomeFor(r result) outcome {
 		o.DeadLetter = true
 		return o
 	}
+	if unrun && r.FIFO {
+		o.Action, o.Unrun = actRetryInPlace, true
+		return o
+	}
 	// A retry on the last attempt is a dead letter.
 	if r.Attempt >= r.MaxAttempts {
 		o.DeadLetter = true
-		o.WorkerError = o.WorkerError || !o.SpawnError
+		o.WorkerError = o.WorkerError || !o.SpawnError && !unrun
 		o.Reason = fmt.Sprintf("%s on the last attempt (%d of %d)", o.Reason, r.Attempt, r.MaxAttempts)
 		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount && !r.FIFO {
 			o.Action = actRedrive
@@ -186,16 +210,16 @@ func inGroupOrder(groups []string, outs []outcome) []outcome {
 
 // behind is the outcome of a FIFO message whose group stopped at an earlier message of the
 // same run. Behind a message kept in place (retried, or its delete still pending) it is held,
-// to run again after it, counting an attempt unless the worker acked it. Behind one handed
-// back to SQS it goes back too, visible at once: SQS keeps the group's order. A message whose
-// lease is lost stays abandoned. Its worker's failure still counts.
+// to run again after it, counting an attempt unless the worker acked it or never ran it.
+// Behind one handed back to SQS it goes back too, visible at once: SQS keeps the group's
+// order. A message whose lease is lost stays abandoned. Its worker's failure still counts.
 func behind(inPlace bool, o outcome) outcome {
 	switch {
 	case o.Action == actAbandon, inPlace && o.Action == actHold:
 		return o
 	case inPlace:
 		return outcome{Action: actHold, Reason: "held behind an earlier message of its group, retried in place",
-			WorkerError: o.WorkerError, SpawnError: o.SpawnError, Attempted: !o.Success}
+			WorkerError: o.WorkerError, SpawnError: o.SpawnError, Attempted: !o.Success && !o.Unrun}
 	}
 	return outcome{Action: actRelease, Reason: "handed back with an earlier message of its group",
 		WorkerError: o.WorkerError, SpawnError: o.SpawnError}

@@ -16,6 +16,12 @@ func TestOutcomeFor(t *testing.T) {
 	fifoMid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
 	fifoLast := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
 	with := func(r result, edit func(*result)) result { edit(&r); return r }
+	// unclaimed: the duplicate check kept the message from running with o (claimDecision).
+	unclaimed := func(r result, o outcome) result { r.End, r.Unclaimed = endUnclaimed, o; return r }
+	held := outcome{Action: actRetry, Delay: 3 * time.Second, Reason: "its dedupe key is held by b"}
+	checkFailed := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: throttled"}
+	duplicate := outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by a"}
+	keyless := outcome{Action: actDeadLetter, DeadLetter: true, Reason: "no dedupe key"}
 	delay := func(s float64) *float64 { return &s }
 	tests := []struct {
 		name string
@@ -71,6 +77,17 @@ func TestOutcomeFor(t *testing.T) {
 		{"directive ack from a timed-out worker still acks", with(mid, func(r *result) { r.End = endTimedOut; r.Directive = &directive{Action: "ack"} }),
 			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
 
+		// Not run: the duplicate check did not claim the message's key (claimDecision). A
+		// retry is a retry, on the last attempt too, without a WorkerError.
+		{"unclaimed: a held key is retried after its wait", unclaimed(mid, held), held},
+		{"unclaimed: a failed check is retried after the backoff", unclaimed(mid, checkFailed), checkFailed},
+		{"unclaimed: a held key on the last attempt is left to the redrive policy", unclaimed(last, held),
+			outcome{Action: actRedrive, Delay: 3 * time.Second, Reason: "its dedupe key is held by b on the last attempt (5 of 5)", DeadLetter: true}},
+		{"unclaimed: a failed check on the last attempt below maxReceiveCount is dead-lettered", unclaimed(lastBelowRedrive, checkFailed),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "duplicate check failed: throttled on the last attempt (3 of 3)", DeadLetter: true}},
+		{"unclaimed: a duplicate is deleted, whatever the attempt", unclaimed(last, duplicate), duplicate},
+		{"unclaimed: a keyless message is dead-lettered", unclaimed(mid, keyless), keyless},
+
 		// FIFO: retries happen in place; exit 4 hands back; the last attempt is dead-lettered
 		// by watchbot, whatever the receive count, so the group goes on.
 		{"FIFO: exit 1 retries in place", with(fifoMid, func(r *result) { r.ExitCode = 1 }),
@@ -97,6 +114,15 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}},
 		{"FIFO: too old is dead-lettered without running", with(fifoMid, func(r *result) { r.End = endNotRun }),
 			outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}},
+		{"FIFO: unclaimed, a held key waits in place, not an attempt", unclaimed(fifoMid, held),
+			outcome{Action: actRetryInPlace, Delay: 3 * time.Second, Reason: "its dedupe key is held by b", Unrun: true}},
+		{"FIFO: unclaimed on the last attempt, a failed check waits in place: the wait is not the attempt", unclaimed(fifoLast, checkFailed),
+			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "duplicate check failed: throttled", Unrun: true}},
+		{"FIFO: unclaimed while braking still waits in place", unclaimed(with(fifoMid, func(r *result) { r.Braking = true }), held),
+			outcome{Action: actRetryInPlace, Delay: 3 * time.Second, Reason: "its dedupe key is held by b", Unrun: true}},
+		{"FIFO: unclaimed, a duplicate is deleted; the group goes on", unclaimed(fifoLast, duplicate), duplicate},
+		{"FIFO: held behind an unclaimed message of its group", unclaimed(fifoMid, outcome{Action: actHold, Reason: "behind"}),
+			outcome{Action: actHold, Reason: "behind"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,8 @@ type runner struct {
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
 	// http, when set, takes the place of the worker command (--http-worker).
 	http *httpWorker
+	// dedupe, when set, claims each message's key before it runs (--dedupe-table).
+	dedupe *deduper
 
 	// workDir holds the jobs' message and result files, spillDir those that did not fit in
 	// workDir when it is a size-limited tmpfs ("" when workDir is already on disk); jobSeq
@@ -84,6 +86,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 			live, liveAt = append(live, j), append(liveAt, i)
 		}
 	}
+	live, liveAt = r.dedupe.claim(runCtx, live, liveAt, results)
 	var attrs []any
 	var took time.Duration
 	if len(live) > 0 {
@@ -115,6 +118,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		}
 		outs = inGroupOrder(groups, outs)
 	}
+	r.dedupe.finish(ctx, jobs, outs)
 	disps := make([]disposition, len(jobs))
 	var settling sync.WaitGroup
 	for _, part := range settleOrder(jobs, r.fifo) {
@@ -349,10 +353,25 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 	log := j.log.With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
 	switch o.Action {
 	case actRetryInPlace:
-		delay := r.delay(o, j.attempt)
+		attempt := j.attempt
+		if o.Unrun {
+			// Its waits space its claims as attempts would: on a FIFO queue a wait is none.
+			attempt += j.dedupeWaits
+		}
+		delay := r.delay(o, attempt)
 		if o.Probe {
 			log.Info("probe failed: watchbot keeps the message, leased, and probes with it again; the run is not counted as an attempt",
 				"reason", o.Reason, "probe_in_seconds", sqsspec.Seconds(delay))
+			return disposition{keep: true, at: time.Now().Add(delay)}
+		}
+		if o.Unrun {
+			level := slog.LevelInfo
+			if j.dedupeWaits > 0 {
+				level = slog.LevelDebug
+			}
+			j.dedupeWaits++
+			log.Log(ctx, level, "message waits in place, leased and unrun, until its dedupe key can be claimed: watchbot keeps it, and its group's later messages; not an attempt",
+				"reason", o.Reason, "retry_in_seconds", sqsspec.Seconds(delay), "waits", j.dedupeWaits)
 			return disposition{keep: true, at: time.Now().Add(delay)}
 		}
 		log.Info("message will be retried in place: watchbot keeps it, and its group's later messages, leased",
@@ -516,6 +535,7 @@ func (r *runner) count(o outcome) {
 	add(o.WorkerError, alarms.WorkerErrors)
 	add(o.SpawnError, alarms.WorkerSpawnErrors)
 	add(o.DeadLetter, alarms.DeadLetter)
+	add(o.Duplicate, alarms.DuplicatesSkipped)
 }
 
 // logRun logs and measures how a worker run ended.

@@ -57,6 +57,9 @@ type Deps struct {
 	// is protected while watchbot holds messages and for cfg.ProtectionIdle after, and the
 	// protection is dropped once a stop's drain has finished.
 	Protection ProtectionAPI
+	// Dedupe, when set, is the table of duplicate suppression (cfg.Dedupe): each message's
+	// key is claimed there before it runs. It goes with cfg.Dedupe.Table; nil is off.
+	Dedupe DedupeAPI
 
 	// spawn stands in for runWorker in tests; nil runs real processes.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
@@ -115,6 +118,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if deps.SQS == nil {
 		return errors.New("supervisor: no SQS client")
 	}
+	if (cfg.Dedupe.Table != "") != (deps.Dedupe != nil) {
+		return errors.New("supervisor: Config.Dedupe.Table and Deps.Dedupe go together")
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,6 +159,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
 	s.leaser.health = s.health
+	s.runner.dedupe = newDeduper(cfg, deps.Dedupe, deps.Metrics, s.log, deps.Random)
+	s.leaser.dedupe = s.runner.dedupe
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -234,6 +242,9 @@ func (s *Supervisor) check(ctx context.Context) error {
 		s.log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
 	default:
 		return ConfigError{Flag: "--queue-url", Msg: "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq"}
+	}
+	if err := r.dedupe.check(ctx, s.cfg.Dedupe, info); err != nil {
+		return err
 	}
 	if r.http != nil {
 		// Last: the application may come up while the queue was checked.

@@ -61,6 +61,9 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			durationFlag("http-connect-timeout", def.HTTP.ConnectTimeout, "how long a connection to the application may take to open"),
 			&cli.StringFlag{Name: "http-health-path", Usage: "`PATH` on the application that answers 2xx once it is up; without it, startup waits for the port to accept connections"},
 			durationFlag("http-startup-timeout", def.HTTP.StartupTimeout, "how long startup waits for the application before it gives up (exit 2)"),
+			&cli.StringFlag{Name: "dedupe-table", Usage: "suppress duplicates: claim each message's key in this DynamoDB `TABLE` (a name or an ARN) before it runs, so each key runs once", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}, DefaultText: "off"},
+			&cli.StringFlag{Name: "dedupe-key", Value: def.Dedupe.Key, Usage: "a message's key: message-id, or attr:NAME (a message attribute carrying the producer's idempotency key)"},
+			withDefaultText(durationFlag("dedupe-ttl", def.Dedupe.TTL, "how long a completed key is remembered"), "the queue's message retention period"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := listenConfig(c)
@@ -108,6 +111,10 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				return err
 			}
 			client := awsenv.SQS(awsCfg, opts)
+			dedupeDB, err := dedupeStore(c.Context, c.String("dedupe-table"), cfg)
+			if err != nil {
+				return err
+			}
 			metrics, stopMetrics, err := startMetrics(c.Context, mcfg, awsCfg, client, cfg.QueueURL)
 			if err != nil {
 				return err
@@ -118,7 +125,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				metrics = alarms.Tee(metrics, prom)
 			}
 			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort,
-				Load: load, Health: health, Protection: protection})
+				Load: load, Health: health, Protection: protection, Dedupe: dedupeDB})
 		},
 	}
 }
@@ -189,6 +196,11 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.HTTP.ConnectTimeout = durationOf(c, "http-connect-timeout")
 	cfg.HTTP.HealthPath = c.String("http-health-path")
 	cfg.HTTP.StartupTimeout = durationOf(c, "http-startup-timeout")
+	table, err := dedupeTable(c.String("dedupe-table"))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Dedupe = supervisor.DedupeConfig{Table: table.Name, Key: c.String("dedupe-key"), TTL: durationOf(c, "dedupe-ttl")}
 	switch c.String("brake") {
 	case "on":
 		cfg.Brake.Threshold, cfg.Brake.Window, cfg.Brake.MinRuns = c.Float64("brake-threshold"), c.Int("brake-window"), c.Int("brake-min-runs")

@@ -163,18 +163,7 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "watchbot: ") || !strings.Contains(last, tt.want) {
 				t.Errorf("last line %q, want a watchbot: error containing %q", last, tt.want)
 			}
-			// Nothing was received: the message is visible and has never been received.
-			got, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(tt.queue.URL), MaxNumberOfMessages: 10,
-				MessageSystemAttributeNames: []sqsAttr{sqsAttrReceiveCount}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range got.Messages {
-				if m.Attributes["ApproximateReceiveCount"] != "1" {
-					t.Errorf("message received before the startup checks passed (count %s)", m.Attributes["ApproximateReceiveCount"])
-				}
-				_, _ = c.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(tt.queue.URL), ReceiptHandle: m.ReceiptHandle})
-			}
+			neverReceived(t, c, tt.queue.URL)
 		})
 	}
 }
@@ -225,6 +214,23 @@ func TestListenSecondSignalStopsAtOnce(t *testing.T) {
 	got, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), WaitTimeSeconds: 2})
 	if err != nil || len(got.Messages) != 1 {
 		t.Fatalf("message not released (err %v); output:\n%s", err, out)
+	}
+}
+
+// neverReceived takes the messages of queue url, failing t if any had been received before,
+// and deletes them.
+func neverReceived(t *testing.T, c *sqs.Client, url string) {
+	t.Helper()
+	got, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []sqsAttr{sqsAttrReceiveCount}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.Messages {
+		if m.Attributes["ApproximateReceiveCount"] != "1" {
+			t.Errorf("message received before the startup checks passed (count %s)", m.Attributes["ApproximateReceiveCount"])
+		}
+		_, _ = c.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
 	}
 }
 

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/progress"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// dedupeTable reads --dedupe-table: a table name, or an ARN, whose region the table's
+// client then uses ("" is off).
+func dedupeTable(raw string) (progress.Table, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return progress.Table{}, nil
+	}
+	t, err := progress.ParseTable(raw)
+	if err != nil {
+		return progress.Table{}, supervisor.ConfigError{Flag: "--dedupe-table", Msg: err.Error()}
+	}
+	return t, nil
+}
+
+// dedupeStore returns the dedupe table of cfg, or nil when --dedupe-table is off. Its client
+// is built as `watchbot progress` builds its own: the SDK's configuration (endpoint from
+// AWS_ENDPOINT_URL_DYNAMODB), in the region an ARN names. Keys are scoped by the queue's name.
+func dedupeStore(ctx context.Context, raw string, cfg supervisor.Config) (supervisor.DedupeAPI, error) {
+	table, err := dedupeTable(raw)
+	if err != nil || table.Name == "" {
+		return nil, err
+	}
+	opts := awsenv.Options{QueueURL: cfg.QueueURL, Region: table.Region}
+	awsCfg, err := awsenv.Load(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.NewStore(awsenv.DynamoDB(awsCfg, opts), table.Name, queueattr.NameFromURL(cfg.QueueURL)), nil
+}

@@ -1,0 +1,330 @@
+// Package dedupe keeps the records of duplicate suppression (`watchbot listen
+// --dedupe-table`) in a DynamoDB table: one record per key, claimed by the run that is about
+// to do the key's work, its lease extended while the run goes on, marked completed when the
+// run succeeded and removed when it did not. SQS standard queues deliver a message at least
+// once, sometimes to two consumers at the same time, and producers send the same job twice;
+// the records let every run of a key but one stand aside. Every write is a single conditional
+// write (no transactions), so the table works on DynamoDB and on its emulators. The layout,
+// each condition, what is guaranteed and what it costs: docs/dedupe.md.
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// API is the part of the DynamoDB client a Store calls.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Errors a caller tells apart.
+var (
+	// ErrTableNotFound: the table does not exist (in this region and account).
+	ErrTableNotFound = errors.New("table not found")
+	// ErrKeySchema: the table's key is not KeyAttribute alone, a string.
+	ErrKeySchema = fmt.Errorf("the table's key must be %q alone, a string (type %s), as `watchbot template --dedupe` creates it", KeyAttribute, KeyAttributeType)
+	// ErrLost: the record is no longer the caller's: another run claimed the key after the
+	// caller's lease lapsed, or the record is gone.
+	ErrLost = errors.New("the record is no longer this run's")
+)
+
+// Result is what a claim found.
+type Result int
+
+// The results of Claim.
+const (
+	// Claimed: the key is the caller's until its lease lapses; it does the work.
+	Claimed Result = iota
+	// Completed: a run did the key's work and succeeded: the message is a duplicate.
+	Completed
+	// Held: another run holds the key and its lease has not lapsed: it is doing the work now.
+	Held
+)
+
+func (r Result) String() string {
+	return [...]string{"claimed", "completed", "held"}[r]
+}
+
+// Claim is the answer to a claim.
+type Claim struct {
+	Result Result
+	// Owner, with Completed or Held, is the claim that completed or holds the key.
+	Owner string
+	// LeaseUntil, with Held, is when the holder's lease lapses, unless it extends it.
+	LeaseUntil time.Time
+}
+
+// TTLStatus is whether the table deletes expired records.
+type TTLStatus int
+
+// The TTLStatus values.
+const (
+	// TTLUnknown: the table's time to live could not be read.
+	TTLUnknown TTLStatus = iota
+	// TTLOn: expired records are deleted by DynamoDB.
+	TTLOn
+	// TTLOff: time to live is off, or on another attribute: records stay until removed.
+	TTLOff
+)
+
+// Store claims, extends, completes and releases the keys of one scope (a queue) in one
+// table. Its methods may be called concurrently, from any number of processes.
+type Store struct {
+	client API
+	table  string
+	scope  string
+	// now is the clock leases and expiry are judged by.
+	now func() time.Time
+}
+
+// NewStore returns the Store of scope's keys in table. The scope (the queue's name) keeps
+// the keys of queues that share a table apart.
+func NewStore(client API, table, scope string) *Store {
+	return &Store{client: client, table: table, scope: scope, now: time.Now}
+}
+
+// Names and values the expressions use.
+var names = map[string]string{"#key": KeyAttribute, "#exp": TTLAttribute, "#state": attrState, "#owner": attrOwner, "#lease": attrLease,
+	"#done": attrCompletedAt}
+
+// The conditions of the writes (docs/dedupe.md explains each).
+const (
+	// claimCondition: no record, or one that expired (TTL deletion lags), or one in progress
+	// whose owner's lease lapsed (the owner crashed or lost it), or our own (a retried call).
+	claimCondition = "attribute_not_exists(#key) OR #exp < :now_s OR (#state = :in_progress AND (#lease < :now_ms OR #owner = :owner))"
+	// extendCondition: still ours, still in progress.
+	extendCondition = "#owner = :owner AND #state = :in_progress"
+	// completeCondition: still ours (completing twice is the same as once).
+	completeCondition = "#owner = :owner"
+	// releaseCondition: still ours and in progress, or already gone (a retried call).
+	releaseCondition = "attribute_not_exists(#key) OR (#owner = :owner AND #state = :in_progress)"
+)
+
+// maxClaimTries bounds how often Claim writes again when the record it lost to was gone or
+// had lapsed by the time it was read.
+const maxClaimTries = 3
+
+// Claim takes key for owner (a string unique to this claim) until leaseUntil, unless a run
+// completed it or holds it with a lease that has not lapsed. One conditional PutItem; when
+// the condition fails, the record that failed it says why (DynamoDB returns it; otherwise
+// one strongly consistent GetItem reads it).
+func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (Claim, error) {
+	k := s.key(key)
+	for range maxClaimTries {
+		now := s.now()
+		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table),
+			Item: map[string]types.AttributeValue{
+				KeyAttribute: str(k), attrState: str(stateInProgress), attrOwner: str(owner),
+				attrLease: millis(leaseUntil), TTLAttribute: seconds(leaseUntil),
+			},
+			ConditionExpression:      aws.String(claimCondition),
+			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":now_s": number(now.Unix()), ":now_ms": number(now.UnixMilli()), ":in_progress": str(stateInProgress), ":owner": str(owner),
+			},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return Claim{Result: Claimed}, nil
+		}
+		var failed *types.ConditionalCheckFailedException
+		if !errors.As(err, &failed) {
+			return Claim{}, s.wrap("claim", err)
+		}
+		item := failed.Item
+		if item == nil {
+			out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+				Key: map[string]types.AttributeValue{KeyAttribute: str(k)}, ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return Claim{}, s.wrap("claim: read the record", err)
+			}
+			item = out.Item
+		}
+		if c, ok := standing(item, owner, s.now()); ok {
+			return c, nil
+		}
+		// Released, or lapsed, since the write: write again.
+	}
+	return Claim{}, fmt.Errorf("dedupe claim in table %s: the record changed under %d claims in a row", s.table, maxClaimTries)
+}
+
+// standing reads a record that failed a claim's condition: completed, or held by another
+// run whose lease has not lapsed. ok is false when the record no longer stands in the way.
+func standing(item map[string]types.AttributeValue, owner string, now time.Time) (Claim, bool) {
+	if item == nil {
+		return Claim{}, false
+	}
+	exp, _ := intOf(item, TTLAttribute)
+	if exp < now.Unix() {
+		return Claim{}, false
+	}
+	holder := stringOf(item, attrOwner)
+	switch stringOf(item, attrState) {
+	case stateCompleted:
+		return Claim{Result: Completed, Owner: holder}, true
+	case stateInProgress:
+		lease, _ := intOf(item, attrLease)
+		if holder == owner || lease < now.UnixMilli() {
+			return Claim{}, false
+		}
+		return Claim{Result: Held, Owner: holder, LeaseUntil: time.UnixMilli(lease)}, true
+	}
+	return Claim{}, false
+}
+
+// Extend moves the lease of owner's claim of key to leaseUntil. ErrLost: the claim is no
+// longer owner's.
+func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
+	return s.update(ctx, "extend", key, "SET #lease = :lease, #exp = :exp", extendCondition,
+		pick("#lease", "#exp", "#owner", "#state"), map[string]types.AttributeValue{
+			":lease": millis(leaseUntil), ":exp": seconds(leaseUntil), ":owner": str(owner), ":in_progress": str(stateInProgress),
+		})
+}
+
+// Complete marks owner's claim of key completed, remembered until expiresAt: later claims
+// of the key answer Completed until then. ErrLost: the claim is no longer owner's.
+func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
+	return s.update(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done", completeCondition,
+		pick("#state", "#exp", "#done", "#owner"), map[string]types.AttributeValue{
+			":completed": str(stateCompleted), ":exp": seconds(expiresAt), ":done": millis(s.now()), ":owner": str(owner),
+		})
+}
+
+// Release removes owner's claim of key, so the next claim of it succeeds at once. ErrLost:
+// another run holds the key now, or completed it.
+func (s *Store) Release(ctx context.Context, key, owner string) error {
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{KeyAttribute: str(s.key(key))},
+		ConditionExpression:       aws.String(releaseCondition),
+		ExpressionAttributeNames:  pick("#key", "#owner", "#state"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":in_progress": str(stateInProgress)},
+	})
+	return s.wrap("release", err)
+}
+
+// update makes one conditional UpdateItem of key's record.
+func (s *Store) update(ctx context.Context, op, key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) error {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{KeyAttribute: str(s.key(key))},
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  nm,
+		ExpressionAttributeValues: values,
+	})
+	return s.wrap(op, err)
+}
+
+// Check verifies the table: it exists and its key is KeyAttribute alone, a string. It also
+// reads whether its time to live is on TTLAttribute; that is TTLUnknown when it cannot be
+// read (an emulator, or a role without dynamodb:DescribeTimeToLive).
+func (s *Store) Check(ctx context.Context) (TTLStatus, error) {
+	out, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
+	if err != nil {
+		return TTLUnknown, s.wrap("describe", err)
+	}
+	if !keyedByKey(out.Table) {
+		return TTLUnknown, fmt.Errorf("dedupe table %s: %w", s.table, ErrKeySchema)
+	}
+	ttl, err := s.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+	if err != nil || ttl.TimeToLiveDescription == nil {
+		return TTLUnknown, nil
+	}
+	d := ttl.TimeToLiveDescription
+	if aws.ToString(d.AttributeName) == TTLAttribute && d.TimeToLiveStatus == types.TimeToLiveStatusEnabled {
+		return TTLOn, nil
+	}
+	return TTLOff, nil
+}
+
+// keyedByKey reports a table whose key is KeyAttribute alone, a string.
+func keyedByKey(t *types.TableDescription) bool {
+	if t == nil || len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != KeyAttribute || t.KeySchema[0].KeyType != types.KeyTypeHash {
+		return false
+	}
+	for _, d := range t.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == KeyAttribute {
+			return d.AttributeType == types.ScalarAttributeType(KeyAttributeType)
+		}
+	}
+	return false
+}
+
+// key is key's record key in this store's scope.
+func (s *Store) key(key string) string { return recordKey(s.scope, key) }
+
+// wrap names the operation and table in err, and turns a failed condition into ErrLost and
+// a missing table into ErrTableNotFound.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var failed *types.ConditionalCheckFailedException
+	var missing *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &failed):
+		err = ErrLost
+	case errors.As(err, &missing):
+		err = fmt.Errorf("%w: %w", ErrTableNotFound, err)
+	}
+	return fmt.Errorf("dedupe %s in table %s: %w", op, s.table, err)
+}
+
+// pick returns the expression attribute names ns.
+func pick(ns ...string) map[string]string {
+	out := make(map[string]string, len(ns))
+	for _, n := range ns {
+		out[n] = names[n]
+	}
+	return out
+}
+
+// str, number, millis, seconds: attribute values. An expiry in seconds rounds up.
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func millis(t time.Time) types.AttributeValue { return number(t.UnixMilli()) }
+
+func seconds(t time.Time) types.AttributeValue {
+	s := t.Unix()
+	if t.After(time.Unix(s, 0)) {
+		s++
+	}
+	return number(s)
+}
+
+// stringOf and intOf read an attribute of item: the zero value when missing or of another type.
+func stringOf(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func intOf(item map[string]types.AttributeValue, name string) (int64, error) {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("%s is missing or not a number", name)
+	}
+	return strconv.ParseInt(v.Value, 10, 64)
+}

@@ -1,0 +1,49 @@
+package dedupe
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table's schema, which `watchbot template --dedupe` renders and Check verifies. The
+// table has one key, KeyAttribute, a string; its time to live, if turned on, must be on
+// TTLAttribute. Everything else is in the records (docs/dedupe.md).
+const (
+	// KeyAttribute is the table's partition key, its only key attribute.
+	KeyAttribute = "key"
+	// KeyAttributeType is KeyAttribute's DynamoDB type: a string.
+	KeyAttributeType = "S"
+	// TTLAttribute holds when a record expires, in seconds since the Unix epoch (a number):
+	// the attribute the table's time to live must name. Watchbot treats an expired record as
+	// absent whether or not DynamoDB has deleted it yet.
+	TTLAttribute = "expires_at"
+)
+
+// The other attributes of a record.
+const (
+	attrState       = "state"        // stateInProgress or stateCompleted
+	attrOwner       = "owner"        // the claim that wrote the record
+	attrLease       = "lease_until"  // in_progress: when the owner's lease lapses, epoch milliseconds
+	attrCompletedAt = "completed_at" // completed: when, epoch milliseconds
+)
+
+// The states of a record.
+const (
+	stateInProgress = "in_progress"
+	stateCompleted  = "completed"
+)
+
+// TableDefinition is the CreateTable request of a dedupe table named name: KeyAttribute as
+// its only key, on-demand billing. Time to live is turned on apart, on TTLAttribute
+// (UpdateTimeToLive, or CloudFormation's TimeToLiveSpecification).
+func TableDefinition(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeType(KeyAttributeType)},
+		},
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}

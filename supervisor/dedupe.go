@@ -1,0 +1,472 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/queueattr"
+)
+
+// DedupeConfig is duplicate suppression (--dedupe-*): before a message runs, its key is
+// claimed in a DynamoDB table (Deps.Dedupe), so a key that a run completed is not run again
+// and a key another run holds does not run beside it. docs/dedupe.md.
+type DedupeConfig struct {
+	// Table is the DynamoDB table (--dedupe-table); "" turns duplicate suppression off.
+	Table string
+	// Key is where a message's key comes from (--dedupe-key): "message-id", or "attr:NAME"
+	// for a message attribute carrying the producer's idempotency key.
+	Key string
+	// TTL is how long a completed key is remembered (--dedupe-ttl); 0 means the queue's
+	// MessageRetentionPeriod.
+	TTL time.Duration
+}
+
+// MinDedupeTTL is the shortest --dedupe-ttl: a key forgotten sooner would not outlast the
+// redeliveries it is meant to catch.
+const MinDedupeTTL = time.Minute
+
+// CheckDedupe checks --dedupe-key and --dedupe-ttl, with --dedupe-table set.
+func CheckDedupe(d DedupeConfig) error {
+	if d.Table == "" {
+		return nil
+	}
+	if _, err := dedupe.ParseKeySource(d.Key); err != nil {
+		return ConfigError{Flag: "--dedupe-key", Msg: err.Error()}
+	}
+	if d.TTL != 0 && d.TTL < MinDedupeTTL {
+		return ConfigError{Flag: "--dedupe-ttl", Msg: fmt.Sprintf("(%v) must be at least %v (0: the queue's message retention period)", d.TTL, MinDedupeTTL)}
+	}
+	return nil
+}
+
+// DedupeAPI keeps the records of duplicate suppression: *dedupe.Store.
+type DedupeAPI interface {
+	Check(ctx context.Context) (dedupe.TTLStatus, error)
+	Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error)
+	Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error
+	Complete(ctx context.Context, key, owner string, expiresAt time.Time) error
+	Release(ctx context.Context, key, owner string) error
+}
+
+var _ DedupeAPI = (*dedupe.Store)(nil)
+
+// dedupeCallTimeout bounds each call to the table; a call that takes longer fails, and its
+// message is retried rather than run unchecked.
+const dedupeCallTimeout = 10 * time.Second
+
+// dedupeWait spaces the claims of a message whose key another run holds, by its attempt (on
+// a FIFO queue, its attempt plus its waits in place): 1s, 2s, 4s … 30s, equal jitter
+// (0.5–1s, 1–2s, 2–4s …), raised to minDedupeWait and cut to when the holder's lease lapses.
+var dedupeWait = backoff.Exponential{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.Equal}
+
+// minDedupeWait is the shortest wait of a message whose key is held: SQS's visibility is in
+// whole seconds, and no claim follows another at once.
+const minDedupeWait = time.Second
+
+// dedupeErrorLog is the least interval between two error lines of the table's failures.
+const dedupeErrorLog = 30 * time.Second
+
+// defaultRetention is SQS's MessageRetentionPeriod when a queue does not say (4 days).
+const defaultRetention = 4 * 24 * time.Hour
+
+// deduper is the supervisor's side of duplicate suppression. A run claims the key of each of
+// its messages before the worker starts (claim), and only the messages claimed run; what
+// becomes of the others is claimDecision's table, then outcomeFor's, as for any message. On a
+// FIFO queue a group's messages are claimed in order, and the messages behind one that is
+// not claimed wait with it. The heartbeat extends the claims of running messages with their
+// leases (extend). When the worker has ended, before any message is settled, a success
+// completes its claim and anything else releases it (finish). A nil *deduper is off: its
+// methods do nothing.
+type deduper struct {
+	api    DedupeAPI
+	source dedupe.KeySource
+	// ttl is how long a completed key is remembered, known once check has read the queue.
+	ttl time.Duration
+	// lease is how long a claim or an extension leases a key: --visibility-timeout, the
+	// longest lease its message can have then, plus margin (a heartbeat interval,
+	// --kill-grace and lapseMargin). So one failed extension does not let it lapse, and a job
+	// stopped for a lost lease is gone before another run can claim its key. An extension
+	// that fails with less than margin left stops the job, which is then gone in time.
+	lease, margin time.Duration
+	fifo          bool
+	// instance names this supervisor in every owner it writes; seq numbers its claims.
+	instance string
+	seq      atomic.Uint64
+
+	metrics alarms.Recorder
+	log     *slog.Logger
+	random  func() float64
+
+	// mu guards claims, those of the messages of the runs under way, and the error log's state.
+	mu        sync.Mutex
+	claims    map[*job]*keyClaim
+	lastError time.Time
+	quiet     int // failures not logged since lastError
+}
+
+// keyClaim is a key claimed for a message of a run under way.
+type keyClaim struct {
+	key, owner string
+	until      time.Time // when the claim's lease lapses, as last written
+	// unsure: the claim failed, but the call may have written the record before it did (a
+	// timeout, a lost answer); the run removes it, as a failed run removes its claim, so the
+	// message's retry does not find its own key held.
+	unsure bool
+}
+
+// newDeduper returns the deduper of cfg on api, or nil when duplicate suppression is off.
+func newDeduper(cfg Config, api DedupeAPI, metrics alarms.Recorder, log *slog.Logger, random func() float64) *deduper {
+	if api == nil {
+		return nil
+	}
+	source, _ := dedupe.ParseKeySource(cfg.Dedupe.Key) // checked by Validate
+	host, _ := os.Hostname()
+	return &deduper{api: api, source: source,
+		lease:    cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
+		margin:   cfg.heartbeat() + cfg.KillGrace + lapseMargin,
+		instance: host + ":" + strconv.Itoa(os.Getpid()) + ":" + rand.Text()[:8],
+		metrics:  metrics, log: log.With("component", "dedupe"), random: random, claims: map[*job]*keyClaim{}}
+}
+
+// check is the startup check: the table exists with the right key. It learns from the
+// queue's attributes whether it is FIFO, and the TTL: --dedupe-ttl, or the queue's
+// retention period.
+func (d *deduper) check(ctx context.Context, cfg DedupeConfig, info queueattr.Info) error {
+	if d == nil {
+		return nil
+	}
+	d.fifo = info.FIFO
+	ttlStatus, err := d.api.Check(ctx)
+	switch {
+	case errors.Is(err, dedupe.ErrTableNotFound), errors.Is(err, dedupe.ErrKeySchema):
+		return ConfigError{Flag: "--dedupe-table", Msg: err.Error()}
+	case err != nil:
+		return fmt.Errorf("--dedupe-table: table not reachable: %w", err)
+	}
+	retention := cmpOr(info.RetentionPeriod, defaultRetention)
+	d.ttl = cmpOr(cfg.TTL, retention)
+	d.log.Info("duplicate suppression on: each key runs once; a message whose key another run holds, or whose check fails, is retried, never run beside it or unchecked",
+		"dedupe_table", cfg.Table, "dedupe_key", d.source.String(), "dedupe_ttl", d.ttl.String())
+	if d.ttl < retention {
+		d.log.Warn("--dedupe-ttl is shorter than the queue's message retention: a message delivered again after its key is forgotten runs again",
+			"dedupe_ttl", d.ttl.String(), "retention", retention.String())
+	}
+	if ttlStatus == dedupe.TTLOff {
+		d.log.Warn("the table's time to live is not on "+dedupe.TTLAttribute+": expired records are ignored but never deleted, and the table grows",
+			"dedupe_table", cfg.Table)
+	}
+	return nil
+}
+
+// cmpOr returns d, or def when d is zero.
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// claim claims the keys of a run's live messages (results[liveAt[k]] is live[k]'s) before
+// its worker starts, and returns those claimed, which alone run. Each other message's result
+// is endUnclaimed with claimDecision's outcome, or, when the run was stopped during its
+// claim, the end of that stop. On a FIFO queue a group's messages are claimed in order, and
+// once one is not claimed and does not leave its group, the group's later messages are held
+// behind it unchecked.
+func (d *deduper) claim(ctx context.Context, live []*job, liveAt []int, results []result) ([]*job, []int) {
+	if d == nil || len(live) == 0 {
+		return live, liveAt
+	}
+	var parts [][]int // indices into live, claimed in order within a part, parts side by side
+	at := map[string]int{}
+	for k, j := range live {
+		g, ok := at[j.msg.GroupID]
+		if !d.fifo || !ok {
+			g = len(parts)
+			at[j.msg.GroupID] = g
+			parts = append(parts, nil)
+		}
+		parts[g] = append(parts[g], k)
+	}
+	claimed := make([]bool, len(live))
+	inParallel(len(parts), func(p int) {
+		part := parts[p]
+		for n, k := range part {
+			claimed[k] = d.check1(ctx, live[k], &results[liveAt[k]])
+			if res := results[liveAt[k]]; claimed[k] || res.End == endUnclaimed && res.Unclaimed.Action.leavesGroup() {
+				continue
+			}
+			for _, rest := range part[n+1:] {
+				results[liveAt[rest]].End = endUnclaimed
+				results[liveAt[rest]].Unclaimed = outcome{Action: actHold, Reason: "held behind an earlier message of its group whose dedupe key could not be claimed"}
+			}
+			return
+		}
+	})
+	var runLive []*job
+	var runAt []int
+	for k, j := range live {
+		if claimed[k] {
+			runLive, runAt = append(runLive, j), append(runAt, liveAt[k])
+		}
+	}
+	return runLive, runAt
+}
+
+// check1 claims one message's key and reports whether it was claimed; when it was not, it
+// sets res's end and, with endUnclaimed, claimDecision's outcome.
+func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
+	key, ok := d.keyOf(j.msg)
+	if !ok {
+		_, res.Unclaimed = claimDecision(claimFound{keyless: true}, d.source, d.random)
+		res.End = endUnclaimed
+		j.log.Warn("message lacks its dedupe key: dead-lettering it without running it", "dedupe_key", d.source.String())
+		return false
+	}
+	owner := d.instance + "/" + j.msg.ID + "/" + strconv.FormatUint(d.seq.Add(1), 10)
+	until := time.Now().Add(d.lease)
+	callCtx, cancel := context.WithTimeout(ctx, dedupeCallTimeout)
+	c, err := d.api.Claim(callCtx, key, owner, until)
+	cancel()
+	now := time.Now()
+	if err != nil {
+		d.keep(j, &keyClaim{key: key, owner: owner, until: until, unsure: true})
+		if ctx.Err() != nil {
+			res.End = endFor(context.Cause(ctx))
+			return false
+		}
+	}
+	claimed, o := claimDecision(claimFound{claim: c, err: err, tries: j.attempt + j.dedupeWaits, now: now}, d.source, d.random)
+	switch {
+	case claimed:
+		j.dedupeWaits = 0
+		d.keep(j, &keyClaim{key: key, owner: owner, until: until})
+		return true
+	case err != nil:
+		d.failed(j.log, "could not claim the message's dedupe key: the message is not run unchecked, but retried after its backoff (in place on a FIFO queue)", err)
+	case c.Result == dedupe.Held:
+		j.log.Debug("another run holds the message's dedupe key: the message is retried after a short delay (in place on a FIFO queue)",
+			"dedupe_key", key, "held_by", c.Owner, "lease_lapses_in", c.LeaseUntil.Sub(now).Round(time.Second).String(), "retry_in", o.Delay.String())
+	}
+	res.End, res.Unclaimed = endUnclaimed, o
+	return false
+}
+
+// claimFound is what the duplicate check found for one message.
+type claimFound struct {
+	keyless bool         // the message lacks its key attribute
+	claim   dedupe.Claim // the claim's answer, when err is nil
+	err     error        // the claim failed
+	// tries spaces the claims of a held key: the message's attempt, plus its waits in place
+	// on a FIFO queue.
+	tries int
+	now   time.Time
+}
+
+// claimDecision is the duplicate check's table, which the README's "Duplicate suppression"
+// table mirrors: what becomes of a message given what its claim found. A retry is then
+// decided by outcomeFor as any retry: the last attempt is left to the redrive policy or
+// dead-lettered, and on a FIFO queue the retry is its FIFO form, a wait in place.
+//
+//	found                       outcome                                 on a FIFO queue
+//	no key (attr:NAME missing)  dead-lettered without running           the same
+//	completed by a run          deleted without running (a Duplicate)   the same
+//	held by another run         retry: released, visible again after    waits in place, leased,
+//	                            dedupeWait(tries), at least 1 s, at     as long; not an attempt
+//	                            most until the holder's lease lapses
+//	the table failed            retry: released after its --backoff     waits in place as long;
+//	                            delay (DelayFromBackoff)                not an attempt
+//	claimed                     it runs (claimed is true)
+func claimDecision(f claimFound, source dedupe.KeySource, random func() float64) (claimed bool, o outcome) {
+	switch {
+	case f.keyless:
+		return false, outcome{Action: actDeadLetter, DeadLetter: true,
+			Reason: fmt.Sprintf("no dedupe key: message attribute %s is missing (--dedupe-key %s)", source.Attribute, source)}
+	case f.err != nil:
+		return false, outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: " + f.err.Error()}
+	case f.claim.Result == dedupe.Completed:
+		return false, outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by " + f.claim.Owner}
+	case f.claim.Result == dedupe.Held:
+		wait := max(min(dedupeWait.Delay(f.tries, random), f.claim.LeaseUntil.Sub(f.now)), minDedupeWait)
+		return false, outcome{Action: actRetry, Delay: wait, Reason: "its dedupe key is held by " + f.claim.Owner}
+	}
+	return true, outcome{}
+}
+
+// keyOf returns the message's key: its id, or the value of the key attribute.
+func (d *deduper) keyOf(m message) (string, bool) {
+	if d.source.Attribute == "" {
+		return m.ID, true
+	}
+	v, ok := m.Attributes[d.source.Attribute]
+	return v, ok && v != ""
+}
+
+// keep records the claim of a message of a run under way.
+func (d *deduper) keep(j *job, c *keyClaim) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.claims[j] = c
+}
+
+// finish settles the claims of a run whose outcomes are decided (outs[i] is jobs[i]'s),
+// before any message is settled: a success completes its key, remembered for the TTL, so a
+// message whose delete fails is not run again; any other outcome releases the key, so the
+// retry can claim it.
+func (d *deduper) finish(ctx context.Context, jobs []*job, outs []outcome) {
+	if d == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var held []int
+	cs := make([]*keyClaim, len(jobs))
+	d.mu.Lock()
+	for i, j := range jobs {
+		if c := d.claims[j]; c != nil {
+			cs[i] = c
+			held = append(held, i)
+			delete(d.claims, j)
+		}
+	}
+	d.mu.Unlock()
+	inParallel(len(held), func(n int) {
+		i := held[n]
+		d.settle(ctx, jobs[i], cs[i], outs[i].Success)
+	})
+}
+
+// settle completes or releases one claim.
+func (d *deduper) settle(ctx context.Context, j *job, c *keyClaim, success bool) {
+	ctx, cancel := context.WithTimeout(ctx, dedupeCallTimeout)
+	defer cancel()
+	if success {
+		err := d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
+		switch {
+		case errors.Is(err, dedupe.ErrLost):
+			j.log.Error("the worker succeeded, but its claim of the dedupe key had passed to another run (its lease lapsed): that run may do the work again",
+				"dedupe_key", c.key, "error", err)
+		case err != nil:
+			d.failed(j.log, "the worker succeeded, but its dedupe key could not be marked completed: a duplicate received before its lease lapses is retried, one received after runs", err,
+				"dedupe_key", c.key)
+		}
+		return
+	}
+	err := d.api.Release(ctx, c.key, c.owner)
+	switch {
+	case err == nil:
+	case c.unsure:
+		// The claim's own failure was counted and logged.
+		j.log.Debug("could not remove the record the failed claim may have written", "dedupe_key", c.key, "error", err)
+	case errors.Is(err, dedupe.ErrLost):
+		j.log.Debug("dedupe key not released: it is no longer this run's", "dedupe_key", c.key)
+	default:
+		d.failed(j.log, "could not release the dedupe key: the message's retry finds it held until the claim's lease lapses", err,
+			"dedupe_key", c.key, "lease_lapses_in", time.Until(c.until).Round(time.Second).String())
+	}
+}
+
+// extend is the heartbeat's: it extends the claims of the messages whose leases it has just
+// renewed. It returns the jobs to stop, whose claim passed to another run or will lapse
+// before the next heartbeat could extend it. It takes no job's lock, which a renewal or a
+// settle may hold while it waits for SQS.
+func (d *deduper) extend(js []*job) (lost []*job) {
+	if d == nil || len(js) == 0 {
+		return nil
+	}
+	type ext struct {
+		j     *job
+		c     *keyClaim
+		until time.Time
+	}
+	var exts []ext
+	d.mu.Lock()
+	for _, j := range js {
+		if c := d.claims[j]; c != nil && !c.unsure {
+			exts = append(exts, ext{j: j, c: c})
+		}
+	}
+	d.mu.Unlock()
+	until := time.Now().Add(d.lease)
+	for i := range exts {
+		exts[i].until = until
+	}
+	errs := make([]error, len(exts))
+	inParallel(len(exts), func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), dedupeCallTimeout)
+		defer cancel()
+		errs[i] = d.api.Extend(ctx, exts[i].c.key, exts[i].c.owner, exts[i].until)
+	})
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, e := range exts {
+		err := errs[i]
+		if d.claims[e.j] != e.c {
+			continue // its run finished meanwhile
+		}
+		switch {
+		case err == nil:
+			e.c.until = e.until
+		case errors.Is(err, dedupe.ErrLost):
+			e.j.log.Error("stopping job: its claim of the dedupe key passed to another run", "dedupe_key", e.c.key, "error", err)
+			lost = append(lost, e.j)
+		case e.c.until.Sub(now) < d.margin:
+			e.j.log.Error("stopping job: its claim of the dedupe key could not be extended and lapses before the next heartbeat; the message will be delivered again",
+				"dedupe_key", e.c.key, "error", err, "claim_lapses_in", e.c.until.Sub(now).Round(time.Millisecond).String())
+			d.metrics.Add(alarms.DedupeErrors, 1)
+			lost = append(lost, e.j)
+		default:
+			d.failedLocked(e.j.log, "could not extend the claim of the dedupe key; trying again at the next heartbeat", err,
+				"dedupe_key", e.c.key, "claim_lapses_in", e.c.until.Sub(now).Round(time.Second).String())
+		}
+	}
+	return lost
+}
+
+// dedupeParallel is how many calls to the table one run, or one heartbeat, makes at once.
+const dedupeParallel = 16
+
+// inParallel calls f(0) … f(n-1), at most dedupeParallel at once, and returns once every
+// call has returned.
+func inParallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, dedupeParallel)
+	for i := range n {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+// failed counts a failed call to the table and logs it, at error level at most once per
+// dedupeErrorLog (with how many were not logged since), else at debug level.
+func (d *deduper) failed(log *slog.Logger, msg string, err error, attrs ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failedLocked(log, msg, err, attrs...)
+}
+
+func (d *deduper) failedLocked(log *slog.Logger, msg string, err error, attrs ...any) {
+	d.metrics.Add(alarms.DedupeErrors, 1)
+	attrs = append(attrs, "error", err)
+	if now := time.Now(); now.Sub(d.lastError) >= dedupeErrorLog {
+		log.Error(msg, append(attrs, "failures_not_logged", d.quiet)...)
+		d.lastError, d.quiet = now, 0
+		return
+	}
+	d.quiet++
+	log.Debug(msg, attrs...)
+}

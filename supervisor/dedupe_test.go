@@ -1,0 +1,887 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+)
+
+// fakeDedupe is an in-memory dedupe table that behaves as dedupe.Store does: records by key,
+// claims, extensions, completions and releases with the Store's conditions, judged by
+// time.Now (so by the bubble's clock under testing/synctest). down makes every call fail, as
+// a table that cannot be reached; failExtend fails extensions only.
+type fakeDedupe struct {
+	mu         sync.Mutex
+	records    map[string]*fakeRecord
+	calls      map[string]int
+	down       error
+	failExtend error
+	checkErr   error
+	// lostAnswers: the next claims write their record, then fail, as a call whose answer
+	// was lost (a timeout).
+	lostAnswers int
+	// hang: claims answer only when their context ends (set before the supervisor starts).
+	hang bool
+}
+
+type fakeRecord struct {
+	state, owner   string // "in_progress" or "completed"
+	lease, expires time.Time
+	extends        int
+}
+
+var _ DedupeAPI = (*fakeDedupe)(nil)
+
+func newFakeDedupe() *fakeDedupe {
+	return &fakeDedupe{records: map[string]*fakeRecord{}, calls: map[string]int{}}
+}
+
+// call counts a call and returns the error it fails with.
+func (f *fakeDedupe) call(op string) error {
+	f.calls[op]++
+	if f.down != nil {
+		return fmt.Errorf("dedupe %s: %w", op, f.down)
+	}
+	return nil
+}
+
+func (f *fakeDedupe) setDown(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = err
+}
+
+func (f *fakeDedupe) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// record returns a copy of key's record, or nil.
+func (f *fakeDedupe) record(key string) *fakeRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.records[key]
+	if r == nil {
+		return nil
+	}
+	c := *r
+	return &c
+}
+
+// hold puts a record of another run, holding key until lease.
+func (f *fakeDedupe) hold(key, owner string, lease time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: lease, expires: lease}
+}
+
+// complete marks key's record completed by its holder, remembered for a day.
+func (f *fakeDedupe) complete(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.records[key].state, f.records[key].expires = "completed", time.Now().Add(24*time.Hour)
+}
+
+func (f *fakeDedupe) Check(context.Context) (dedupe.TTLStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Check"); err != nil {
+		return dedupe.TTLUnknown, err
+	}
+	return dedupe.TTLOn, f.checkErr
+}
+
+func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error) {
+	if f.hang {
+		<-ctx.Done()
+		return dedupe.Claim{}, fmt.Errorf("dedupe claim: %w", context.Cause(ctx))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Claim"); err != nil {
+		return dedupe.Claim{}, err
+	}
+	now := time.Now()
+	r := f.records[key]
+	switch {
+	case r == nil || r.expires.Before(now) || r.owner == owner && r.state == "in_progress":
+	case r.state == "completed":
+		return dedupe.Claim{Result: dedupe.Completed, Owner: r.owner}, nil
+	case !r.lease.Before(now):
+		return dedupe.Claim{Result: dedupe.Held, Owner: r.owner, LeaseUntil: r.lease}, nil
+	}
+	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: leaseUntil, expires: leaseUntil}
+	if f.lostAnswers > 0 {
+		f.lostAnswers--
+		return dedupe.Claim{}, errors.New("dedupe claim: context deadline exceeded")
+	}
+	return dedupe.Claim{Result: dedupe.Claimed}, nil
+}
+
+func (f *fakeDedupe) Extend(_ context.Context, key, owner string, leaseUntil time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Extend"); err != nil {
+		return err
+	}
+	if f.failExtend != nil {
+		return f.failExtend
+	}
+	r := f.records[key]
+	if r == nil || r.owner != owner || r.state != "in_progress" {
+		return dedupe.ErrLost
+	}
+	r.lease, r.expires = leaseUntil, leaseUntil
+	r.extends++
+	return nil
+}
+
+func (f *fakeDedupe) Complete(_ context.Context, key, owner string, expiresAt time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Complete"); err != nil {
+		return err
+	}
+	r := f.records[key]
+	if r == nil || r.owner != owner {
+		return dedupe.ErrLost
+	}
+	r.state, r.expires = "completed", expiresAt
+	return nil
+}
+
+func (f *fakeDedupe) Release(_ context.Context, key, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Release"); err != nil {
+		return err
+	}
+	r := f.records[key]
+	switch {
+	case r == nil:
+		return nil
+	case r.owner != owner || r.state != "in_progress":
+		return dedupe.ErrLost
+	}
+	delete(f.records, key)
+	return nil
+}
+
+// dedupeRig is fifoRig (the whole supervisor in a testing/synctest bubble against fakesqs,
+// with a stand-in worker) on a standard or a FIFO queue, with a fakeDedupe keyed by the
+// message attribute "idem".
+type dedupeRig struct {
+	*fifoRig
+	db *fakeDedupe
+}
+
+func newDedupeRig(t *testing.T, fifo bool, o rigOptions) *dedupeRig {
+	t.Helper()
+	if o.maxReceiveCount == 0 {
+		o.maxReceiveCount = 5
+	}
+	r := &dedupeRig{fifoRig: newFIFORig(t, o), db: newFakeDedupe()}
+	if !fifo {
+		ctx := context.Background()
+		dlq, err := r.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs-dlq")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := r.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs"), Attributes: map[string]string{
+			"VisibilityTimeout": fmt.Sprint(int(r.cfg.VisibilityTimeout / time.Second)),
+			"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:jobs-dlq","maxReceiveCount":%d}`, o.maxReceiveCount),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.queue, r.dlq, r.cfg.QueueURL = aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), aws.ToString(q.QueueUrl)
+	}
+	r.cfg.Dedupe = DedupeConfig{Table: "fake", Key: "attr:idem"}
+	// Acks go out at once. With a linger, a renewal holds a job's lock until the acker's
+	// timer fires; a run ending at that moment (a message that waits ends its run at once)
+	// blocks on that lock, which synctest does not count as durably blocked, so the bubble's
+	// clock, and that timer, would never move.
+	r.cfg.AckLinger = 0
+	return r
+}
+
+// start runs the supervisor with the fake table until stop is called.
+func (r *dedupeRig) start() {
+	r.t.Helper()
+	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Metrics: r.metrics, spawn: r.spawn, Dedupe: r.db})
+	}, r.trail)
+}
+
+// sendKeyed sends each "body=key" in order, the key as the attribute idem ("body=" sends no
+// key); on a FIFO queue to the group the body's first letter names, each send a message of
+// its own (its deduplication id the send's position).
+func (r *dedupeRig) sendKeyed(pairs ...string) {
+	r.t.Helper()
+	for i, p := range pairs {
+		body, key, _ := strings.Cut(p, "=")
+		in := &sqs.SendMessageInput{QueueUrl: aws.String(r.queue), MessageBody: aws.String(body)}
+		if key != "" {
+			in.MessageAttributes = map[string]types.MessageAttributeValue{"idem": {DataType: aws.String("String"), StringValue: aws.String(key)}}
+		}
+		if strings.HasSuffix(r.queue, ".fifo") {
+			in.MessageGroupId, in.MessageDeduplicationId = aws.String(body[:1]), aws.String(fmt.Sprintf("%s-%d-%d", body, i, time.Now().UnixNano()))
+		}
+		if _, err := r.sqs.SendMessage(context.Background(), in); err != nil {
+			r.t.Fatalf("send %s: %v", p, err)
+		}
+	}
+}
+
+// runsOf counts the runs of each body.
+func (r *dedupeRig) runsOf() map[string]int {
+	out := map[string]int{}
+	for _, b := range r.bodies() {
+		body, _, _ := strings.Cut(b, "#")
+		out[body]++
+	}
+	return out
+}
+
+// receiveCounts returns each message's receive count on the work queue, by body.
+func (r *dedupeRig) receiveCounts() map[string]int {
+	out := map[string]int{}
+	for _, m := range r.sqs.Messages(r.queue) {
+		out[m.Body] = m.ReceiveCount
+	}
+	return out
+}
+
+// wantCounts fails t for each metric of want whose total over recs is another.
+func wantCounts(t *testing.T, want map[alarms.Metric]float64, recs ...*countingRecorder) {
+	t.Helper()
+	for m, w := range want {
+		var got float64
+		for _, r := range recs {
+			got += r.get(m)
+		}
+		if got != w {
+			t.Errorf("%s = %v, want %v", m, got, w)
+		}
+	}
+}
+
+// noFailures are the counts of a run in which nothing failed.
+var noFailures = map[alarms.Metric]float64{alarms.WorkerErrors: 0, alarms.DeadLetter: 0, alarms.DedupeErrors: 0}
+
+// queueKinds are the queues and modes the supervisor's dedupe tests run on.
+var queueKinds = []struct {
+	name      string
+	fifo      bool
+	batchSize int
+}{
+	{"standard", false, 1},
+	{"standard batch", false, 5},
+	{"FIFO", true, 1},
+	{"FIFO batch", true, 5},
+}
+
+func TestDedupeRunsEachKeyOnce(t *testing.T) {
+	for _, tt := range queueKinds {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, tt.fifo, rigOptions{batchSize: tt.batchSize})
+				r.start()
+				// Every job but c1's is sent twice, with different message ids: a1 and a3 carry k1.
+				r.sendKeyed("a1=k1", "b1=k2", "a2=k3", "a3=k1", "b2=k2", "a4=k3", "c1=k4")
+				r.waitFor("an empty queue", 5*time.Minute, r.empty)
+				if err := r.stop(); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				for key, bodies := range map[string][]string{"k1": {"a1", "a3"}, "k2": {"b1", "b2"}, "k3": {"a2", "a4"}, "k4": {"c1"}} {
+					runs := 0
+					for _, b := range bodies {
+						runs += r.runsOf()[b]
+					}
+					if runs != 1 {
+						t.Errorf("key %s ran %d times, want once: runs %v", key, runs, r.bodies())
+					}
+				}
+				if got := r.metrics.get(alarms.DuplicatesSkipped); got != 3 {
+					t.Errorf("DuplicatesSkipped = %v, want 3", got)
+				}
+				if got := r.metrics.get(alarms.MessagesProcessed); got != 4 {
+					t.Errorf("MessagesProcessed = %v, want 4", got)
+				}
+				for _, k := range []string{"k1", "k2", "k3", "k4"} {
+					if rec := r.db.record(k); rec == nil || rec.state != "completed" || rec.expires.Before(time.Now().Add(72*time.Hour)) {
+						t.Errorf("record of %s = %+v, want completed for the queue's retention (4 days)", k, rec)
+					}
+				}
+				if tt.fifo {
+					r.check()
+				}
+			})
+		})
+	}
+}
+
+func TestDedupeFailedRunReleasesItsKey(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standard", true: "FIFO"}[fifo], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, fifo, rigOptions{})
+				r.behave = func(c workerCall) workerAct {
+					if c.Body == "a1" && c.Run == 1 {
+						return workerAct{Took: time.Second, Exit: 1}
+					}
+					return workerAct{Took: time.Second}
+				}
+				r.start()
+				r.sendKeyed("a1=k1")
+				r.waitFor("an empty queue", 2*time.Minute, r.empty)
+				if runs := r.runsOf()["a1"]; runs != 2 {
+					t.Fatalf("a1 ran %d times, want twice (failed, then retried): %v", runs, r.bodies())
+				}
+				if got := r.db.count("Release"); got != 1 {
+					t.Errorf("%d releases, want 1 (after the failure)", got)
+				}
+				// A duplicate sent now is skipped.
+				r.sendKeyed("a9=k1")
+				r.waitFor("an empty queue", 2*time.Minute, r.empty)
+				if runs := r.runsOf()["a9"]; runs != 0 {
+					t.Errorf("the duplicate ran %d times, want 0", runs)
+				}
+				if got := r.metrics.get(alarms.DuplicatesSkipped); got != 1 {
+					t.Errorf("DuplicatesSkipped = %v, want 1", got)
+				}
+			})
+		})
+	}
+}
+
+// TestDedupeHeldKey: a key held by another run. On a standard queue the message is
+// released, visible again after a short wait that grows with its receive count and never
+// outlasts the holder's claim; on a FIFO queue it waits in place, leased, and the wait is no
+// attempt. Once the holder is gone it runs; once the holder completed it is skipped.
+func TestDedupeHeldKey(t *testing.T) {
+	for _, tt := range queueKinds {
+		for _, holder := range []string{"crashes", "completes"} {
+			t.Run(tt.name+", the holder "+holder, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := newDedupeRig(t, tt.fifo, rigOptions{batchSize: tt.batchSize, maxReceiveCount: 20})
+					// Another task holds k1 for 45 s more: it crashes (its claim lapses
+					// then), or completes the key at 20 s.
+					lapse := time.Now().Add(45 * time.Second)
+					r.db.hold("k1", "elsewhere", lapse)
+					r.start()
+					r.sendKeyed("a1=k1", "a2=k2", "b1=k3")
+					if holder == "completes" {
+						time.Sleep(20 * time.Second)
+						r.db.complete("k1")
+					}
+					r.waitFor("an empty queue", 5*time.Minute, r.empty)
+					calls := r.callsOf("a1")
+					switch {
+					case holder == "completes" && len(calls) != 0:
+						t.Fatalf("a1 ran %v, want it skipped: its key was completed", calls)
+					case holder == "completes" && r.metrics.get(alarms.DuplicatesSkipped) != 1:
+						t.Errorf("DuplicatesSkipped = %v, want 1", r.metrics.get(alarms.DuplicatesSkipped))
+					case holder == "crashes" && (len(calls) != 1 || calls[0].At.Before(lapse)):
+						t.Fatalf("a1 ran %v, want once, after the other run's claim lapsed at 45 s", calls)
+					case holder == "crashes" && calls[0].At.Sub(lapse) > 5*time.Second:
+						t.Errorf("a1 ran %v after the holder's claim lapsed: its waits must end by then", calls[0].At.Sub(lapse))
+					case holder == "crashes" && tt.fifo && (calls[0].Attempt != 1 || tt.batchSize == 1 && calls[0].ReceiveCount != 1):
+						t.Errorf("a1 ran as attempt %d, receive count %d; want 1 and 1: a wait in place is not an attempt", calls[0].Attempt, calls[0].ReceiveCount)
+					case holder == "crashes" && !tt.fifo && (calls[0].Attempt < 3 || tt.batchSize == 1 && calls[0].ReceiveCount != calls[0].Attempt):
+						t.Errorf("a1 ran as attempt %d, receive count %d; want a few: released, then received again", calls[0].Attempt, calls[0].ReceiveCount)
+					}
+					if !tt.fifo {
+						if v := r.sqs.visibilityChanges()["a1"]; v < 1 || v > 30 {
+							t.Errorf("a1's last release made it visible in %d s, want 1..30", v)
+						}
+						if n := strings.Count(r.logs.String(), `"reason":"its dedupe key is held by elsewhere"`); n < 3 {
+							t.Errorf("a1 released %d times while held, want a few", n)
+						}
+					}
+					wantCounts(t, noFailures, r.metrics) // a held key is no failure
+					b := r.callsOf("b1")
+					if len(b) != 1 || b[0].At.Sub(t0Bubble) > 5*time.Second {
+						t.Errorf("b1 ran %v, want once at once: another key does not wait", b)
+					}
+					a2 := r.callsOf("a2")
+					if tt.fifo && (len(a2) != 1 || holder == "crashes" && a2[0].At.Before(calls[0].At) || a2[0].At.Before(t0Bubble.Add(20*time.Second))) {
+						t.Errorf("a2 ran %v, before a1 was run or skipped: the group's order broke", a2)
+					}
+					if !tt.fifo && (len(a2) != 1 || a2[0].At.Sub(t0Bubble) > 5*time.Second) {
+						t.Errorf("a2 ran %v, want at once on a standard queue", a2)
+					}
+					if tt.fifo {
+						r.check()
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestDedupeLastReceive: a message whose key cannot be claimed on its last receive is
+// decided as any retry on the last attempt: on a standard queue, at maxReceiveCount it is
+// left to the redrive policy (visible at once, moved to the DLQ by the next receive), below
+// it (--max-attempts) dead-lettered by watchbot. It never runs, and no WorkerError is counted.
+func TestDedupeLastReceive(t *testing.T) {
+	for _, cause := range []string{"held", "table down"} {
+		for _, tt := range []struct {
+			name        string
+			maxAttempts int
+			wantLog     string
+		}{
+			{"at maxReceiveCount", 0, `"msg":"message left to the redrive policy: it moves to the dead-letter queue on its next receive"`},
+			{"--max-attempts below maxReceiveCount", 2, `"msg":"message dead-lettered"`},
+		} {
+			t.Run(cause+", "+tt.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := newDedupeRig(t, false, rigOptions{maxReceiveCount: 3})
+					r.cfg.MaxAttempts = tt.maxAttempts
+					r.db.hold("k1", "elsewhere", time.Now().Add(time.Hour))
+					r.start()
+					time.Sleep(time.Second) // the startup check passed
+					if cause == "table down" {
+						r.db.setDown(errors.New("connection refused"))
+					}
+					r.sendKeyed("a1=k1")
+					r.waitFor("an empty queue", 5*time.Minute, r.empty)
+					if runs := r.bodies(); len(runs) != 0 {
+						t.Errorf("ran %v, want nothing", runs)
+					}
+					dlq := r.sqs.Messages(r.dlq)
+					if len(dlq) != 1 || dlq[0].Body != "a1" {
+						t.Fatalf("DLQ holds %v, want a1", dlq)
+					}
+					last := 3
+					if tt.maxAttempts != 0 {
+						last = tt.maxAttempts
+					}
+					if want := fmt.Sprintf(`on the last attempt (%d of %d)`, last, last); !strings.Contains(r.logs.String(), tt.wantLog) || !strings.Contains(r.logs.String(), want) {
+						t.Errorf("the log lacks %s with %q:\n%s", tt.wantLog, want, r.logs)
+					}
+					wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 1, alarms.WorkerErrors: 0}, r.metrics)
+					if got, down := r.metrics.get(alarms.DedupeErrors), cause == "table down"; down && got < float64(last) || !down && got != 0 {
+						t.Errorf("DedupeErrors = %v (%s), want one per failed claim", got, cause)
+					}
+				})
+			})
+		}
+	}
+}
+
+func TestDedupeTableDownRunsNothing(t *testing.T) {
+	for _, tt := range queueKinds {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, tt.fifo, rigOptions{batchSize: tt.batchSize, concurrency: 2, maxReceiveCount: 20})
+				r.start()
+				time.Sleep(time.Second) // the startup check passed
+				r.db.setDown(errors.New("dial tcp 127.0.0.1:8000: connect: connection refused"))
+				r.sendKeyed("a1=k1", "b1=k2", "c1=k3")
+				time.Sleep(3 * time.Minute)
+				if runs := r.bodies(); len(runs) != 0 {
+					t.Fatalf("ran %v while the table was down, want nothing", runs)
+				}
+				if got := r.metrics.get(alarms.DedupeErrors); got < 3 {
+					t.Errorf("DedupeErrors = %v, want a count of the failed claims", got)
+				}
+				if n := strings.Count(r.logs.String(), `"level":"ERROR","msg":"could not claim`); n < 1 || n > 8 {
+					t.Errorf("%d error lines in 3 minutes, want a few (at most one per 30 s)", n)
+				}
+				// Nothing lost: none deleted, none dead-lettered.
+				if left := r.sqs.left(); len(left) != 0 {
+					t.Errorf("deleted %v while the table was down", left)
+				}
+				if n := len(r.sqs.Messages(r.queue)); n != 3 {
+					t.Errorf("%d messages in the queue, want the 3", n)
+				}
+				if dlq := r.sqs.Messages(r.dlq); len(dlq) != 0 {
+					t.Errorf("dead-lettered %d messages while the table was down", len(dlq))
+				}
+				counts := r.receiveCounts()
+				for body, n := range counts {
+					switch {
+					case tt.fifo && n > 1:
+						// Those received wait in place (as many as watchbot holds); the rest stay in the queue.
+						t.Errorf("%s received %d times while waiting in place, want at most once", body, n)
+					case !tt.fifo && n < 4:
+						t.Errorf("%s received %d times in 3 minutes, want it released after each backoff (1 s, 2 s, 4 s …) and received again", body, n)
+					}
+				}
+				if !tt.fifo {
+					if v := r.sqs.visibilityChanges()["a1"]; v < 1 {
+						t.Errorf("a1 released visible in %d s, want its backoff", v)
+					}
+				}
+				// Back: every key runs once.
+				r.db.setDown(nil)
+				r.waitFor("an empty queue", 2*time.Minute, r.empty)
+				for _, b := range []string{"a1", "b1", "c1"} {
+					if n := r.runsOf()[b]; n != 1 {
+						t.Errorf("%s ran %d times once the table was back, want once", b, n)
+					}
+				}
+				wantCounts(t, map[alarms.Metric]float64{alarms.WorkerErrors: 0, alarms.DeadLetter: 0}, r.metrics)
+			})
+		})
+	}
+}
+
+// TestDedupeLostClaimAnswer: a claim whose write landed but whose answer was lost is removed,
+// so the message's retry finds its key free rather than held by its own claim until it lapses.
+func TestDedupeLostClaimAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{})
+		r.db.lostAnswers = 1
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("an empty queue", 2*time.Minute, r.empty)
+		calls := r.callsOf("a1")
+		if len(calls) != 1 || calls[0].Attempt != 2 || calls[0].At.Sub(t0Bubble) > 5*time.Second {
+			t.Fatalf("a1 ran %v, want once, as attempt 2, after its 1 s backoff", calls)
+		}
+		if rec := r.db.record("k1"); rec == nil || rec.state != "completed" {
+			t.Errorf("record of k1 = %+v, want completed", rec)
+		}
+	})
+}
+
+// TestDedupeStopDuringAClaim: a claim cut short by the shutdown window releases its message
+// at once, as a stopped worker's, unrun; it is no failure of the table.
+func TestDedupeStopDuringAClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{})
+		r.cfg.ShutdownTimeout = 2 * time.Second // shorter than a claim's timeout
+		r.start()
+		time.Sleep(time.Second) // the startup check passed
+		r.db.hang = true
+		r.sendKeyed("a1=k1")
+		r.waitFor("a1 to be received", time.Minute, func() bool { return r.receiveCounts()["a1"] == 1 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		msgs := r.sqs.Messages(r.queue)
+		if len(msgs) != 1 || msgs[0].VisibleAt.After(time.Now()) || len(r.bodies()) != 0 {
+			t.Fatalf("after the stop %+v in the queue, runs %v; want a1 visible at once, unrun", msgs, r.bodies())
+		}
+		if !strings.Contains(r.logs.String(), `"msg":"message released"`) {
+			t.Errorf("a1 not released:\n%s", r.logs)
+		}
+		wantCounts(t, noFailures, r.metrics)
+	})
+}
+
+// TestDedupeTableDownAtAStopHandsMessagesBack: FIFO messages waiting in place are handed back
+// at a stop, unrun.
+func TestDedupeTableDownAtAStopHandsMessagesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, true, rigOptions{})
+		r.start()
+		time.Sleep(time.Second)
+		r.db.setDown(errors.New("connection refused"))
+		r.sendKeyed("a1=k1", "b1=k2")
+		time.Sleep(time.Minute)
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		msgs := r.sqs.Messages(r.queue)
+		if len(msgs) != 2 || len(r.bodies()) != 0 {
+			t.Fatalf("after the stop %d messages in the queue and runs %v; want both messages kept, none run", len(msgs), r.bodies())
+		}
+		for _, m := range msgs {
+			if m.VisibleAt.Sub(time.Now()) > 31*time.Second {
+				t.Errorf("%s visible in %v after the stop, want within its wait", m.Body, time.Until(m.VisibleAt))
+			}
+		}
+	})
+}
+
+func TestDedupeMissingKeyDeadLetters(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standard", true: "FIFO"}[fifo], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, fifo, rigOptions{})
+				r.start()
+				r.sendKeyed("a1=", "a2=k2")
+				r.waitFor("an empty queue", 2*time.Minute, r.empty)
+				if runs := r.runsOf(); runs["a1"] != 0 || runs["a2"] != 1 {
+					t.Errorf("runs %v: the keyless a1 must not run, a2 (its group's next) must", r.bodies())
+				}
+				dlq := r.sqs.Messages(r.dlq)
+				if len(dlq) != 1 || dlq[0].Body != "a1" {
+					t.Fatalf("DLQ holds %v, want a1", dlq)
+				}
+				if got := r.metrics.get(alarms.DeadLetter); got != 1 {
+					t.Errorf("DeadLetter = %v, want 1", got)
+				}
+				if !strings.Contains(r.logs.String(), "no dedupe key: message attribute idem is missing") {
+					t.Errorf("the dead-letter reason is not logged:\n%s", r.logs)
+				}
+			})
+		})
+	}
+}
+
+func TestDedupeExtendsClaimsWithTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{visibility: 30 * time.Second})
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Minute} }
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("a1 to start", time.Minute, func() bool { return len(r.bodies()) == 1 })
+		for range 10 {
+			time.Sleep(15 * time.Second)
+			rec := r.db.record("k1")
+			if rec == nil || rec.state != "in_progress" {
+				t.Fatalf("record %+v while a1 runs", rec)
+			}
+			// The claim's lease outlasts the message's (at most 30 s ahead) by a margin.
+			if left := time.Until(rec.lease); left < 30*time.Second {
+				t.Fatalf("%v into the job the claim lapses in %v, want more than the message's lease", time.Since(r.callsOf("a1")[0].At), left)
+			}
+		}
+		r.waitFor("an empty queue", time.Minute, r.empty)
+		rec := r.db.record("k1")
+		if rec == nil || rec.state != "completed" || rec.extends < 8 {
+			t.Errorf("record %+v, want completed after about 12 extensions", rec)
+		}
+	})
+}
+
+func TestDedupeFailingExtensionsStopTheJob(t *testing.T) {
+	tests := []struct {
+		name     string
+		breakIt  func(*fakeDedupe)
+		wantLine string
+	}{
+		{"the table fails", func(f *fakeDedupe) { f.failExtend = errors.New("ThrottlingException: Rate exceeded") },
+			"its claim of the dedupe key could not be extended and lapses before the next heartbeat"},
+		{"another run took the key", func(f *fakeDedupe) { f.records["k1"].owner = "usurper" },
+			"its claim of the dedupe key passed to another run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, false, rigOptions{visibility: 30 * time.Second})
+				r.behave = func(workerCall) workerAct { return workerAct{Took: time.Hour} }
+				r.start()
+				r.sendKeyed("a1=k1")
+				r.waitFor("a1 to start", time.Minute, func() bool { return len(r.bodies()) == 1 })
+				r.db.mu.Lock()
+				lease := r.db.records["k1"].lease
+				tt.breakIt(r.db)
+				r.db.mu.Unlock()
+				r.waitFor("the job to stop", 5*time.Minute, func() bool { return strings.Contains(r.logs.String(), tt.wantLine) })
+				r.waitFor("the run to end", time.Minute, func() bool {
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					return r.busy == 0
+				})
+				if now := time.Now(); !now.Before(lease) {
+					t.Errorf("the job ended at %v, after its claim lapsed at %v", now.Sub(t0Bubble), lease.Sub(t0Bubble))
+				}
+				if err := r.stop(); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			})
+		})
+	}
+}
+
+func TestCheckDedupe(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  DedupeConfig
+		want string
+	}{
+		{"off", DedupeConfig{}, ""},
+		{"off, whatever the key", DedupeConfig{Key: "nonsense"}, ""},
+		{"message id", DedupeConfig{Table: "t", Key: "message-id"}, ""},
+		{"an attribute", DedupeConfig{Table: "t", Key: "attr:idempotency-key", TTL: 24 * time.Hour}, ""},
+		{"a bad key", DedupeConfig{Table: "t", Key: "body"}, `--dedupe-key: ("body") must be message-id or attr:NAME`},
+		{"an attribute without a name", DedupeConfig{Table: "t", Key: "attr:"}, "--dedupe-key: "},
+		{"a TTL too short", DedupeConfig{Table: "t", Key: "message-id", TTL: time.Second}, "--dedupe-ttl: (1s) must be at least 1m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckDedupe(tt.cfg)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CheckDedupe = %v, want nil", err)
+				}
+				return
+			}
+			var ce ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("CheckDedupe = %v, want a ConfigError containing %q", err, tt.want)
+			}
+		})
+	}
+	cfg := DefaultConfig()
+	cfg.QueueURL, cfg.Command = "https://sqs.us-east-1.amazonaws.com/1/q", []string{"true"}
+	cfg.Dedupe.Table, cfg.Dedupe.Key = "t", "attr:"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--dedupe-key") {
+		t.Errorf("Validate = %v, want the --dedupe-key error", err)
+	}
+}
+
+func TestDedupeStartupChecks(t *testing.T) {
+	tests := []struct {
+		name      string
+		table     string
+		db        func() DedupeAPI
+		config    bool // a ConfigError (exit 2)
+		want      string
+		receiveOK bool
+	}{
+		{"table and store go together", "", func() DedupeAPI { return newFakeDedupe() }, false, "Config.Dedupe.Table and Deps.Dedupe go together", false},
+		{"no table", "t", func() DedupeAPI {
+			f := newFakeDedupe()
+			f.checkErr = fmt.Errorf("dedupe describe in table t: %w", dedupe.ErrTableNotFound)
+			return f
+		}, true, "--dedupe-table: dedupe describe in table t: table not found", false},
+		{"wrong key", "t", func() DedupeAPI {
+			f := newFakeDedupe()
+			f.checkErr = fmt.Errorf("dedupe table t: %w", dedupe.ErrKeySchema)
+			return f
+		}, true, `--dedupe-table: dedupe table t: the table's key must be "key" alone`, false},
+		{"unreachable", "t", func() DedupeAPI {
+			f := newFakeDedupe()
+			f.down = errors.New("connection refused")
+			return f
+		}, false, "--dedupe-table: table not reachable: dedupe Check: connection refused", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newFakeQueue()
+			q.add("m1", "untouched")
+			cfg := DefaultConfig()
+			cfg.QueueURL, cfg.Command, cfg.AllowNoDLQ, cfg.TempDir = "https://sqs.us-east-1.amazonaws.com/1/q", []string{"true"}, true, t.TempDir()
+			cfg.Dedupe.Table = tt.table
+			err := Run(t.Context(), cfg, Deps{SQS: q, Dedupe: tt.db()})
+			var ce ConfigError
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &ce) != tt.config {
+				t.Fatalf("Run = %v, want an error containing %q (a ConfigError: %v)", err, tt.want, tt.config)
+			}
+			if n := q.count("ReceiveMessage"); n != 0 {
+				t.Errorf("%d receives before the startup checks passed", n)
+			}
+		})
+	}
+}
+
+func TestDedupeTTL(t *testing.T) {
+	tests := []struct {
+		name      string
+		ttl       time.Duration
+		retention time.Duration
+		want      time.Duration
+		warns     bool
+	}{
+		{"the queue's retention", 0, 14 * 24 * time.Hour, 14 * 24 * time.Hour, false},
+		{"SQS's default when the queue does not say", 0, 0, 4 * 24 * time.Hour, false},
+		{"--dedupe-ttl", 30 * 24 * time.Hour, 24 * time.Hour, 30 * 24 * time.Hour, false},
+		{"shorter than the retention", time.Hour, 24 * time.Hour, time.Hour, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &testenv.Buffer{}
+			cfg := DefaultConfig()
+			cfg.Dedupe = DedupeConfig{Table: "t", Key: "message-id", TTL: tt.ttl}
+			d := newDeduper(cfg, newFakeDedupe(), alarms.Discard, slog.New(slog.NewJSONHandler(logs, nil)), func() float64 { return 0 })
+			if err := d.check(t.Context(), cfg.Dedupe, queueattr.Info{RetentionPeriod: tt.retention}); err != nil {
+				t.Fatal(err)
+			}
+			if d.ttl != tt.want {
+				t.Errorf("ttl = %v, want %v", d.ttl, tt.want)
+			}
+			if warned := strings.Contains(logs.String(), "--dedupe-ttl is shorter than the queue's message retention"); warned != tt.warns {
+				t.Errorf("warned %v, want %v:\n%s", warned, tt.warns, logs)
+			}
+		})
+	}
+}
+
+// TestDedupeWaitDelays is dedupeWait's table, and the bound a holder's lease puts on it.
+func TestDedupeWaitDelays(t *testing.T) {
+	for _, tt := range []struct {
+		waits    int
+		low, top time.Duration
+	}{
+		{0, 500 * time.Millisecond, time.Second},
+		{1, 500 * time.Millisecond, time.Second},
+		{2, time.Second, 2 * time.Second},
+		{5, 8 * time.Second, 16 * time.Second},
+		{6, 15 * time.Second, 30 * time.Second},
+		{63, 15 * time.Second, 30 * time.Second},
+		{128, 15 * time.Second, 30 * time.Second},
+	} {
+		lo, hi := dedupeWait.Delay(tt.waits, func() float64 { return 0 }), dedupeWait.Delay(tt.waits, func() float64 { return 0.999999 })
+		if lo != tt.low || hi < tt.top-time.Millisecond || hi > tt.top {
+			t.Errorf("wait %d: %v..%v, want %v..%v", tt.waits, lo, hi, tt.low, tt.top)
+		}
+	}
+}
+
+// TestClaimDecision is claimDecision's table, row by row.
+func TestClaimDecision(t *testing.T) {
+	now := t0Bubble
+	attr := dedupe.KeySource{Attribute: "idem"}
+	half := func() float64 { return 0.5 }
+	heldFor := func(d time.Duration, tries int) claimFound {
+		return claimFound{claim: dedupe.Claim{Result: dedupe.Held, Owner: "b", LeaseUntil: now.Add(d)}, tries: tries, now: now}
+	}
+	held := func(wait time.Duration) outcome {
+		return outcome{Action: actRetry, Delay: wait, Reason: "its dedupe key is held by b"}
+	}
+	failed := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: throttled"}
+	tests := []struct {
+		name    string
+		found   claimFound
+		claimed bool
+		want    outcome
+	}{
+		{"claimed: it runs", claimFound{claim: dedupe.Claim{Result: dedupe.Claimed}, tries: 1}, true, outcome{}},
+		{"no key: dead-lettered", claimFound{keyless: true}, false,
+			outcome{Action: actDeadLetter, DeadLetter: true, Reason: "no dedupe key: message attribute idem is missing (--dedupe-key attr:idem)"}},
+		{"completed: deleted, a duplicate", claimFound{claim: dedupe.Claim{Result: dedupe.Completed, Owner: "a"}, tries: 3}, false,
+			outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by a"}},
+		{"the table failed: retried after the backoff", claimFound{err: errors.New("throttled"), tries: 1}, false, failed},
+		{"the table failed on attempt 63: the backoff too", claimFound{err: errors.New("throttled"), tries: 63}, false, failed},
+		{"held, attempt 0: 1 s", heldFor(time.Minute, 0), false, held(time.Second)},
+		{"held, attempt 1: 0.75 s, raised to 1 s", heldFor(time.Minute, 1), false, held(time.Second)},
+		{"held, attempt 3: 3 s", heldFor(time.Minute, 3), false, held(3 * time.Second)},
+		{"held, attempt 6: 22.5 s", heldFor(time.Minute, 6), false, held(22500 * time.Millisecond)},
+		{"held, attempt 63: 22.5 s", heldFor(time.Minute, 63), false, held(22500 * time.Millisecond)},
+		{"held, attempt 128: 22.5 s", heldFor(time.Minute, 128), false, held(22500 * time.Millisecond)},
+		{"held, the lease lapsing in 2.5 s: 2.5 s", heldFor(2500*time.Millisecond, 6), false, held(2500 * time.Millisecond)},
+		{"held, the lease lapsing in 0.3 s: 1 s", heldFor(300*time.Millisecond, 6), false, held(time.Second)},
+		{"held, the lease lapsing now: 1 s", heldFor(0, 6), false, held(time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claimed, got := claimDecision(tt.found, attr, half)
+			if claimed != tt.claimed || got != tt.want {
+				t.Errorf("claimDecision = %v, %+v; want %v, %+v", claimed, got, tt.claimed, tt.want)
+			}
+		})
+	}
+}
