@@ -116,6 +116,7 @@ func Generate(o Options) (*Template, error) {
 		Outputs:    map[string]Output{},
 	}}
 	g.queues()
+	g.tables()
 	g.logs()
 	g.roles()
 	g.task()
@@ -301,6 +302,7 @@ func (g *generator) roles() {
 		})
 	}
 	policies := []RolePolicy{{PolicyName: "watchbot-listen", PolicyDocument: PolicyDocument{Version: policyVersion, Statement: statements}}}
+	policies = append(policies, g.tablePolicies()...)
 	if len(g.o.ExtraStatements) > 0 {
 		policies = append(policies, RolePolicy{PolicyName: "extra", PolicyDocument: PolicyDocument{Version: policyVersion, Statement: g.o.ExtraStatements}})
 	}
@@ -337,6 +339,11 @@ func ListenArgs(o Options, queueURL any) []any {
 	}
 	if !o.Brake {
 		args = append(args, "--brake", "off")
+	}
+	for _, t := range Tables(o) {
+		if t.ListenFlag != "" {
+			args = append(args, t.ListenFlag, Ref(t.LogicalID))
+		}
 	}
 	// The rest only when they differ from listen's defaults, so a template says what it chose.
 	listen := supervisor.DefaultConfig()
@@ -379,8 +386,13 @@ func (g *generator) task() {
 	}
 	if _, set := g.o.Environment["TMPDIR"]; !set {
 		env = append(env, KeyValuePair{Name: "TMPDIR", Value: ScratchPath})
-		slices.SortFunc(env, func(a, b KeyValuePair) int { return strings.Compare(a.Name, b.Name) })
 	}
+	for _, t := range Tables(g.o) {
+		if t.Env != "" {
+			env = append(env, KeyValuePair{Name: t.Env, Value: GetAtt(t.LogicalID, "Arn")})
+		}
+	}
+	slices.SortFunc(env, func(a, b KeyValuePair) int { return strings.Compare(a.Name, b.Name) })
 	g.add(ResTaskDefinition, Resource{Type: "AWS::ECS::TaskDefinition", Properties: &TaskDefinition{
 		Family:                  sub(g.name("")),
 		Cpu:                     strconv.Itoa(g.o.CPU),
@@ -825,4 +837,5 @@ func (g *generator) outputs() {
 		"LogGroupName": {Description: "Log group of the workers and watchbot", Value: Ref(ResLogGroup)},
 		"ServiceName":  {Description: "Name of the ECS service", Value: GetAtt(ResService, "Name")},
 	}
+	g.tableOutputs(g.t.Outputs)
 }

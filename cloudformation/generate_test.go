@@ -95,6 +95,29 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			return o
 		}},
+		// Watchbot's reduce mode: the progress table of `watchbot progress`.
+		{name: "reduce", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.Reduce = true
+			o.Command = []string{"/app/map-or-reduce"}
+			return o
+		}},
+		// Duplicate suppression: the dedupe table of listen's --dedupe-table.
+		{name: "dedupe", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.Dedupe = true
+			o.Command = []string{"/app/worker"}
+			return o
+		}},
+		{name: "reduce-dedupe", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "tiles"
+			o.Reduce, o.Dedupe = true, true
+			o.Concurrency = 4
+			o.Environment = map[string]string{"BUCKET": "example-tiles"}
+			o.Command = []string{"/app/map-or-reduce"}
+			return o
+		}},
 	}
 }
 
@@ -174,6 +197,15 @@ func resource[P any](t *testing.T, tpl *Template, id, typ string) P {
 		t.Fatalf("%s properties are %T", id, r.Properties)
 	}
 	return p
+}
+
+// environment returns the container's environment variables by name.
+func environment(c ContainerDefinition) map[string]any {
+	env := map[string]any{}
+	for _, kv := range c.Environment {
+		env[kv.Name] = kv.Value
+	}
+	return env
 }
 
 func TestQueues(t *testing.T) {
@@ -361,6 +393,9 @@ func TestTaskDefinition(t *testing.T) {
 			if !o.Brake {
 				wantFlags["--brake"] = "off"
 			}
+			if o.Dedupe {
+				wantFlags["--dedupe-table"] = Ref(DedupeTable.LogicalID)
+			}
 			if diff := cmp.Diff(wantFlags, flags); diff != "" {
 				t.Errorf("listen flags (-want +got):\n%s", diff)
 			}
@@ -391,10 +426,7 @@ func TestTaskDefinition(t *testing.T) {
 			if c.LogConfiguration == nil || c.LogConfiguration.LogDriver != "awslogs" || c.LogConfiguration.Options["mode"] != "non-blocking" {
 				t.Errorf("log configuration %+v", c.LogConfiguration)
 			}
-			env := map[string]any{}
-			for _, kv := range c.Environment {
-				env[kv.Name] = kv.Value
-			}
+			env := environment(c)
 			for k, v := range o.Environment {
 				if env[k] != v {
 					t.Errorf("environment %s = %v, want %q", k, env[k], v)

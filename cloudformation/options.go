@@ -96,6 +96,10 @@ type Options struct {
 	Schedules []Schedule
 	// ScheduleTimezone is the IANA time zone the schedules' cron expressions are read in.
 	ScheduleTimezone string
+	// Reduce adds ProgressTable, the table of `watchbot progress` (Watchbot's reduce mode).
+	Reduce bool
+	// Dedupe adds DedupeTable, the table of listen's duplicate suppression (--dedupe-table).
+	Dedupe bool
 }
 
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
@@ -301,6 +305,11 @@ func (o Options) Validate() error {
 		}
 		if slices.Contains(reservedEnvironment, name) {
 			return fmt.Errorf("--env %s: set by the template itself (the queue, concurrency and attempts come from their own options)", name)
+		}
+		for _, t := range Tables(o) {
+			if slices.Contains(t.Reserved, name) {
+				return fmt.Errorf("--env %s: with %s the template names its own table to the container", name, t.Flag)
+			}
 		}
 	}
 	for i, s := range o.ExtraStatements {

@@ -85,6 +85,17 @@ func TestValidate(t *testing.T) {
 		{"env name", func(o *Options) { o.Environment = map[string]string{"1BAD": "x"} }, `--env "1BAD"`},
 		{"env reserved", func(o *Options) { o.Environment = map[string]string{"QueueUrl": "x"} }, "--env QueueUrl: set by the template itself"},
 		{"env ok", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work", "TMPDIR": "/tmp/x"} }, ""},
+		// With --reduce the template names the progress table; without, --env may name another.
+		{"env progress table with reduce", func(o *Options) { o.Reduce = true; o.Environment = map[string]string{"ProgressTable": "t"} },
+			"--env ProgressTable: with --reduce the template names its own table to the container"},
+		{"env progress table alias with reduce", func(o *Options) { o.Reduce = true; o.Environment = map[string]string{"WATCHBOT_PROGRESS_TABLE": "t"} },
+			"--env WATCHBOT_PROGRESS_TABLE: with --reduce"},
+		{"env progress table without reduce", func(o *Options) { o.Environment = map[string]string{"ProgressTable": "jobs"} }, ""},
+		// With --dedupe the template passes listen --dedupe-table, which would silently beat
+		// the variable.
+		{"env dedupe table with dedupe", func(o *Options) { o.Dedupe = true; o.Environment = map[string]string{"WATCHBOT_DEDUPE_TABLE": "t"} },
+			"--env WATCHBOT_DEDUPE_TABLE: with --dedupe the template names its own table to the container"},
+		{"env dedupe table without dedupe", func(o *Options) { o.Environment = map[string]string{"WATCHBOT_DEDUPE_TABLE": "jobs"} }, ""},
 		{"volumes with concurrency", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work"}; o.Concurrency = 2 }, "--env Volumes (listen's --volumes): needs --concurrency 1"},
 		{"extra statement", func(o *Options) { o.ExtraStatements = []Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}}} }, "--extra-policy statement 1: one of Resource and NotResource is required"},
 		{"alarm threshold", func(o *Options) {

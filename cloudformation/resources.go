@@ -272,3 +272,32 @@ type SSMParameter struct {
 	Value          string `json:"Value"`
 	AllowedPattern string `json:"AllowedPattern"`
 }
+
+// DynamoDBTable is the Properties of AWS::DynamoDB::Table. Without TableName, CloudFormation
+// names the table from the stack's name and the logical id.
+type DynamoDBTable struct {
+	AttributeDefinitions    []AttributeDefinition    `json:"AttributeDefinitions"`
+	KeySchema               []KeySchemaElement       `json:"KeySchema"`
+	BillingMode             string                   `json:"BillingMode"`
+	TimeToLiveSpecification *TimeToLiveSpecification `json:"TimeToLiveSpecification,omitempty"`
+}
+
+// AttributeDefinition is the type of a key attribute: S, N or B.
+type AttributeDefinition struct {
+	AttributeName string `json:"AttributeName"`
+	AttributeType string `json:"AttributeType"`
+}
+
+// KeySchemaElement is one attribute of a table's primary key: HASH (partition key) or RANGE
+// (sort key).
+type KeySchemaElement struct {
+	AttributeName string `json:"AttributeName"`
+	KeyType       string `json:"KeyType"`
+}
+
+// TimeToLiveSpecification makes DynamoDB delete an item some time after the epoch seconds
+// its AttributeName holds have passed.
+type TimeToLiveSpecification struct {
+	AttributeName string `json:"AttributeName"`
+	Enabled       bool   `json:"Enabled"`
+}

@@ -37,10 +37,15 @@ type Parameter struct {
 // Resource is one resource of the template. Properties holds one of this package's property
 // structs (*Queue, *TaskDefinition, …).
 type Resource struct {
-	Type       string   `json:"Type"`
-	Condition  string   `json:"Condition,omitempty"`
-	DependsOn  []string `json:"DependsOn,omitempty"`
-	Properties any      `json:"Properties"`
+	Type      string   `json:"Type"`
+	Condition string   `json:"Condition,omitempty"`
+	DependsOn []string `json:"DependsOn,omitempty"`
+	// DeletionPolicy and UpdateReplacePolicy say what becomes of the resource when the
+	// stack deletes or replaces it: Delete, Retain or Snapshot. Empty is CloudFormation's
+	// default, Delete for every type the template uses.
+	DeletionPolicy      string `json:"DeletionPolicy,omitempty"`
+	UpdateReplacePolicy string `json:"UpdateReplacePolicy,omitempty"`
+	Properties          any    `json:"Properties"`
 }
 
 // Output is one of the stack's outputs.

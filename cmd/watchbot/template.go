@@ -55,6 +55,8 @@ func templateCommand() *cli.Command {
 				"EXPR is an EventBridge Scheduler rate(...) or cron(...) expression; on every tick one message goes to the queue, so one task runs it; body= comes last"},
 			&cli.StringFlag{Name: "cron-yaml", Usage: "Elastic Beanstalk cron.yaml `FILE` whose periodic tasks become schedules (Unix cron converted to EventBridge's)"},
 			&cli.StringFlag{Name: "schedule-timezone", Value: d.ScheduleTimezone, Usage: "IANA time `ZONE` the schedules' cron expressions are read in"},
+			&cli.BoolFlag{Name: "reduce", Usage: "add a DynamoDB progress table for watchbot progress (Watchbot's reduce mode); the container gets its ARN in $ProgressTable"},
+			&cli.BoolFlag{Name: "dedupe", Usage: "add a DynamoDB table for duplicate suppression, passed to listen as --dedupe-table"},
 		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
@@ -129,6 +131,8 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.KillGrace = durationOf(c, "kill-grace")
 	o.HTTPAddr = c.String("http-addr")
 	o.ScheduleTimezone = c.String("schedule-timezone")
+	o.Reduce = c.Bool("reduce")
+	o.Dedupe = c.Bool("dedupe")
 	if path := c.String("cron-yaml"); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -75,6 +76,11 @@ func TestTemplatesStartListen(t *testing.T) {
 		{"scheduled tasks", []string{"--fifo", "--schedule", "tick=rate(5 minutes),path=/tick", "--cron-yaml", cronYAML, "--schedule-timezone", "Europe/Paris"},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
+		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"duplicate suppression", []string{"--dedupe"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.Dedupe.Table = 10, generatedTableName(cloudformation.DedupeTable.LogicalID)
+			}},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
 			"--target-latency", "15m", "--expected-job-duration", "2m",
 			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--braking-threshold", "20m", "--log-retention-days", "7", "--extra-policy", policy,
@@ -124,6 +130,14 @@ func TestTemplatesStartListen(t *testing.T) {
 
 // generatedQueueURL stands for the queue's URL, an intrinsic in the template.
 const generatedQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/queue"
+
+// generatedTableName stands for the name of the state table with logical id id, an intrinsic
+// in the template, as CloudFormation names it; generatedTableARN for its ARN.
+func generatedTableName(id string) string { return "stack-" + id + "-1A2B3C4D5E6F" }
+
+func generatedTableARN(id string) string {
+	return "arn:aws:dynamodb:eu-west-1:123456789012:table/" + generatedTableName(id)
+}
 
 // generatedAgentURI stands for the ECS agent's URI, which the agent sets in every container.
 const generatedAgentURI = "http://169.254.170.2/api/0123456789abcdef-1234567890"
@@ -244,7 +258,7 @@ func parseCommand(cmd *cli.Command, args []string) error {
 }
 
 // resolve turns a template value into what the container sees: the queue's URL for the
-// queue's Ref, a region for AWS::Region.
+// queue's Ref, a region for AWS::Region, a state table's name and ARN for its Ref and Arn.
 func resolve(t *testing.T, v any) string {
 	t.Helper()
 	switch v := v.(type) {
@@ -256,6 +270,14 @@ func resolve(t *testing.T, v any) string {
 			return generatedQueueURL
 		case "AWS::Region":
 			return "eu-west-1"
+		}
+		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true}) {
+			switch {
+			case v["Ref"] == table.LogicalID:
+				return generatedTableName(table.LogicalID)
+			case cmp.Equal(v["Fn::GetAtt"], []any{table.LogicalID, "Arn"}):
+				return generatedTableARN(table.LogicalID)
+			}
 		}
 	}
 	t.Fatalf("cannot resolve %v", v)
@@ -286,4 +308,20 @@ func parseListenCommand(args []string) (supervisor.Config, error) {
 		return cfg, err
 	}
 	return cfg, cfgErr
+}
+
+// TestTemplateReduceReachesProgress checks that `watchbot progress`, run by the worker of a
+// --reduce stack, finds the stack's progress table in the environment the template sets.
+func TestTemplateReduceReachesProgress(t *testing.T) {
+	_, env, _ := generatedContainer(t, []string{"--reduce"})
+	t.Setenv("WATCHBOT_PROGRESS_TABLE", "")
+	for name, value := range env {
+		t.Setenv(name, value)
+	}
+	c := cli.NewContext(&cli.App{}, flag.NewFlagSet("progress", flag.ContinueOnError), nil)
+	c.Context = t.Context()
+	_, where, err := progressStore(c, progressArgs{})
+	if want := "$" + cloudformation.ProgressTable.Env; err != nil || !strings.Contains(where, want) {
+		t.Errorf("watchbot progress in the task: %q, %v; want the table from %s", where, err, want)
+	}
 }

@@ -66,6 +66,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--extra-policy", policy,
 		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m", "--braking-threshold", "5m", "--brake", "off",
 		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s", "--http-addr", "[::1]:9091",
+		"--reduce", "--dedupe",
 		"--", "sh", "-c", "exec /app/orders",
 	)
 	if code != 0 || stdout != "" || stderr != "" {
@@ -83,6 +84,7 @@ func TestTemplateFlags(t *testing.T) {
 	o.Brake = false
 	o.LogRetentionDays, o.ShutdownTimeout, o.KillGrace = 90, time.Minute, 10*time.Second
 	o.HTTPAddr = "[::1]:9091"
+	o.Reduce, o.Dedupe = true, true
 	o.Command = []string{"sh", "-c", "exec /app/orders"}
 	got, err := os.ReadFile(out)
 	if err != nil {
@@ -163,6 +165,7 @@ func TestTemplateBadInput(t *testing.T) {
 		{"env without =", []string{"--env", "DEBUG"}, `--env "DEBUG": expected NAME=VALUE`},
 		{"env twice", []string{"--env", "A=1", "--env", "A=2"}, "--env A: given twice"},
 		{"env reserved", []string{"--env", "WATCHBOT_QUEUE_URL=x"}, "--env WATCHBOT_QUEUE_URL"},
+		{"env names the progress table", []string{"--reduce", "--env", "ProgressTable=jobs"}, "--env ProgressTable: with --reduce the template names its own table"},
 		{"extra policy missing", []string{"--extra-policy", filepath.Join(dir, "nope.json")}, "--extra-policy: open"},
 		{"extra policy not json", []string{"--extra-policy", notJSON}, "--extra-policy " + notJSON + ": expected a policy document"},
 		{"extra policy principal", []string{"--extra-policy", principal}, "statement 1: Principal is not allowed"},
