@@ -62,8 +62,9 @@ type options struct {
 type bench struct {
 	o      options
 	fauxqs *testenv.Emulator
-	worker string // the throughput worker, resolved
-	sleep  string // sleep(1), the wide lane's worker
+	worker string          // the throughput worker, resolved
+	sleep  string          // sleep(1), the wide lane's worker
+	dynamo *testenv.Dynamo // started by the dedupe lane
 }
 
 func run() error {
@@ -77,17 +78,17 @@ func run() error {
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
 	flag.StringVar(&o.readme, "readme", "", "rewrite the performance table of this README with the figures")
-	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults", "the lanes to run (comma-separated); -readme needs them all")
+	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults,dedupe", "the lanes to run (comma-separated); -readme needs them all")
 	flag.Parse()
 	o.lanes = map[string]bool{}
 	for _, l := range strings.Split(*lanes, ",") {
-		if !slices.Contains([]string{"throughput", "wide", "pickup", "stop", "faults"}, l) {
-			return fmt.Errorf("-lanes: unknown lane %q (throughput, wide, pickup, stop, faults)", l)
+		if !slices.Contains([]string{"throughput", "wide", "pickup", "stop", "faults", "dedupe"}, l) {
+			return fmt.Errorf("-lanes: unknown lane %q (throughput, wide, pickup, stop, faults, dedupe)", l)
 		}
 		o.lanes[l] = true
 	}
-	if o.readme != "" && len(o.lanes) < 5 {
-		return fmt.Errorf("-readme needs every lane")
+	if o.readme != "" && !o.fullReport() {
+		return fmt.Errorf("-readme needs the lanes %s at least", strings.Join(reportLanes, ", "))
 	}
 	if o.messages < 100 || o.wideMessages < 100 || o.pickups < 10 || o.concurrency < 1 || o.groups < 1 || o.rounds < 1 {
 		return fmt.Errorf("-messages and -wide-messages must be at least 100, -pickups at least 10, -concurrency, -groups and -rounds at least 1")
@@ -130,6 +131,7 @@ func run() error {
 		pickups       []time.Duration
 		stops         []stopRun
 		clean, faulty []faultRun
+		dedupes       []float64
 	)
 	for round := range o.rounds {
 		for i, c := range contenders {
@@ -166,6 +168,13 @@ func run() error {
 			}
 			stops = append(stops, st)
 		}
+		if o.lanes["dedupe"] {
+			d, err := b.dedupeCost(ctx, fmt.Sprintf("bench-%d-dedupe", round))
+			if err != nil {
+				return fmt.Errorf("dedupe lane: %w", err)
+			}
+			dedupes = append(dedupes, d)
+		}
 		if !o.lanes["faults"] {
 			continue
 		}
@@ -180,7 +189,7 @@ func run() error {
 		}
 		faulty = append(faulty, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, ceiling: ceiling, pickups: pickups, stops: stops, clean: clean, faulty: faulty}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, ceiling: ceiling, pickups: pickups, stops: stops, clean: clean, faulty: faulty, dedupes: dedupes}
 	rep.print(os.Stdout)
 	if o.readme != "" {
 		return rep.rewrite(o.readme)

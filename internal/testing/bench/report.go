@@ -20,6 +20,21 @@ type report struct {
 	pickups       []time.Duration
 	stops         []stopRun
 	clean, faulty []faultRun
+	dedupes       []float64
+}
+
+// reportLanes are the lanes the summary's figures need; without one of them the report lists
+// each round's figures instead. The dedupe lane adds a line when it ran.
+var reportLanes = []string{"throughput", "wide", "pickup", "stop", "faults"}
+
+// fullReport reports whether every lane of reportLanes runs.
+func (o options) fullReport() bool {
+	for _, l := range reportLanes {
+		if !o.lanes[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // figure is one line of the summary: what, the value, the goal.
@@ -27,7 +42,7 @@ type figure struct{ name, value, goal string }
 
 func (r report) figures() []figure {
 	o := r.o
-	if !o.lanes["throughput"] || !o.lanes["wide"] || !o.lanes["pickup"] || !o.lanes["stop"] || !o.lanes["faults"] {
+	if !o.fullReport() {
 		return r.partial()
 	}
 	ratio := func(a, b int) string {
@@ -74,6 +89,9 @@ func (r report) figures() []figure {
 			ms(percentile(stopTook, 0.5)) + " / " + ms(percentile(stopTook, 1)), "≤ 1 s"},
 		{"a message sent just after the exit: receivable after, max", ms(percentile(hidden, 1)), "≤ --receive-visibility (20 s)"},
 	}
+	if len(r.dedupes) > 0 {
+		fs = append(fs, figure{fmt.Sprintf("throughput with `--dedupe-table` (dynalite) / without, %d messages", dedupeMessages), spreadOf(r.dedupes), ""})
+	}
 	return fs
 }
 
@@ -98,6 +116,9 @@ func (r report) partial() []figure {
 	}
 	for _, s := range r.stops {
 		fs = append(fs, figure{"stop / hidden after", ms(s.took) + " / " + ms(s.hidden), "≤ 1 s"})
+	}
+	for _, d := range r.dedupes {
+		fs = append(fs, figure{"with --dedupe-table / without", fmt.Sprintf("%.2f", d), ""})
 	}
 	for k := range r.faulty {
 		fs = append(fs, figure{"drain clean / faulty", fmt.Sprintf("%.1f s / %.1f s", r.clean[k].took.Seconds(), r.faulty[k].took.Seconds()), ""})
