@@ -54,6 +54,7 @@ var ProgressTable = StateTable{
 	Holds:                "the progress of map-reduce jobs (watchbot progress)",
 	AttributeDefinitions: attributeDefinitions(progress.TableDefinition("")),
 	KeySchema:            keySchema(progress.TableDefinition("")),
+	TTLAttribute:         progress.TTLAttribute,
 	Actions:              dynamoDBActions(reflect.TypeFor[progress.API]()),
 	Policy:               "watchbot-progress",
 	Env:                  "ProgressTable",

@@ -111,8 +111,7 @@ func TestStateTablesAreTheirCode(t *testing.T) {
 		def   *dynamodb.CreateTableInput
 		ttl   string
 	}{
-		// package progress writes no expiry: its items stay until deleted (docs/progress.md).
-		{ProgressTable, progress.TableDefinition("jobs"), ""},
+		{ProgressTable, progress.TableDefinition("jobs"), progress.TTLAttribute},
 		{DedupeTable, dedupe.TableDefinition("keys"), dedupe.TTLAttribute},
 	} {
 		id := c.table.LogicalID

@@ -91,14 +91,14 @@ func (s *Store) setBit(ctx context.Context, job string, shard, bit int, sh shard
 			cond = "attribute_not_exists(#v)"
 			delete(values, ":v")
 		}
-		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		_, err := s.client.UpdateItem(ctx, s.expiring(&dynamodb.UpdateItemInput{
 			TableName:                 aws.String(s.table),
 			Key:                       key(job, shardKey(shard)),
 			UpdateExpression:          aws.String("SET #b = :b, #v = :nv"),
 			ConditionExpression:       aws.String(cond),
 			ExpressionAttributeNames:  map[string]string{"#b": attrBits, "#v": attrVersion},
 			ExpressionAttributeValues: values,
-		})
+		}))
 		if err == nil {
 			return next, nil
 		}
@@ -129,7 +129,7 @@ func (s *Store) count(ctx context.Context, job string, shard int, bits int64, j 
 			return false, nil
 		}
 		slot := fmt.Sprintf("#c[%d]", shard)
-		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		out, err := s.client.UpdateItem(ctx, s.expiring(&dynamodb.UpdateItemInput{
 			TableName:                aws.String(s.table),
 			Key:                      key(job, jobItem),
 			UpdateExpression:         aws.String("SET " + slot + " = :n, #r = #r - :d, #w = :w"),
@@ -139,7 +139,7 @@ func (s *Store) count(ctx context.Context, job string, shard int, bits int64, j 
 				":n": number(bits), ":o": number(counted), ":d": number(bits - counted), ":w": str(token),
 			},
 			ReturnValues: types.ReturnValueUpdatedNew,
-		})
+		}))
 		if err == nil {
 			remaining, err := intOf(out.Attributes, attrRemaining)
 			if err != nil {

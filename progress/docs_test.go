@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
@@ -26,9 +27,13 @@ func TestDocs(t *testing.T) {
 		ProgressTable struct {
 			Type       string
 			Properties struct {
-				BillingMode          string
-				AttributeDefinitions []struct{ AttributeName, AttributeType string }
-				KeySchema            []struct{ AttributeName, KeyType string }
+				BillingMode             string
+				AttributeDefinitions    []struct{ AttributeName, AttributeType string }
+				KeySchema               []struct{ AttributeName, KeyType string }
+				TimeToLiveSpecification struct {
+					AttributeName string
+					Enabled       bool
+				}
 			}
 		}
 	}
@@ -58,6 +63,12 @@ func TestDocs(t *testing.T) {
 	}
 	if got := doc.ProgressTable.Properties.BillingMode; got != string(def.BillingMode) || doc.ProgressTable.Type != "AWS::DynamoDB::Table" {
 		t.Errorf("the resource is a %s billed %s, want an AWS::DynamoDB::Table billed %s", doc.ProgressTable.Type, got, def.BillingMode)
+	}
+	if ttl := doc.ProgressTable.Properties.TimeToLiveSpecification; ttl.AttributeName != TTLAttribute || !ttl.Enabled {
+		t.Errorf("TimeToLiveSpecification %+v, want %s enabled", ttl, TTLAttribute)
+	}
+	if DefaultTTL != 720*time.Hour || !strings.Contains(page, "720h, 30 days, by default") {
+		t.Error("the default --ttl changed: update docs/progress.md and this test")
 	}
 	for _, want := range []string{
 		"| parts of a job | 1 to 10,000,000 |",

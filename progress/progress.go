@@ -60,6 +60,13 @@ const (
 	jobItem     = "job"    // total, remaining, counted: written by set-total and complete-part
 	infoItem    = "info"   // metadata, reason, reduceSent: written by the other commands
 	shardPrefix = "shard#" // the parts' bitmaps: shard#00000, shard#00001, ...
+
+	// TTLAttribute is every item's expiry, in epoch seconds, when the store has a ttl: the
+	// attribute the table's time to live is set on.
+	TTLAttribute = "expires_at"
+
+	// DefaultTTL is how long a job's items live after their last write unless told (--ttl).
+	DefaultTTL = 30 * 24 * time.Hour
 )
 
 // Attributes of the items.
@@ -102,17 +109,22 @@ var conflictDelay = backoff.Exponential{Base: 5 * time.Millisecond, Max: 320 * t
 type Store struct {
 	client API
 	table  string
+	// ttl, when not 0, is how long each item lives after its last write: every write sets
+	// TTLAttribute, which the table's time to live deletes by.
+	ttl time.Duration
 	// random returns numbers in [0, 1) for the jitter of conflict retries.
 	random func() float64
 	// token returns a fresh token for each call that completes a part (see CompletePart).
 	token func() string
 }
 
-// NewStore returns the Store of table (a table name, not an ARN: see ParseTable).
-func NewStore(client API, table string) *Store {
+// NewStore returns the Store of table (a table name, not an ARN: see ParseTable). With ttl
+// not 0, a job's items expire ttl after their last write (TTLAttribute).
+func NewStore(client API, table string, ttl time.Duration) *Store {
 	return &Store{
 		client: client,
 		table:  table,
+		ttl:    ttl,
 		random: rand.Float64,
 		token:  func() string { return strconv.FormatUint(rand.Uint64(), 36) },
 	}
@@ -156,7 +168,7 @@ func (s *Store) SetTotal(ctx context.Context, job string, total int64) (created 
 	}
 	// UpdateItem, not PutItem: its Key must match the table's key exactly, so a table with
 	// another key schema is refused here rather than given a stray item.
-	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = s.client.UpdateItem(ctx, s.expiring(&dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(job, jobItem),
 		UpdateExpression:         aws.String("SET #t = :t, #r = :t, #c = :c"),
@@ -166,7 +178,7 @@ func (s *Store) SetTotal(ctx context.Context, job string, total int64) (created 
 			":t": number(total),
 			":c": &types.AttributeValueMemberL{Value: counted},
 		},
-	})
+	}))
 	if err == nil {
 		return true, nil
 	}
@@ -229,14 +241,26 @@ func (s *Store) setInfo(ctx context.Context, op, job, attr string, v types.Attri
 	if err := ValidateJobID(job); err != nil {
 		return err
 	}
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.client.UpdateItem(ctx, s.expiring(&dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       key(job, infoItem),
 		UpdateExpression:          aws.String("SET #a = :v"),
 		ExpressionAttributeNames:  map[string]string{"#a": attr},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
-	})
+	}))
 	return s.wrap(op, job, err)
+}
+
+// expiring adds to an update that sets attributes the item's expiry, TTLAttribute, when the
+// store has a ttl: now plus the ttl, in epoch seconds, as DynamoDB's time to live reads it.
+func (s *Store) expiring(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
+	if s.ttl == 0 {
+		return in
+	}
+	in.UpdateExpression = aws.String(aws.ToString(in.UpdateExpression) + ", #exp = :exp")
+	in.ExpressionAttributeNames["#exp"] = TTLAttribute
+	in.ExpressionAttributeValues[":exp"] = number(time.Now().Add(s.ttl).Unix())
+	return in
 }
 
 // jobState is what a job item says.

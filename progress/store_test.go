@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -50,7 +51,7 @@ func both(t *testing.T, test func(t *testing.T, client API, table string)) {
 
 // quick returns a Store on client whose conflict retries do not wait.
 func quick(client API, table string) *Store {
-	s := NewStore(client, table)
+	s := NewStore(client, table, DefaultTTL)
 	s.random = func() float64 { return 0 }
 	return s
 }
@@ -513,4 +514,43 @@ func TestWrongTable(t *testing.T) {
 			t.Errorf("%s on a table keyed by id alone = %v, want ErrKeySchema", name, err)
 		}
 	}
+}
+
+// TestItemsExpire: with a ttl, every write sets the item's expiry, TTLAttribute, to the ttl
+// from the write, in epoch seconds, which the table's time to live deletes by; without, none.
+func TestItemsExpire(t *testing.T) {
+	both(t, func(t *testing.T, client API, table string) {
+		ctx := t.Context()
+		for _, ttl := range []time.Duration{DefaultTTL, 0} {
+			s := NewStore(client, table, ttl)
+			job := "expiring-" + ttl.String()
+			before := time.Now()
+			if _, err := s.SetTotal(ctx, job, 2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CompletePart(ctx, job, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetMetadata(ctx, job, []byte(`{"a":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now()
+			for _, item := range []string{jobItem, infoItem, shardKey(0)} {
+				out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(job, item), ConsistentRead: aws.Bool(true)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				exp, err := intOf(out.Item, TTLAttribute)
+				switch {
+				case ttl == 0 && out.Item[TTLAttribute] != nil:
+					t.Errorf("%s: %s set with no ttl", item, TTLAttribute)
+				case ttl == 0:
+				case err != nil:
+					t.Errorf("%s: %s: %v", item, TTLAttribute, err)
+				case exp < before.Add(ttl).Unix() || exp > after.Add(ttl).Unix():
+					t.Errorf("%s expires at %d, want %v after its write (%d–%d)", item, exp, ttl, before.Add(ttl).Unix(), after.Add(ttl).Unix())
+				}
+			}
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -33,7 +34,7 @@ var progressCommands = []struct {
 type progressArgs struct {
 	command, job                         string
 	total, part, metadata, reason, table string
-	endpoint                             string
+	endpoint, ttl                        string
 	json, help                           bool
 	given                                []string // long names of the flags given, in order
 	rest                                 []string // words after the job id
@@ -50,6 +51,7 @@ func progressFlags(a *progressArgs) []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object with every field, whatever the command", Destination: &a.json},
 		&cli.StringFlag{Name: "table", Usage: "the progress table, a `NAME` or ARN (default: $ProgressTable, then $WATCHBOT_PROGRESS_TABLE)", Destination: &a.table},
 		&cli.StringFlag{Name: "endpoint-url", Usage: "DynamoDB endpoint `URL`, e.g. a local emulator (default: $DynamoDbEndpoint, then AWS_ENDPOINT_URL_DYNAMODB)", Destination: &a.endpoint},
+		&cli.StringFlag{Name: "ttl", Usage: "a job's items expire this `DURATION` after their last write, by the table's time to live; 0: never (default: $WATCHBOT_PROGRESS_TTL, then 720h)", Destination: &a.ttl},
 	}
 }
 
@@ -178,7 +180,8 @@ func runProgress(c *cli.Context, a progressArgs) error {
 		return err
 	}
 	for _, name := range a.given {
-		if name != progressCommands[cmd].flag && name != "json" && name != "table" && name != "endpoint-url" {
+		common := name == "json" || name == "table" || name == "endpoint-url" || name == "ttl" && a.command != "status"
+		if name != progressCommands[cmd].flag && !common {
 			fmt.Fprintf(c.App.ErrWriter, "watchbot: progress %s ignores --%s\n", a.command, name)
 		}
 	}
@@ -332,6 +335,35 @@ func progressStore(c *cli.Context, a progressArgs) (*progress.Store, string, err
 	if err != nil {
 		return nil, "", err
 	}
+	ttl, err := progressTTL(a.ttl)
+	if err != nil {
+		return nil, "", err
+	}
 	where := fmt.Sprintf("table from %s, region %s", source, cfg.Region)
-	return progress.NewStore(awsenv.DynamoDB(cfg, opts), table.Name), where, nil
+	return progress.NewStore(awsenv.DynamoDB(cfg, opts), table.Name, ttl), where, nil
+}
+
+// minProgressTTL is the shortest --ttl but 0: a job whose items expired while its parts still
+// complete would be forgotten halfway.
+const minProgressTTL = time.Hour
+
+// progressTTL reads --ttl, else $WATCHBOT_PROGRESS_TTL, else progress.DefaultTTL.
+func progressTTL(given string) (time.Duration, error) {
+	raw, source := given, "--ttl"
+	if raw == "" {
+		raw, source = os.Getenv("WATCHBOT_PROGRESS_TTL"), "$WATCHBOT_PROGRESS_TTL"
+	}
+	if raw == "" {
+		return progress.DefaultTTL, nil
+	}
+	ttl, err := time.ParseDuration(raw)
+	switch {
+	case raw == "0":
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("%s %q is not a duration (e.g. 720h; 0: never expire)", source, raw)
+	case ttl < minProgressTTL:
+		return 0, fmt.Errorf("%s %v: at least %v, or 0 to never expire", source, ttl, minProgressTTL)
+	}
+	return ttl, nil
 }
