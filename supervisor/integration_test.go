@@ -598,36 +598,60 @@ func TestOnceProcessesOneMessage(t *testing.T) {
 	h.eventually("the other message to stay in the queue", 5*time.Second, func() bool { return testenv.Depth(t, h.c, h.q.URL).Visible == 1 })
 }
 
-// TestReadAheadHandedBackAtStop: with one slot and short jobs, receives bring a read-ahead
-// beyond the free slot; a stop hands it back at once (visible, not left to its lease), and
-// every message is either done or back in the queue.
-func TestReadAheadHandedBackAtStop(t *testing.T) {
-	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
-	worker := h.script("job.sh", `cat >> "`+h.dir+`/done"; echo >> "`+h.dir+`/done"; sleep 0.2`)
-	cfg := h.config(worker)
-	cfg.Concurrency = 1
-	stop := h.start(cfg)
-	const n = 30
-	for i := range n {
-		h.send("m"+strconv.Itoa(i), nil)
-	}
-	// Once a run has ended, the next receive brings a read-ahead: more in flight than the slot
-	// and a message settling.
-	h.eventually("a read-ahead beyond the one slot", 20*time.Second, func() bool {
-		return testenv.Depth(t, h.c, h.q.URL).InFlight > 3
-	})
-	if err := stop(); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	done := strings.Fields(h.readFile("done"))
-	depth := testenv.Depth(t, h.c, h.q.URL)
-	if depth.InFlight != 0 {
-		t.Errorf("%d messages still in flight after the stop: the read-ahead was not handed back; logs:\n%s", depth.InFlight, h.logs)
-	}
-	if int(depth.Visible)+len(done) != n {
-		t.Errorf("%d done + %d visible, want %d", len(done), depth.Visible, n)
-	}
-	if len(done) >= n {
-		t.Fatalf("all %d messages ran before the stop; nothing was read ahead to hand back", n)
+// TestReadAheadAtStop: with one slot and short jobs, receives bring a read-ahead beyond the
+// free slot. A stop runs it in the drain when it fits the shutdown window, so no message is
+// received and given back (each would go one receive nearer the redrive policy); with a window
+// too short for it, the stop hands it back at once, visible again, not left to its lease.
+// Either way every message is done or back in the queue.
+func TestReadAheadAtStop(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		window  time.Duration
+		runsAll bool // the read-ahead runs in the drain
+	}{
+		{"runs in the drain", 10 * time.Second, true},
+		{"handed back when the window is too short", 300 * time.Millisecond, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
+			worker := h.script("job.sh", `cat >> "`+h.dir+`/done"; echo >> "`+h.dir+`/done"; sleep 0.2`)
+			cfg := h.config(worker)
+			cfg.Concurrency = 1
+			cfg.ShutdownTimeout = tt.window
+			stop := h.start(cfg)
+			const n = 30
+			for i := range n {
+				h.send("m"+strconv.Itoa(i), nil)
+			}
+			// Once a run has ended, the next receive brings a read-ahead: more in flight than
+			// the slot and a message settling.
+			h.eventually("a read-ahead beyond the one slot", 20*time.Second, func() bool {
+				return testenv.Depth(t, h.c, h.q.URL).InFlight > 3
+			})
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			done := strings.Fields(h.readFile("done"))
+			depth := testenv.Depth(t, h.c, h.q.URL)
+			if depth.InFlight != 0 {
+				t.Errorf("%d messages still in flight after the stop; logs:\n%s", depth.InFlight, h.logs)
+			}
+			if int(depth.Visible)+len(done) != n {
+				t.Errorf("%d done + %d visible, want %d", len(done), depth.Visible, n)
+			}
+			// Messages received again after the stop: those given back carry a receive count.
+			var given []string
+			for _, m := range testenv.Drain(t, h.c, h.q.URL, 5*time.Second) {
+				if m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)] != "1" {
+					given = append(given, aws.ToString(m.Body))
+				}
+			}
+			switch {
+			case tt.runsAll && len(given) > 0:
+				t.Errorf("%d messages were given back at the stop (%v): the read-ahead should have run in the drain", len(given), given)
+			case !tt.runsAll && len(given) == 0:
+				t.Errorf("no message was given back with a %v window: the read-ahead should have been", tt.window)
+			}
+		})
 	}
 }

@@ -255,6 +255,18 @@ func (s *scheduler) spare() int {
 	return int(min(float64(sqsspec.MaxReceive), float64(s.slots*s.batchSize)*float64(readAhead)/float64(s.took)))
 }
 
+// runsBy reports whether the messages waiting for a slot would all have run by deadline at
+// the jobs' recent duration, twice over for margin: a round of the slots for the runs under
+// way, then a round for each slotful waiting. Not known before a run has ended.
+func (s *scheduler) runsBy(now, deadline time.Time) bool {
+	if s.took == 0 {
+		return s.readyMsgs == 0
+	}
+	capacity := s.slots * s.batchSize
+	rounds := 1 + (s.readyMsgs+capacity-1)/capacity
+	return !now.Add(2 * time.Duration(rounds) * s.took).After(deadline)
+}
+
 // refill reports whether a receive for less than target should start now: the read-ahead
 // would run dry before a receive answers, at the rate the slots take messages (their count
 // over the jobs' recent duration) and twice the receives' recent latency. Then half a

@@ -496,3 +496,39 @@ func TestSchedulerRefill(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerRunsBy: a stop runs what waits for a slot when, at the jobs' recent duration and
+// twice over, a round for the runs under way and one per slotful waiting end by the deadline.
+func TestSchedulerRunsBy(t *testing.T) {
+	tests := []struct {
+		name   string
+		took   time.Duration
+		ready  int
+		window time.Duration
+		want   bool
+	}{
+		{"nothing waits, no duration known", 0, 0, time.Second, true},
+		{"no duration known", 0, 3, time.Hour, false},
+		{"fits: 2 rounds of 100 ms, twice, in 1 s", 100 * time.Millisecond, 3, time.Second, true},
+		{"does not fit: 2 rounds of 1 s, twice, in 3 s", time.Second, 3, 3 * time.Second, false},
+		{"two slotfuls waiting: 3 rounds of 100 ms, twice, in 500 ms", 100 * time.Millisecond, 5, 500 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(4, 1, 0, false)
+			var js []*job
+			for i := range 5 + tt.ready {
+				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
+			}
+			s.add(t0, js[:5]...)
+			runs := s.next(t0)
+			s.ended(runs[0], tt.took)
+			s.finish(runs[0], []disposition{done}, t0)
+			s.next(t0) // the fifth takes the free slot: 4 run
+			s.add(t0, js[5:]...)
+			if got := s.runsBy(t0, t0.Add(tt.window)); got != tt.want {
+				t.Errorf("runsBy = %v with %d waiting, want %v", got, tt.ready, tt.want)
+			}
+		})
+	}
+}

@@ -386,8 +386,13 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		later []giveBack
 	)
 	stopRequested := ctx.Done()
+	// drainsReadAhead: a stop may run what is held but not started, rather than hand it back
+	// (a standard queue, per message, not --once); drainEnds is when its window closes.
+	drainsReadAhead := !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1
+	var drainEnds time.Time
 	stop := func() {
 		stopping, stopRequested = true, nil
+		drainEnds = time.Now().Add(s.cfg.ShutdownTimeout)
 		s.health.drain()
 	}
 	timer := time.NewTimer(time.Hour)
@@ -397,7 +402,11 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		now := time.Now()
 		gate := s.brake.gate()
 		sched.limit(gate.limit)
-		if !stopping {
+		// A stop runs a standard queue's read-ahead in its drain when it fits the shutdown
+		// window, rather than hand it back: every message handed back is received again, one
+		// more receive on its count toward the redrive policy.
+		drainRuns := stopping && drainsReadAhead && sched.runsBy(now, drainEnds)
+		if !stopping || drainRuns {
 			for _, run := range sched.next(now) {
 				s.startRun(jobsCtx, run)
 				started++
@@ -409,11 +418,16 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		if stopping && receiving && sched.empty() && len(later) == 0 {
 			// Nothing is held, so nothing will be handed back for the poll under way to take:
 			// it is cancelled. SQS may still give it a message that arrives meanwhile, which
-			// is then out of reach for --receive-visibility.
+			// is then out of reach for --receive-visibility. With messages held the poll is
+			// left to answer: on a queue with messages SQS may answer a cancelled poll anyway,
+			// and what it brings joins the drain or is handed back.
 			s.cancelReceive()
 		}
 		if stopping && !receiving {
-			s.handBack(append(later, sched.drain(now)...), "watchbot is stopping")
+			if !drainRuns {
+				later = append(later, sched.drain(now)...)
+			}
+			s.handBack(later, "watchbot is stopping")
 			later = nil
 			if sched.idle() {
 				return received
@@ -470,10 +484,11 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		select {
 		case msgs := <-answers:
 			receiving = false
-			if stopping {
+			if stopping && !drainsReadAhead {
 				s.releaseReceived(msgs)
 				continue
 			}
+			// Stopping, they join the read-ahead: run in the drain if it fits, else handed back.
 			lastEmpty = len(msgs) == 0
 			received += len(msgs)
 			if !lastEmpty {
