@@ -437,8 +437,12 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 const dedupeParallel = 16
 
 // inParallel calls f(0) … f(n-1), at most dedupeParallel at once, and returns once every
-// call has returned.
+// call has returned. One call, the usual case of a run of one message, runs in place.
 func inParallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
 	var wg sync.WaitGroup
 	limit := make(chan struct{}, dedupeParallel)
 	for i := range n {

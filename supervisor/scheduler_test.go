@@ -479,17 +479,7 @@ func TestSchedulerRefill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(8, 1, 0, false)
-			var js []*job
-			for i := range 9 + tt.ready {
-				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
-			}
-			s.add(t0, js[:9]...)
-			runs := s.next(t0)
-			s.ended(runs[0], tt.took)
-			s.finish(runs[0], []disposition{done}, t0)
-			s.next(t0) // the ninth takes the free slot
-			s.add(t0, js[9:]...)
+			s := busyScheduler(8, tt.took, tt.ready)
 			if got := s.refill(tt.latency); got != tt.want {
 				t.Errorf("refill = %v with %d ready (room %d), want %v", got, tt.ready, s.room(), tt.want)
 			}
@@ -515,20 +505,27 @@ func TestSchedulerRunsBy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(4, 1, 0, false)
-			var js []*job
-			for i := range 5 + tt.ready {
-				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
-			}
-			s.add(t0, js[:5]...)
-			runs := s.next(t0)
-			s.ended(runs[0], tt.took)
-			s.finish(runs[0], []disposition{done}, t0)
-			s.next(t0) // the fifth takes the free slot: 4 run
-			s.add(t0, js[5:]...)
+			s := busyScheduler(4, tt.took, tt.ready)
 			if got := s.runsBy(t0, t0.Add(tt.window)); got != tt.want {
 				t.Errorf("runsBy = %v with %d waiting, want %v", got, tt.ready, tt.want)
 			}
 		})
 	}
+}
+
+// busyScheduler returns a standard queue's scheduler with all its slots running, after one run
+// that took took ended, and ready messages waiting for a slot.
+func busyScheduler(slots int, took time.Duration, ready int) *scheduler {
+	s := newScheduler(slots, 1, 0, false)
+	var js []*job
+	for i := range slots + 1 + ready {
+		js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
+	}
+	s.add(t0, js[:slots+1]...)
+	runs := s.next(t0)
+	s.ended(runs[0], took)
+	s.finish(runs[0], []disposition{done}, t0)
+	s.next(t0) // the last of them takes the freed slot
+	s.add(t0, js[slots+1:]...)
+	return s
 }

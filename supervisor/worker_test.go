@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // outputLog records the worker output lines runWorker logs.
@@ -45,23 +47,12 @@ func (h *outputLog) WithGroup(string) slog.Handler      { return h }
 // goneSoon reports whether a process signalled to die is gone within 10 s.
 func goneSoon(pid int) bool {
 	for range 1000 {
-		if !alive(pid) {
+		if !testenv.Alive(pid) {
 			return true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
-}
-
-// alive reports whether a process runs (a zombie not yet reaped by its parent does not).
-func alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
 }
 
 // TestRunWorker runs real processes through runWorker, with the child's pidfd and with the

@@ -347,7 +347,8 @@ func progressStore(c *cli.Context, a progressArgs) (*progress.Store, string, err
 // complete would be forgotten halfway.
 const minProgressTTL = time.Hour
 
-// progressTTL reads --ttl, else $WATCHBOT_PROGRESS_TTL, else progress.DefaultTTL.
+// progressTTL reads --ttl, else $WATCHBOT_PROGRESS_TTL, else progress.DefaultTTL, as the other
+// duration flags read theirs (parseDuration: 720h, or whole seconds).
 func progressTTL(given string) (time.Duration, error) {
 	raw, source := given, "--ttl"
 	if raw == "" {
@@ -356,13 +357,11 @@ func progressTTL(given string) (time.Duration, error) {
 	if raw == "" {
 		return progress.DefaultTTL, nil
 	}
-	ttl, err := time.ParseDuration(raw)
+	ttl, err := parseDuration(raw)
 	switch {
-	case raw == "0":
-		return 0, nil
 	case err != nil:
-		return 0, fmt.Errorf("%s %q is not a duration (e.g. 720h; 0: never expire)", source, raw)
-	case ttl < minProgressTTL:
+		return 0, fmt.Errorf("%s: %w; 0 never expires", source, err)
+	case ttl != 0 && ttl < minProgressTTL:
 		return 0, fmt.Errorf("%s %v: at least %v, or 0 to never expire", source, ttl, minProgressTTL)
 	}
 	return ttl, nil

@@ -139,8 +139,9 @@ func TestProgressCommands(t *testing.T) {
 		{args: []string{"status", "job", "--table", "arn:aws:s3:::bucket"}, code: 1, stderrHas: `--table: "arn:aws:s3:::bucket" is not a DynamoDB table ARN`},
 		{args: []string{"set-total", "ttl", "-t", "2", "--ttl", "48h"}, stdout: ""},
 		{args: []string{"set-total", "kept", "-t", "2", "--ttl", "0"}, stdout: ""},
+		{args: []string{"set-total", "secs", "-t", "2", "--ttl", "86400"}, stdout: ""},
 		{args: []string{"status", "kept", "--ttl", "0"}, stdout: `{"progress":0}` + "\n", stderrHas: "progress status ignores --ttl"},
-		{args: []string{"set-metadata", "job", "-m", "{}", "--ttl", "a week"}, code: 1, stderrHas: `--ttl "a week" is not a duration (e.g. 720h; 0: never expire)`},
+		{args: []string{"set-metadata", "job", "-m", "{}", "--ttl", "a week"}, code: 1, stderrHas: `--ttl: "a week" is not a duration (use 90s, 5m, 1h30m or whole seconds); 0 never expires`},
 		{args: []string{"reduce-sent", "job", "--ttl", "10m"}, code: 1, stderrHas: "--ttl 10m0s: at least 1h0m0s, or 0 to never expire"},
 	}
 	for _, st := range steps {

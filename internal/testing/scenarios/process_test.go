@@ -45,18 +45,6 @@ func openFDs(pid int) (int, error) {
 	return len(ents), err
 }
 
-// alive reports whether pid is a live process (a zombie is not).
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may itself hold spaces.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // mono is CLOCK_MONOTONIC in nanoseconds, as testworker writes it.
 func mono() int64 {
 	var ts unix.Timespec
@@ -319,7 +307,7 @@ func TestScenario5MisbehavingWorkers(t *testing.T) {
 			if len(children) != 1 {
 				t.Fatalf("fork worker recorded children %v, want one", children)
 			}
-			if alive(children[0]) {
+			if testenv.Alive(children[0]) {
 				_ = syscall.Kill(children[0], syscall.SIGKILL)
 				t.Errorf("the fork worker's child (pid %d) outlived the job: the process group was not stopped", children[0])
 			}
