@@ -155,9 +155,10 @@ func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Durati
 // a message for --receive-visibility only; the heartbeat extends it to --visibility-timeout
 // once it has been held a third of that (most short jobs are over by then and cost no
 // renewal), then renews it every --heartbeat-interval. Renewals go out in batches: a
-// heartbeat renews every message due within half the first wait. The leaser stops a job whose lease cannot be kept (SQS's 12 h
-// in-flight ceiling is near, the lease is lost, or renewals keep failing until the lease is
-// about to lapse), and reports a held job in no run to release, for the loop to hand it back.
+// heartbeat renews every message due within half the first wait. The leaser stops a job whose
+// lease cannot be kept (SQS's 12 h in-flight ceiling is near, the lease is lost, or renewals
+// keep failing until the lease is about to lapse), and reports a held job in no run to
+// release, for the loop to hand it back.
 //
 // Lock order: l.mu guards the registry only and is never held while a job's lock is taken. A
 // job's mu (held by a renewal under way, or by the settle of its message) may be held while
