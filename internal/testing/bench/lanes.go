@@ -32,31 +32,82 @@ import (
 // busy all the time: wideSlots/wideJob messages per second. It also measures what this
 // machine can do at all: the same jobs, wideSlots at once, started by a loop with no queue.
 // On a small machine starting processes is the limit, so that ceiling is below the ideal.
+//
+// Each is measured twice: in steady state, the rate between the moments a tenth and nine
+// tenths of the messages were done, which is how well the slots are kept busy; and end to
+// end, which adds what a run of a few seconds pays once (watchbot's start, the first
+// receives, the last jobs finishing with slots idle).
 const (
 	wideSlots = 64
 	wideJob   = 100 * time.Millisecond
 )
 
-func (b *bench) wide(ctx context.Context, name string) (watchbotRatio, ceilingRatio float64, err error) {
+// wideRun is what one round of the wide lane measured, each as a fraction of the ideal.
+type wideRun struct {
+	steady, total               float64 // watchbot
+	ceilingSteady, ceilingTotal float64 // the loop with no queue
+}
+
+func (b *bench) wide(ctx context.Context, name string) (wideRun, error) {
 	n := b.o.wideMessages
 	ideal := float64(wideSlots) / wideJob.Seconds()
 	job := strconv.FormatFloat(wideJob.Seconds(), 'f', -1, 64)
 	ceiling := spawnOnly(n, wideSlots, b.sleep, job)
 	q, err := newQueue(ctx, b.fauxqs.Client(), name, n, 0)
 	if err != nil {
-		return 0, 0, err
+		return wideRun{}, err
 	}
 	r, err := watchbot(ctx, b.o, b.fauxqs, b.fauxqs.Endpoint, b.fauxqs.Client(), q,
 		[]string{"--concurrency", strconv.Itoa(wideSlots)}, nil, b.sleep, job)
 	if err != nil {
-		return 0, 0, err
+		return wideRun{}, err
 	}
-	return float64(n) / r.took.Seconds() / ideal, float64(n) / ceiling.Seconds() / ideal, nil
+	return wideRun{
+		steady:        steadyRate(r.done, n) / ideal,
+		total:         float64(n) / r.took.Seconds() / ideal,
+		ceilingSteady: steadyRate(ceiling, n) / ideal,
+		ceilingTotal:  float64(n) / ceiling[len(ceiling)-1].at.Seconds() / ideal,
+	}, nil
 }
 
-// spawnOnly runs command n times, slots at once, and returns how long it took.
-func spawnOnly(n, slots int, command ...string) time.Duration {
-	var left atomic.Int64
+// doneAt is how many messages were done at a moment of a run, counted from its start.
+type doneAt struct {
+	at   time.Duration
+	done int
+}
+
+// steadyRate is the rate, per second, at which the messages of a run of n were done between
+// the moments a tenth and nine tenths of them were, each found by linear interpolation
+// between the samples around it. Samples are in time order.
+func steadyRate(samples []doneAt, n int) float64 {
+	when := func(count float64) time.Duration {
+		prev := doneAt{}
+		for _, s := range samples {
+			if float64(s.done) >= count {
+				if s.done == prev.done {
+					return s.at
+				}
+				f := (count - float64(prev.done)) / float64(s.done-prev.done)
+				return prev.at + time.Duration(f*float64(s.at-prev.at))
+			}
+			prev = s
+		}
+		return prev.at
+	}
+	from, to := when(0.1*float64(n)), when(0.9*float64(n))
+	if to <= from {
+		return 0
+	}
+	return 0.8 * float64(n) / (to - from).Seconds()
+}
+
+// spawnOnly runs command n times, slots at once, and returns when each run ended.
+func spawnOnly(n, slots int, command ...string) []doneAt {
+	var (
+		left atomic.Int64
+		mu   sync.Mutex
+		ends []doneAt
+	)
 	left.Store(int64(n))
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -64,11 +115,14 @@ func spawnOnly(n, slots int, command ...string) time.Duration {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
 				_ = exec.Command(command[0], command[1:]...).Run()
+				mu.Lock()
+				ends = append(ends, doneAt{at: time.Since(start), done: len(ends) + 1})
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return time.Since(start)
+	return ends
 }
 
 // pickup measures how soon a worker starts after a message is sent to the queue an idle

@@ -127,7 +127,7 @@ func run() error {
 	ctx := context.Background()
 	results := make([][]result, len(contenders))
 	var (
-		wide, ceiling []float64
+		wide          []wideRun
 		pickups       []time.Duration
 		stops         []stopRun
 		clean, faulty []faultRun
@@ -145,11 +145,11 @@ func run() error {
 			results[i] = append(results[i], r)
 		}
 		if o.lanes["wide"] {
-			w, c, err := b.wide(ctx, fmt.Sprintf("bench-%d-wide", round))
+			w, err := b.wide(ctx, fmt.Sprintf("bench-%d-wide", round))
 			if err != nil {
 				return fmt.Errorf("wide lane: %w", err)
 			}
-			wide, ceiling = append(wide, w), append(ceiling, c)
+			wide = append(wide, w)
 		}
 		if o.lanes["pickup"] {
 			lat, err := b.pickup(ctx, fmt.Sprintf("bench-%d-pickup", round))
@@ -189,7 +189,7 @@ func run() error {
 		}
 		faulty = append(faulty, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, ceiling: ceiling, pickups: pickups, stops: stops, clean: clean, faulty: faulty, dedupes: dedupes}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, dedupes: dedupes}
 	rep.print(os.Stdout)
 	if o.readme != "" {
 		return rep.rewrite(o.readme)
@@ -212,6 +212,10 @@ type result struct {
 	detail          string
 	rss             int           // KiB, watchbot only
 	cpuPerMsg       time.Duration // watchbot's own CPU per message
+	// failedReceives is how many receives failed (watchbot's log): with no faults injected,
+	// the emulator cut an answer short, and its messages were out of reach for
+	// --receive-visibility, a stall that the run's figures include.
+	failedReceives int
 }
 
 // measure preloads a fresh queue, empties it through a counting proxy and returns the figures.
@@ -237,7 +241,7 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 	}
 	reqs, detail := requests(proxy)
 	return result{rate: float64(o.messages) / r.took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail,
-		rss: r.rss, cpuPerMsg: r.cpu / time.Duration(o.messages)}, nil
+		rss: r.rss, cpuPerMsg: r.cpu / time.Duration(o.messages), failedReceives: strings.Count(r.log, `"msg":"receive failed`)}, nil
 }
 
 // median returns the median of f over rs.
@@ -379,6 +383,12 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 	}
 	defer logs.Close()
 	cmd.Stdout, cmd.Stderr = logs, logs
+	before, err := queueattr.Describe(ctx, direct, queue)
+	if err != nil {
+		return listenRun{}, err
+	}
+	preloaded := before.Visible + before.InFlight
+	var done []doneAt
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return listenRun{}, err
@@ -397,6 +407,7 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 		if err != nil {
 			return listenRun{}, err
 		}
+		done = append(done, doneAt{at: time.Since(start), done: int(preloaded - info.Visible - info.InFlight)})
 		if info.Visible == 0 && info.InFlight == 0 {
 			break
 		}
@@ -404,7 +415,7 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 			return listenRun{}, fmt.Errorf("watchbot did not empty the queue in 10 minutes; log: %s", logs.Name())
 		}
 	}
-	r := listenRun{took: time.Since(start), rss: peakRSS(cmd.Process.Pid), cpu: ownCPU(cmd.Process.Pid)}
+	r := listenRun{took: time.Since(start), done: done, rss: peakRSS(cmd.Process.Pid), cpu: ownCPU(cmd.Process.Pid)}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	exited <- <-exited
 	if data, err := os.ReadFile(logs.Name()); err == nil {
@@ -417,6 +428,7 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 // listenRun is what one watchbot run measured.
 type listenRun struct {
 	took time.Duration
+	done []doneAt      // the messages done, sampled as the queue was watched (of a preloaded queue)
 	rss  int           // peak RSS, KiB
 	cpu  time.Duration // the process's own user and system time, its children excluded
 	log  string
