@@ -264,8 +264,9 @@ func readTuning(c *cli.Context) tuning {
 // spareProcOnce raises GOMAXPROCS once per process, however often listen runs in it (tests).
 var spareProcOnce sync.Once
 
-// spareProc gives the Go runtime one processor (P) more than it has CPUs, unless GOMAXPROCS
-// is set. Starting a worker holds a P without using a CPU until the child has exec'd
+// spareProc gives the Go runtime one processor (P) more than its default (the CPUs, or the
+// container's CPU limit, as read at start: the runtime no longer follows a changed limit),
+// unless GOMAXPROCS is set. Starting a worker holds a P without using a CPU until the child has exec'd
 // (os.StartProcess is a vfork, a raw system call the runtime cannot hand the P off from),
 // and starts are serialized, so one P is enough to cover it. Without it, on a small machine
 // that P is a large share of the supervisor's: exited workers, receives and the next starts

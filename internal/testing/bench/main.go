@@ -212,9 +212,11 @@ type result struct {
 	detail          string
 	rss             int           // KiB, watchbot only
 	cpuPerMsg       time.Duration // watchbot's own CPU per message
-	// failedReceives is how many receives failed (watchbot's log): with no faults injected,
-	// the emulator cut an answer short, and its messages were out of reach for
-	// --receive-visibility, a stall that the run's figures include.
+	// failedReceives is how many receives failed (watchbot's log). With no faults injected,
+	// an answer was cut short between the counting proxy and the emulator (the proxy's
+	// upstream connection closed mid-body, cause not found); on fauxqs, which ignores
+	// ReceiveRequestAttemptId, its messages then wait out --receive-visibility, a stall the
+	// run's figures include.
 	failedReceives int
 }
 
