@@ -253,30 +253,31 @@ func (d *directive) outcome() outcome {
 // maxDirectiveSize bounds how much of a result file is read.
 const maxDirectiveSize = 64 * 1024
 
-// readDirective reads the result file. A missing or empty file is no directive; a malformed
-// one is an error that the caller logs before following the exit code.
-func readDirective(path string) (*directive, error) {
+// readDirective reads the result file, and says whether there was one. A missing or empty
+// file is no directive; a malformed one is an error that the caller logs before following
+// the exit code.
+func readDirective(path string) (d *directive, found bool, err error) {
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read result file: %w", err)
+		return nil, true, fmt.Errorf("read result file: %w", err)
 	}
 	if len(data) == 0 {
-		return nil, nil
+		return nil, true, nil
 	}
 	if len(data) > maxDirectiveSize {
-		return nil, fmt.Errorf("result file is %d bytes, more than %d", len(data), maxDirectiveSize)
+		return nil, true, fmt.Errorf("result file is %d bytes, more than %d", len(data), maxDirectiveSize)
 	}
-	var d directive
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("result file is not a JSON object: %w", err)
+	d = new(directive)
+	if err := json.Unmarshal(data, d); err != nil {
+		return nil, true, fmt.Errorf("result file is not a JSON object: %w", err)
 	}
 	if err := d.validate(); err != nil {
-		return nil, fmt.Errorf("result file: %w", err)
+		return nil, true, fmt.Errorf("result file: %w", err)
 	}
-	return &d, nil
+	return d, true, nil
 }
 
 // validate checks the action and the delay.

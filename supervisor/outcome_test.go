@@ -193,9 +193,12 @@ func TestReadDirective(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := readDirective(p)
+			got, found, err := readDirective(p)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if found != (tt.content != nil) {
+				t.Fatalf("found = %v with a file %v", found, tt.content != nil)
 			}
 			if (got == nil) != (tt.want == nil) || got != nil && (got.Action != tt.want.Action || got.Reason != tt.want.Reason ||
 				(got.DelaySeconds == nil) != (tt.want.DelaySeconds == nil) || got.DelaySeconds != nil && *got.DelaySeconds != *tt.want.DelaySeconds) {

@@ -57,6 +57,8 @@ type runner struct {
 	// names them.
 	workDir, spillDir string
 	jobSeq            atomic.Uint64
+	// slots name the work directory's job files.
+	slots slotFiles
 }
 
 // run runs the worker once for jobs (one message, or a batch) and settles each message.
@@ -316,8 +318,8 @@ func (r *runner) env(jobs []*job, files jobFiles, deadline time.Time) []string {
 func (r *runner) results(jobs []*job, files *jobFiles, log *slog.Logger) map[string]*directive {
 	path := files.result
 	if r.cfg.BatchSize == 1 {
-		d, err := readDirective(path)
-		files.noResult = errors.Is(err, os.ErrNotExist)
+		d, found, err := readDirective(path)
+		files.noResult = !found
 		if err != nil {
 			log.Error("ignoring the worker's result file; following its exit code", "error", err)
 		}
@@ -591,12 +593,55 @@ type jobFiles struct {
 	stdin *os.File
 	// noResult: the result file was looked for and the worker had not written it.
 	noResult bool
+	// kept is the pool the files' slot is from, which keeps the message file for a later
+	// job; nil for files of this job alone (a spill).
+	kept *slotFiles
+	slot int
+	size int64 // of the message file, once written
 }
 
-// newJobFiles names a job's files in dir: unique, created by no one yet.
-func (r *runner) newJobFiles(dir string) *jobFiles {
-	n := strconv.FormatUint(r.jobSeq.Add(1), 10)
-	return &jobFiles{message: filepath.Join(dir, n+".message"), result: filepath.Join(dir, n+".result.json")}
+// slotFiles are the names of the work directory's job files, a message and a result file
+// per run at a time, used by one job after another. Creating and removing a file per job
+// changes the directory twice, under its lock, and costs several times more than writing a
+// file that is there (measured on /dev/shm: about 18 µs against 6); and looking for a result
+// file under a new name each time leaves the kernel a cached entry per job. A process a
+// worker left outside its process group, which outlives the worker, could still write to a
+// slot's files while a later job has them: a worker must not leave one doing so.
+type slotFiles struct {
+	dir  string
+	mu   sync.Mutex
+	free []int
+	next int
+}
+
+func (m *slotFiles) take() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.free); n > 0 {
+		slot := m.free[n-1]
+		m.free = m.free[:n-1]
+		return slot
+	}
+	m.next++
+	return m.next
+}
+
+func (m *slotFiles) put(slot int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.free = append(m.free, slot)
+}
+
+// newJobFiles names a job's files: a slot's of the pool, or, in dir, files of its own,
+// unique and created by no one yet.
+func (r *runner) newJobFiles(dir string, own bool) *jobFiles {
+	if own {
+		n := filepath.Join(dir, strconv.FormatUint(r.jobSeq.Add(1), 10))
+		return &jobFiles{message: n + ".message", result: n + ".result.json"}
+	}
+	slot := r.slots.take()
+	n := filepath.Join(r.slots.dir, strconv.Itoa(slot))
+	return &jobFiles{message: n + ".message", result: n + ".result.json", kept: &r.slots, slot: slot}
 }
 
 // sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
@@ -615,6 +660,7 @@ func (r *runner) makeWorkDirs() error {
 				return fmt.Errorf("create the jobs' directory: %w", err)
 			}
 			r.workDir, r.spillDir = dir, spill
+			r.slots.dir = dir
 			return nil
 		}
 	}
@@ -623,6 +669,7 @@ func (r *runner) makeWorkDirs() error {
 		return fmt.Errorf("create the jobs' directory: %w", err)
 	}
 	r.workDir = dir
+	r.slots.dir = dir
 	return nil
 }
 
@@ -633,14 +680,15 @@ func (r *runner) removeWorkDirs() {
 	}
 }
 
-// writeJobFiles writes the message file, in the spill directory when the work directory is
-// full, and leaves it open at its start for the worker's stdin.
+// writeJobFiles writes the message file, one of the pool's in the work directory, or one of
+// its own in the spill directory when the work directory is full, and leaves it open at its
+// start for the worker's stdin.
 func (r *runner) writeJobFiles(body string) (*jobFiles, error) {
-	files := r.newJobFiles(r.workDir)
+	files := r.newJobFiles(r.workDir, false)
 	err := files.write(body)
 	if err != nil && r.spillDir != "" {
 		files.remove()
-		files = r.newJobFiles(r.spillDir)
+		files = r.newJobFiles(r.spillDir, true)
 		err = files.write(body)
 	}
 	if err != nil {
@@ -650,10 +698,20 @@ func (r *runner) writeJobFiles(body string) (*jobFiles, error) {
 	return files, nil
 }
 
-// write creates the message file with body and keeps it open, rewound, as stdin. It makes
-// the system calls itself: os.WriteFile and a second open for stdin cost twice as many.
+// write writes the message file with body and keeps it open, rewound, as stdin. It makes the
+// system calls itself: os.WriteFile and a second open for stdin cost twice as many. A kept
+// file is written over, its pages kept, unless it is no longer a plain file of the pool's (a
+// worker may have removed it, or put something else in its place): that is removed and the
+// file made anew.
 func (f *jobFiles) write(body string) error {
-	fd, err := unix.Open(f.message, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	fd, size, err := -1, int64(0), error(unix.ENOENT)
+	if f.kept != nil {
+		fd, size, err = f.reopen(flags)
+	}
+	if err != nil {
+		fd, err = unix.Open(f.message, flags|unix.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return &os.PathError{Op: "open", Path: f.message, Err: err}
 	}
@@ -668,19 +726,63 @@ func (f *jobFiles) write(body string) error {
 		}
 		b = b[n:]
 	}
+	f.size = int64(len(body))
+	if size > f.size {
+		if err := unix.Ftruncate(fd, f.size); err != nil {
+			return &os.PathError{Op: "truncate", Path: f.message, Err: err}
+		}
+	}
 	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
 		return &os.PathError{Op: "seek", Path: f.message, Err: err}
 	}
 	return nil
 }
 
-// remove closes and removes the job's files.
+// reopen opens the kept message file and returns its size, when it is still a plain file of
+// the pool's: regular, with no other name, readable by watchbot's user alone. Otherwise it
+// removes whatever is in its place and fails, for write to make the file anew.
+func (f *jobFiles) reopen(flags int) (fd int, size int64, err error) {
+	fd, err = unix.Open(f.message, flags, 0o600)
+	if err == nil {
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		if err == nil && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o077 != 0 || st.Nlink != 1) {
+			err = unix.EEXIST
+		}
+		if err == nil {
+			return fd, st.Size, nil
+		}
+		unix.Close(fd)
+	}
+	_ = os.RemoveAll(f.message)
+	return -1, 0, err
+}
+
+// keptBody is the most of a body a kept message file holds on to while its slot waits.
+// Emptying the file frees its pages, and the next job allocates them again: that costs more
+// than the whole rest of writing a small message (on /dev/shm, about 10 µs a job), so a small
+// body is written over instead, and only a larger one is emptied out.
+const keptBody = 64 * 1024
+
+// remove closes the job's files and removes them, but a kept message file: that goes back to
+// the pool, emptied when its body is large. A slot whose result file stays goes out of use.
 func (f *jobFiles) remove() {
+	gone := true
+	if !f.noResult {
+		err := os.Remove(f.result)
+		gone = err == nil || errors.Is(err, os.ErrNotExist)
+	}
+	if f.kept == nil {
+		_ = os.Remove(f.message)
+	} else if f.stdin == nil || f.size > keptBody && f.stdin.Truncate(0) != nil {
+		// Not opened, or not emptied: the slot's next job makes it anew.
+		_ = os.Remove(f.message)
+	}
 	if f.stdin != nil {
 		f.stdin.Close()
 	}
-	_ = os.Remove(f.message)
-	if !f.noResult {
-		_ = os.Remove(f.result)
+	if f.kept != nil && gone {
+		f.kept.put(f.slot)
 	}
+	f.kept = nil
 }
