@@ -46,8 +46,9 @@ func Load(ctx context.Context, o Options) (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	// Without it, a loaded machine can lose a ReceiveMessage answer: see package reqbody.
-	cfg.APIOptions = append(cfg.APIOptions, reqbody.APIOption)
+	// Without it, a loaded machine can lose a ReceiveMessage answer, and every request costs
+	// two writes: see package reqbody.
+	cfg.HTTPClient = reqbody.HTTPClient(cfg.HTTPClient)
 	return cfg, nil
 }
 

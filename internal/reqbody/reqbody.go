@@ -23,60 +23,51 @@
 // part that breaks the rule; its body wrapper makes the break fatal only through WriteTo, because
 // a plain Read after Close reports io.EOF, which the Transport's check accepts as "no extra bytes".
 //
-// APIOption hides WriteTo from the Transport: the request stream handed to the SDK's HTTP handler
-// offers only Read and Seek, so the SDK wraps it in its plain Read-only closer and the Transport's
-// last check, when it comes after the SDK's close, sees a clean end of body. Nothing else changes:
-// the bytes sent, their length, signing, and rewinding the stream for a retry.
+// HTTPClient fixes this where it starts: it reads the request body (the SDK has it in memory
+// already, serialized) and hands the Transport a copy of its own, as an in-memory reader. The
+// SDK may close its body when it likes; the Transport's last check reads the copy, which ends
+// cleanly. Nothing else changes: the bytes sent, their length, signing, and rewinding the
+// stream for a retry, which the SDK does on its own stream.
+//
+// The copy also sends each request in one write. A body net/http does not know to be in memory
+// makes the Transport flush the headers first and write the body after them (transferWriter's
+// FlushHeaders), so every call cost two writes and two segments on the connection; an
+// in-memory body is written with its headers.
 package reqbody
 
 import (
-	"context"
+	"bytes"
 	"io"
+	"net/http"
 
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
-// APIOption adds the middleware to an operation's stack. Use it in aws.Config.APIOptions so
-// that every client built from the configuration gets it.
-func APIOption(stack *middleware.Stack) error {
-	return stack.Finalize.Add(readOnlyStream{}, middleware.After)
+// HTTPClient returns next, handing it every request body of known length as bytes in memory.
+// Use it as aws.Config.HTTPClient, so that every client built from the configuration has it.
+func HTTPClient(next aws.HTTPClient) aws.HTTPClient {
+	return client{next}
 }
 
-type readOnlyStream struct{}
+type client struct{ next aws.HTTPClient }
 
-// ID names the middleware in the stack.
-func (readOnlyStream) ID() string { return "WatchbotReadOnlyRequestStream" }
-
-// HandleFinalize runs last before the HTTP handler, on every attempt, after signing has read
-// (and rewound) the stream.
-func (readOnlyStream) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
-	middleware.FinalizeOutput, middleware.Metadata, error,
-) {
-	req, ok := in.Request.(*smithyhttp.Request)
-	if !ok {
-		return next.HandleFinalize(ctx, in)
+func (c client) Do(req *http.Request) (*http.Response, error) {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 {
+		return c.next.Do(req)
 	}
-	stream := req.GetStream()
-	if _, ok := stream.(io.WriterTo); !ok {
-		return next.HandleFinalize(ctx, in)
-	}
-	rs, ok := stream.(io.ReadSeeker)
-	if !ok {
-		return next.HandleFinalize(ctx, in) // not seen with SQS or CloudWatch: their bodies are byte readers
-	}
-	// SetStream returns a copy, so the request the retry loop keeps (and rewinds) is untouched.
-	wrapped, err := req.SetStream(readSeeker{rs})
+	body := make([]byte, req.ContentLength)
+	_, err := io.ReadFull(req.Body, body)
+	req.Body.Close()
 	if err != nil {
-		return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+		return nil, err
 	}
-	in.Request = wrapped
-	return next.HandleFinalize(ctx, in)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return c.next.Do(req)
 }
 
-// readSeeker exposes Read and Seek only, so neither io.NopCloser nor the SDK's closer wrapper
-// finds a WriteTo on it.
-type readSeeker struct{ r io.ReadSeeker }
-
-func (s readSeeker) Read(p []byte) (int, error)                { return s.r.Read(p) }
-func (s readSeeker) Seek(off int64, whence int) (int64, error) { return s.r.Seek(off, whence) }
+// Guarded reports whether c is an HTTPClient of this package's.
+func Guarded(c aws.HTTPClient) bool {
+	_, ok := c.(client)
+	return ok
+}

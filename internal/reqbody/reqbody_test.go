@@ -24,22 +24,22 @@ import (
 	"github.com/aws/smithy-go/logging"
 )
 
-// slowConn stands for a loaded machine, deterministically: after each write of request body
-// bytes the writing goroutine (the Transport's writeLoop) stalls, so the server's answer arrives
-// and the SDK closes the request body before the Transport's last check of that body; and the
-// answer trickles in, so the caller is still reading it when that check runs.
+// slowConn stands for a loaded machine, deterministically: after each write the writing
+// goroutine (the Transport's writeLoop) stalls, so the server's answer arrives and the SDK
+// closes the request body before the Transport's last check of that body; and the answer
+// trickles in, so the caller is still reading it when that check runs. It records its writes.
 type slowConn struct {
 	net.Conn
 	writeStall time.Duration
 	readChunk  int
 	readPause  time.Duration
+	writes     func(p []byte)
 }
 
 func (c *slowConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if !strings.HasPrefix(string(p), "POST ") { // the headers go first, in a write of their own
-		time.Sleep(c.writeStall)
-	}
+	c.writes(p)
+	time.Sleep(c.writeStall)
 	return n, err
 }
 
@@ -81,11 +81,13 @@ type result struct {
 	answered  int64    // receives the server answered, attempts included
 	warnings  []string // what the SDK logged at WARN
 	writeErrs []error  // request writes the Transport reported as failed
+	writes    []string // what went on the connection, a write at a time
+	queueURL  string
 }
 
 // receive makes one ReceiveMessage call through a client built as awsenv builds one (the SDK's
-// default HTTP client, standard retryer), over slowConn, with or without APIOption.
-func receive(t *testing.T, withOption bool) result {
+// default HTTP client, standard retryer), over slowConn, with or without HTTPClient.
+func receive(t *testing.T, guarded bool) result {
 	t.Helper()
 	srv, answered := fakeSQS(t)
 	var mu sync.Mutex
@@ -97,13 +99,22 @@ func receive(t *testing.T, withOption bool) result {
 			if err != nil {
 				return nil, err
 			}
-			return &slowConn{Conn: c, writeStall: 100 * time.Millisecond, readChunk: 256, readPause: 5 * time.Millisecond}, nil
+			return &slowConn{Conn: c, writeStall: 100 * time.Millisecond, readChunk: 256, readPause: 5 * time.Millisecond,
+				writes: func(p []byte) {
+					mu.Lock()
+					res.writes = append(res.writes, string(p))
+					mu.Unlock()
+				}}, nil
 		}
 	})
+	var hc aws.HTTPClient = httpClient
+	if guarded {
+		hc = HTTPClient(httpClient)
+	}
 	cfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		HTTPClient:  httpClient,
+		HTTPClient:  hc,
 		Logger: logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
 			if c == logging.Warn {
 				mu.Lock()
@@ -112,16 +123,14 @@ func receive(t *testing.T, withOption bool) result {
 			}
 		}),
 	}
-	if withOption {
-		cfg.APIOptions = append(cfg.APIOptions, APIOption)
-	}
 	c := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 	ctx := contextWithWriteErrors(t.Context(), func(err error) {
 		mu.Lock()
 		res.writeErrs = append(res.writeErrs, err)
 		mu.Unlock()
 	})
-	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(srv.URL + "/000000000000/q"), MaxNumberOfMessages: 10})
+	res.queueURL = srv.URL + "/000000000000/q"
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(res.queueURL), MaxNumberOfMessages: 10})
 	res.err = err
 	if out != nil {
 		res.messages = len(out.Messages)
@@ -143,19 +152,27 @@ func TestReceiveAnswerSurvivesALateRequestWriter(t *testing.T) {
 	if len(res.writeErrs) != 0 || len(res.warnings) != 0 {
 		t.Errorf("request write errors %v, SDK warnings %q; want none", res.writeErrs, res.warnings)
 	}
+	// One call, one write: the headers and the body together.
+	if len(res.writes) != 1 || !strings.HasPrefix(res.writes[0], "POST ") || !strings.HasSuffix(res.writes[0], `"MaxNumberOfMessages":10,"QueueUrl":"`+res.queueURL+`"}`) {
+		t.Errorf("the request went out in %d writes, want one holding headers and body: %q", len(res.writes), res.writes)
+	}
 }
 
-// TestWithoutOptionTheSDKCutsTheConnection shows the failure APIOption prevents, with the SDK and
-// Go versions in go.mod. If it starts failing, the SDK no longer breaks the connection this way
-// (check smithy-go's ClientHandler and safeWriteToReadCloser) and APIOption may be retired.
-func TestWithoutOptionTheSDKCutsTheConnection(t *testing.T) {
+// TestWithoutGuardTheSDKCutsTheConnection shows the failure HTTPClient prevents, with the SDK
+// and Go versions in go.mod, and the two writes per request it saves. If it starts failing, the
+// SDK no longer breaks the connection this way (check smithy-go's ClientHandler and
+// safeWriteToReadCloser) and the guard's first reason is gone.
+func TestWithoutGuardTheSDKCutsTheConnection(t *testing.T) {
 	res := receive(t, false)
 	if len(res.writeErrs) == 0 || res.answered < 2 {
-		t.Fatalf("without APIOption: %d messages, err %v, %d answers, write errors %v, warnings %q; "+
+		t.Fatalf("without the guard: %d messages, err %v, %d answers, write errors %v, warnings %q; "+
 			"want the Transport to report a failed write and the SDK to retry an answered receive",
 			res.messages, res.err, res.answered, res.writeErrs, res.warnings)
 	}
-	t.Logf("without APIOption: %d answers for one call (%d messages kept), write errors %v, warnings %q",
+	if len(res.writes) < 2 || !strings.HasPrefix(res.writes[0], "POST ") || strings.Contains(res.writes[0], "MaxNumberOfMessages") {
+		t.Errorf("without the guard the headers should go out in a write of their own: %q", res.writes)
+	}
+	t.Logf("without the guard: %d answers for one call (%d messages kept), write errors %v, warnings %q",
 		res.answered, res.messages, res.writeErrs, res.warnings)
 }
 

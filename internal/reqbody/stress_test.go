@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
@@ -37,7 +38,7 @@ func envInt(name string, def int) int {
 //
 //	WATCHBOT_STRESS=1 go test -race -run StressDeadLetterWalks -v ./internal/reqbody/
 //
-// WATCHBOT_STRESS_NO_GUARD=1 builds the clients without APIOption, as before it existed.
+// WATCHBOT_STRESS_NO_GUARD=1 builds the clients without HTTPClient, as before it existed.
 // STRESS_WORKERS (8), STRESS_ROUNDS (20), STRESS_BURNERS (2 per CPU) and STRESS_BODY_BYTES (about
 // 600 per message; larger answers take longer to read, which widens the race) size the run.
 func TestStressDeadLetterWalks(t *testing.T) {
@@ -65,7 +66,7 @@ func TestStressDeadLetterWalks(t *testing.T) {
 	// Test clients carry the guard (testenv.ClientFor); without it, as before it existed.
 	configure := func(o *sqs.Options) {
 		if !guarded {
-			o.APIOptions = nil
+			o.HTTPClient = awshttp.NewBuildableClient()
 		}
 		o.Logger = logger
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Deserialize.Add(countRetries, middleware.Before) })

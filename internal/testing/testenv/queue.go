@@ -11,16 +11,15 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/reqbody"
 )
 
-// config is the SDK configuration of every test client: fixed test credentials and Region.
 // config is the SDK configuration of every test client: fixed test credentials and Region,
 // and the request-body guard watchbot's own configuration carries (awsenv.Load), so that
 // test clients do not lose answers the product would not (see internal/reqbody).
@@ -28,7 +27,7 @@ func config() aws.Config {
 	return aws.Config{
 		Region:      Region,
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		APIOptions:  []func(*middleware.Stack) error{reqbody.APIOption},
+		HTTPClient:  reqbody.HTTPClient(awshttp.NewBuildableClient()),
 	}
 }
 
