@@ -50,7 +50,7 @@ type acker struct {
 
 	health    *Health // told of each call, so a hung one shows
 	in        chan ackOp
-	flights   sync.WaitGroup // batch calls under way
+	flights   runPool // batch calls under way
 	stopped   chan struct{}
 	closeOnce sync.Once
 }
@@ -94,11 +94,7 @@ func (a *acker) run(ctx context.Context) {
 		}
 		batch := pending[kind]
 		pending[kind] = nil
-		a.flights.Add(1)
-		go func() {
-			defer a.flights.Done()
-			a.send(ctx, kind, batch)
-		}()
+		a.flights.Go(func() { a.send(ctx, kind, batch) })
 	}
 	for {
 		select {

@@ -122,26 +122,32 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	}
 	r.dedupe.finish(ctx, jobs, outs)
 	disps := make([]disposition, len(jobs))
-	var settling sync.WaitGroup
-	for _, part := range settleOrder(jobs, r.fifo) {
-		settling.Go(func() {
-			// A FIFO message whose delete or dead-letter send failed stops its group too.
-			stopped, inPlace := false, false
-			for _, i := range part {
-				o := outs[i]
-				if stopped {
-					o = behind(inPlace, o)
-				}
-				if !decided[i] {
-					r.count(o)
-				}
-				d := r.settle(ctx, jobs[i], o, attrs...)
-				disps[i] = d
-				if !stopped && o.Action.leavesGroup() && (d.keep || d.returned) {
-					stopped, inPlace = true, d.keep
-				}
+	settlePart := func(part []int) {
+		// A FIFO message whose delete or dead-letter send failed stops its group too.
+		stopped, inPlace := false, false
+		for _, i := range part {
+			o := outs[i]
+			if stopped {
+				o = behind(inPlace, o)
 			}
-		})
+			if !decided[i] {
+				r.count(o)
+			}
+			d := r.settle(ctx, jobs[i], o, attrs...)
+			disps[i] = d
+			if !stopped && o.Action.leavesGroup() && (d.keep || d.returned) {
+				stopped, inPlace = true, d.keep
+			}
+		}
+	}
+	parts := settleOrder(jobs, r.fifo)
+	if len(parts) == 1 {
+		settlePart(parts[0]) // a run of one message, most often: no goroutine to start and grow
+		return disps
+	}
+	var settling sync.WaitGroup
+	for _, part := range parts {
+		settling.Go(func() { settlePart(part) })
 	}
 	settling.Wait()
 	return disps

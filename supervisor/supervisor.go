@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,8 +95,9 @@ type Supervisor struct {
 	lost     chan *job
 	loopDone chan struct{}
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
-	runs, handBacks sync.WaitGroup
-	stopOnce        sync.Once
+	runs      runPool
+	handBacks sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // runEvent is a run's report to the loop: its worker ended after took (its slot is free), or
@@ -361,6 +363,55 @@ func (s *Supervisor) shutdown(stopHeartbeat context.CancelFunc, heartbeat, owned
 	})
 }
 
+// runPool runs each task in a goroutine of its own, which then waits for the next: a run, or
+// an acknowledger's batch call, grows its goroutine's stack (the SDK's calls and the process
+// start are deep), and a new goroutine for each would grow one again each time. A task goes to a goroutine that
+// waits, or else to a new one; the goroutines wait until close.
+type runPool struct {
+	wg              sync.WaitGroup
+	tasks           chan func()
+	done            chan struct{}
+	once, closeOnce sync.Once
+	started         atomic.Int64 // goroutines started
+}
+
+func (p *runPool) init() {
+	p.once.Do(func() { p.tasks, p.done = make(chan func()), make(chan struct{}) })
+}
+
+// Go runs task. It must not be called once Wait has been.
+func (p *runPool) Go(task func()) {
+	p.init()
+	select {
+	case p.tasks <- task:
+		return
+	default:
+	}
+	p.started.Add(1)
+	p.wg.Go(func() {
+		for ; task != nil; task = p.next() {
+			task()
+		}
+	})
+}
+
+// next waits for a task, or returns nil when the pool closes.
+func (p *runPool) next() func() {
+	select {
+	case t := <-p.tasks:
+		return t
+	case <-p.done:
+		return nil
+	}
+}
+
+// Wait waits for the tasks under way to end, and for the goroutines to return.
+func (p *runPool) Wait() {
+	p.init()
+	p.closeOnce.Do(func() { close(p.done) })
+	p.wg.Wait()
+}
+
 // loop owns the scheduler. It holds what the receive loop brings, starts what the scheduler
 // says, and keeps the scheduler's books as runs end and settle and as the heartbeat gives up
 // on held messages. It asks for messages while there is room and no stop was requested. Once
@@ -545,9 +596,8 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 	sched.add(now, jobs...)
 }
 
-// startRun runs a worker for the run (one message, or a batch) in a goroutine owned by
-// s.runs, which reports to the loop when the worker has ended and when every message is
-// settled.
+// startRun runs a worker for the run (one message, or a batch) in a goroutine of s.runs, which
+// reports to the loop when the worker has ended and when every message is settled.
 func (s *Supervisor) startRun(ctx context.Context, run []*job) {
 	s.runs.Go(func() {
 		disps := s.runner.run(ctx, run, func(took time.Duration) { s.events <- runEvent{run: run, took: took} })
