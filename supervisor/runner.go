@@ -728,6 +728,8 @@ func (f *jobFiles) write(body string) error {
 			continue
 		}
 		if err != nil {
+			// What was written stays out of a full /dev/shm while the slot waits.
+			_ = unix.Ftruncate(fd, 0)
 			return &os.PathError{Op: "write", Path: f.message, Err: err}
 		}
 		b = b[n:]
