@@ -638,16 +638,17 @@ func (m *slotFiles) put(slot int) {
 	m.free = append(m.free, slot)
 }
 
-// newJobFiles names a job's files: a slot's of the pool, or, in dir, files of its own,
-// unique and created by no one yet.
-func (r *runner) newJobFiles(dir string, own bool) *jobFiles {
-	if own {
-		n := filepath.Join(dir, strconv.FormatUint(r.jobSeq.Add(1), 10))
-		return &jobFiles{message: n + ".message", result: n + ".result.json"}
-	}
+// slotJobFiles names a job's files: a slot's of the pool, for the job's time.
+func (r *runner) slotJobFiles() *jobFiles {
 	slot := r.slots.take()
 	n := filepath.Join(r.slots.dir, strconv.Itoa(slot))
 	return &jobFiles{message: n + ".message", result: n + ".result.json", kept: &r.slots, slot: slot}
+}
+
+// newJobFiles names files of a job's own in dir: unique, created by no one yet.
+func (r *runner) newJobFiles(dir string) *jobFiles {
+	n := filepath.Join(dir, strconv.FormatUint(r.jobSeq.Add(1), 10))
+	return &jobFiles{message: n + ".message", result: n + ".result.json"}
 }
 
 // sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
@@ -690,11 +691,11 @@ func (r *runner) removeWorkDirs() {
 // its own in the spill directory when the work directory is full, and leaves it open at its
 // start for the worker's stdin.
 func (r *runner) writeJobFiles(body string) (*jobFiles, error) {
-	files := r.newJobFiles(r.workDir, false)
+	files := r.slotJobFiles()
 	err := files.write(body)
 	if err != nil && r.spillDir != "" {
 		files.remove()
-		files = r.newJobFiles(r.spillDir, true)
+		files = r.newJobFiles(r.spillDir)
 		err = files.write(body)
 	}
 	if err != nil {
