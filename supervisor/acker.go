@@ -32,7 +32,19 @@ type ackOp struct {
 	// locked until it lands, whether or not watchbot holds that message), so it lingers only
 	// urgentLinger for others to share its call.
 	urgent bool
-	done   chan error // buffered, receives exactly one result
+	// done (buffered) receives the op's one result, unless reply is set: then reply is called
+	// with it, from the goroutine of the batch's call.
+	done  chan error
+	reply func(error)
+}
+
+// answer reports the op's result.
+func (op ackOp) answer(err error) {
+	if op.reply != nil {
+		op.reply(err)
+		return
+	}
+	op.done <- err
 }
 
 // acker batches deletes and visibility changes: an op waits at most linger for others to
@@ -63,6 +75,12 @@ func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker
 // submit queues an op and returns where its result arrives.
 func (a *acker) submit(kind ackKind, handle string, visibility int32) <-chan error {
 	return a.enqueue(ackOp{kind: kind, handle: handle, visibility: visibility})
+}
+
+// submitReply queues an op whose result goes to reply, called from the goroutine of the
+// batch's call: it must not wait on the acker.
+func (a *acker) submitReply(kind ackKind, handle string, visibility int32, reply func(error)) {
+	a.in <- ackOp{kind: kind, handle: handle, visibility: visibility, reply: reply}
 }
 
 func (a *acker) enqueue(op ackOp) <-chan error {
@@ -151,7 +169,7 @@ func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
 		defer a.health.ackEnded(a.health.ackStarted(time.Now()))
 	}
 	if len(ops) == 1 {
-		ops[0].done <- a.sendOne(ctx, ops[0])
+		ops[0].answer(a.sendOne(ctx, ops[0]))
 		return
 	}
 	errs := sqsspec.InBatches(len(ops), func(from, to int) ([]types.BatchResultErrorEntry, error) {
@@ -184,7 +202,7 @@ func (a *acker) send(ctx context.Context, kind ackKind, ops []ackOp) {
 		if errors.As(errs[i], &entry) && !entry.SenderFault {
 			errs[i] = a.sendOne(ctx, op)
 		}
-		op.done <- errs[i]
+		op.answer(errs[i])
 	}
 }
 

@@ -167,9 +167,9 @@ func (c Config) Validate() error {
 		return bad("--kill-grace", "(%v) must not be negative", c.KillGrace)
 	}
 	if v := c.ReceiveVisibility; v != 0 && v != c.VisibilityTimeout {
-		if floor := c.KillGrace + minRenewWindow; v < floor || v > c.VisibilityTimeout {
+		if floor := c.KillGrace + lapseMargin + minRenewWindow; v < floor || v > c.VisibilityTimeout {
 			return bad("--receive-visibility", "(%v) must be between --kill-grace + %v (%v) and --visibility-timeout (%v): a job whose first renewal fails must still be stopped before its lease lapses",
-				v, minRenewWindow, floor, c.VisibilityTimeout)
+				v, lapseMargin+minRenewWindow, floor, c.VisibilityTimeout)
 		}
 	}
 	if c.ShutdownTimeout < 0 {
@@ -306,9 +306,10 @@ func CheckVolumes(volumes []string, concurrency int) error {
 	return nil
 }
 
-// minRenewWindow is how much of the receive's lease, beyond --kill-grace, the first renewal
-// has to succeed in: a third of the lease waiting, the SDK's retries, and the stop margin.
-const minRenewWindow = 10 * time.Second
+// minRenewWindow is the least time a receive's lease leaves, beyond --kill-grace and the
+// stop margin, for the first renewal to succeed in: it is sent halfway through that time at
+// the latest and retried until its end.
+const minRenewWindow = time.Second
 
 // receiveVisibility returns the effective ReceiveVisibility.
 func (c Config) receiveVisibility() time.Duration {

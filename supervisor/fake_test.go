@@ -25,6 +25,7 @@ type fakeQueue struct {
 	seq      int
 	calls    map[string]int
 	failNext map[string]error // operation -> error returned once
+	stall    map[string]bool  // operation -> its next call hangs until its context ends
 	down     bool             // every call fails as if SQS could not be reached
 }
 
@@ -38,7 +39,7 @@ type fakeMsg struct {
 }
 
 func newFakeQueue() *fakeQueue {
-	return &fakeQueue{msgs: map[string]*fakeMsg{}, handles: map[string]string{}, calls: map[string]int{}, failNext: map[string]error{}}
+	return &fakeQueue{msgs: map[string]*fakeMsg{}, handles: map[string]string{}, calls: map[string]int{}, failNext: map[string]error{}, stall: map[string]bool{}}
 }
 
 var _ sqsAPI = (*fakeQueue)(nil)
@@ -75,6 +76,23 @@ func (q *fakeQueue) setDown(down bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.down = down
+}
+
+// stallNext makes op's next call hang, as on an endpoint that stopped answering, until the
+// call's context ends.
+func (q *fakeQueue) stallNext(op string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stall[op] = true
+}
+
+// stalled reports whether op's call must hang, and clears it.
+func (q *fakeQueue) stalled(op string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.stall[op]
+	delete(q.stall, op)
+	return s
 }
 
 func (q *fakeQueue) fail(op string) error {
@@ -154,7 +172,11 @@ func (q *fakeQueue) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 	return out, nil
 }
 
-func (q *fakeQueue) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+func (q *fakeQueue) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	if q.stalled("ChangeMessageVisibility") {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.fail("ChangeMessageVisibility"); err != nil {

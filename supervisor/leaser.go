@@ -177,6 +177,8 @@ type leaser struct {
 
 	// added wakes the heartbeat when a job is added, so it can renew it in time.
 	added chan struct{}
+	// answers carries the acknowledger's answers to renewals.
+	answers chan renewAnswer
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -184,13 +186,19 @@ type leaser struct {
 
 func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *leaser {
 	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
-		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1)}
+		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: make(chan renewAnswer)}
 }
 
 // received returns the lease a receive takes, and how long after it the first renewal is
-// due: a third of it (or the heartbeat interval, when that is sooner).
+// due: a third of it (or the heartbeat interval, when that is sooner), and at most half the
+// time the lease leaves to renew it before the job would have to be stopped, so a failed
+// first renewal has time for retries.
 func (l *leaser) received() (lease, renew time.Duration) {
-	return l.receiveLease, min(l.interval, l.receiveLease/3)
+	renew = min(l.interval, l.receiveLease/3)
+	if half := (l.receiveLease - l.killGrace - lapseMargin) / 2; half > 0 {
+		renew = min(renew, half)
+	}
+	return l.receiveLease, renew
 }
 
 // add starts keeping j leased.
@@ -237,33 +245,83 @@ func (l *leaser) ceilingMargin() time.Duration {
 	return l.interval + l.killGrace + time.Minute
 }
 
-// renewRetry is how soon a failed renewal is tried again, well before the lease lapses.
+// renewRetry is the longest wait before a failed renewal is tried again; as the job's stop
+// deadline nears, retries come at half the time left.
 const renewRetry = 5 * time.Second
 
-// lapseMargin is how long before its lease lapses a job whose renewals keep failing is
+// minRetryGap is the shortest wait before a failed renewal is tried again: with less than
+// twice this left before the job's stop deadline, the job is stopped instead.
+const minRetryGap = 100 * time.Millisecond
+
+// lapseMargin is how long before its lease lapses a job whose lease could not be renewed is
 // stopped, on top of --kill-grace: the worker must be gone before SQS can hand the message to
 // another consumer.
 const lapseMargin = 2 * time.Second
 
+// stopBy returns when a job whose lease ends at leaseUntil must be stopped unless a renewal
+// has extended the lease by then.
+func (l *leaser) stopBy(leaseUntil time.Time) time.Time {
+	return leaseUntil.Add(-l.killGrace - lapseMargin)
+}
+
+// renewal is a lease renewal sent and not yet answered. Its job's mu is held until the answer
+// comes, so no settle can land before it.
+type renewal struct {
+	j      *job
+	handle string
+	asked  time.Time
+	vis    time.Duration
+	// stopBy is when the job is stopped if the answer has not come by then; stopped, that it
+	// was.
+	stopBy  time.Time
+	stopped bool
+	round   *renewRound
+}
+
+// renewRound is the renewals one heartbeat sent; the jobs they renewed have their dedupe
+// claims extended together once the last has answered.
+type renewRound struct {
+	pending int
+	renewed []*job
+}
+
+type renewAnswer struct {
+	r   *renewal
+	err error
+}
+
 // run renews held messages' leases as they fall due, until ctx is done. It wakes at the
-// earliest renewal due, or each interval when none is (to report its beat to health).
+// earliest renewal due, at the stop deadline of a renewal SQS has not answered, as answers
+// come, or each interval when nothing is due (to report its beat to health). Renewals are
+// sent without waiting for their answers, so a call SQS does not answer (a stalled endpoint)
+// delays neither the other jobs' renewals nor the stop of its own job, which must come before
+// the lease lapses whatever the call does.
 func (l *leaser) run(ctx context.Context) {
 	t := time.NewTimer(l.interval)
 	defer t.Stop()
+	flight := map[*job]*renewal{}
 	for {
 		select {
 		case <-ctx.Done():
+			// Each renewal under way holds its job's lock: wait for the answers, which the
+			// acknowledger bounds by its call timeout.
+			for len(flight) > 0 {
+				l.answered(flight, <-l.answers)
+			}
 			return
 		case <-l.added:
+		case a := <-l.answers:
+			l.answered(flight, a)
 		case <-t.C:
 			now := time.Now()
-			l.renew(l.due(now))
+			l.overdue(flight, now)
+			l.renew(flight, l.due(flight, now))
 			if l.health != nil {
 				l.health.beat(now)
 			}
 		}
 		next := l.interval
-		if at, ok := l.nextDue(); ok {
+		if at, ok := l.nextDue(flight); ok {
 			next = min(next, max(time.Until(at), 0))
 		}
 		t.Reset(next)
@@ -276,23 +334,35 @@ func (l *leaser) batchSlack() time.Duration {
 	return renew / 2
 }
 
-// due returns the held jobs whose renewal is due by now, or within batchSlack of it.
-func (l *leaser) due(now time.Time) []*job {
+// due returns the held jobs whose renewal is due by now, or within batchSlack of it, and
+// not under way.
+func (l *leaser) due(flight map[*job]*renewal, now time.Time) []*job {
 	var out []*job
 	for _, j := range l.list() {
-		if !j.renewal().After(now.Add(l.batchSlack())) {
+		if flight[j] == nil && !j.renewal().After(now.Add(l.batchSlack())) {
 			out = append(out, j)
 		}
 	}
 	return out
 }
 
-// nextDue returns the earliest renewal due among the held jobs.
-func (l *leaser) nextDue() (time.Time, bool) {
+// nextDue returns the earliest moment the heartbeat has something to do: a renewal due, or
+// the stop deadline of a renewal under way.
+func (l *leaser) nextDue(flight map[*job]*renewal) (time.Time, bool) {
 	var at time.Time
+	earliest := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
 	for _, j := range l.list() {
-		if r := j.renewal(); at.IsZero() || r.Before(at) {
-			at = r
+		if flight[j] == nil {
+			earliest(j.renewal())
+		}
+	}
+	for _, r := range flight {
+		if !r.stopped {
+			earliest(r.stopBy)
 		}
 	}
 	return at, !at.IsZero()
@@ -309,20 +379,12 @@ func (l *leaser) stop(j *job, cause error) {
 	}
 }
 
-// renew extends each job's visibility to the visibility timeout, or to what is left before
-// the 12 h limit. It stops the jobs that are about to reach that limit, whose lease is gone,
-// or whose lease will lapse before their worker could be stopped because SQS cannot be
-// reached. A renewal that failed otherwise is tried again within renewRetry.
-func (l *leaser) renew(js []*job) {
-	type pending struct {
-		j      *job
-		handle string
-		asked  time.Time
-		vis    time.Duration
-		done   <-chan error
-	}
-	var waits []pending
+// renew sends renewals extending each job's visibility to the visibility timeout, or to what
+// is left before the 12 h limit, and records them in flight; it stops the jobs that are about
+// to reach that limit.
+func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 	now := time.Now()
+	round := &renewRound{}
 	for _, j := range js {
 		// A job whose lock is taken is settling (its delete or hand-back under way): the
 		// heartbeat does not wait on it, and looks again shortly in case that fails.
@@ -345,36 +407,74 @@ func (l *leaser) renew(js []*job) {
 			l.stop(j, errCeiling)
 			continue
 		}
-		vis := min(l.visibility, left-time.Second)
-		waits = append(waits, pending{j, j.receipt, now, vis, l.acks.submit(ackVisibility, j.receipt, sqsspec.Seconds(vis))})
+		r := &renewal{j: j, handle: j.receipt, asked: now, vis: min(l.visibility, left-time.Second),
+			stopBy: l.stopBy(j.leaseUntil), round: round}
+		if !r.stopBy.After(now) {
+			// A lease shorter than --kill-grace and the margin: no stop can come before it
+			// lapses, so an unanswered renewal stops the job when it does.
+			r.stopBy = j.leaseUntil
+		}
+		round.pending++
+		flight[j] = r
+		l.acks.submitReply(ackVisibility, r.handle, sqsspec.Seconds(r.vis), func(err error) { l.answers <- renewAnswer{r, err} })
 	}
-	var renewed []*job
-	for _, p := range waits {
-		err := <-p.done
-		if err == nil {
-			p.j.leaseUntil = p.asked.Add(p.vis)
-			p.j.renewBy(p.asked.Add(l.interval))
-			renewed = append(renewed, p.j)
+}
+
+// overdue stops the jobs whose renewal SQS has not answered by their stop deadline: their
+// lease may lapse before their worker could otherwise be stopped. The answer is still awaited.
+func (l *leaser) overdue(flight map[*job]*renewal, now time.Time) {
+	for _, r := range flight {
+		if r.stopped || now.Before(r.stopBy) {
+			continue
+		}
+		r.stopped = true
+		r.j.log.Error("stopping job: SQS has not answered the renewal of its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
+			"waited", now.Sub(r.asked).Round(time.Millisecond).String())
+		l.stop(r.j, errLeaseLost)
+	}
+}
+
+// answered applies a renewal's answer: the lease extended, or a retry before the job's stop
+// deadline, or the job stopped when its lease is gone or no retry fits before that deadline.
+func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
+	r, j, err := a.r, a.r.j, a.err
+	delete(flight, j)
+	now := time.Now()
+	retry := time.Duration(0)
+	switch {
+	case err == nil:
+		j.leaseUntil = r.asked.Add(r.vis)
+		j.renewBy(r.asked.Add(l.interval))
+	default:
+		retry = min(l.interval, renewRetry, l.stopBy(j.leaseUntil).Sub(now)/2)
+		if r.stopped || retry < minRetryGap {
+			// The job is stopped (below): its lease is tried again only while it ends.
+			j.renewBy(now.Add(min(l.interval, renewRetry)))
 		} else {
-			p.j.renewBy(time.Now().Add(min(l.interval, renewRetry)))
-		}
-		lapsesIn := time.Until(p.j.leaseUntil)
-		p.j.mu.Unlock()
-		switch {
-		case err == nil:
-		case leaseGone(err) && p.handle == p.j.handle():
-			p.j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
-			l.stop(p.j, errLeaseLost)
-		case lapsesIn < l.killGrace+lapseMargin:
-			p.j.log.Error("stopping job: SQS cannot be reached to renew its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
-				"error", err, "lease_lapses_in", lapsesIn.Round(time.Millisecond).String())
-			l.stop(p.j, errLeaseLost)
-		default:
-			p.j.log.Warn("lease renewal failed; retrying", "error", err, "lease_lapses_in", lapsesIn.Round(time.Second).String())
+			j.renewBy(now.Add(retry))
 		}
 	}
-	for _, j := range l.dedupe.extend(renewed) {
+	lapsesIn := j.leaseUntil.Sub(now)
+	j.mu.Unlock()
+	switch {
+	case err == nil:
+		r.round.renewed = append(r.round.renewed, j)
+	case r.stopped: // stopped when the answer was overdue
+	case leaseGone(err) && r.handle == j.handle():
+		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		l.stop(j, errLeaseLost)
+	case retry < minRetryGap:
+		j.log.Error("stopping job: SQS cannot be reached to renew its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
+			"error", err, "lease_lapses_in", lapsesIn.Round(time.Millisecond).String())
+		l.stop(j, errLeaseLost)
+	default:
+		j.log.Warn("lease renewal failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond).String(),
+			"lease_lapses_in", lapsesIn.Round(time.Second).String())
+	}
+	if r.round.pending--; r.round.pending == 0 {
+		for _, lost := range l.dedupe.extend(r.round.renewed) {
+			l.stop(lost, errLeaseLost)
+		}
 	}
 }
 

@@ -31,10 +31,12 @@ func newLeaseRig(t *testing.T, cfg Config) (*leaseRig, *fakeQueue, func()) {
 		r.released = append(r.released, j)
 	})
 	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { acks.run(ctx) })
-	wg.Go(func() { r.run(ctx) })
-	return r, q, func() { cancel(); acks.close(); wg.Wait() }
+	var ackWG, hbWG sync.WaitGroup
+	ackWG.Go(func() { acks.run(ctx) })
+	hbWG.Go(func() { r.run(ctx) })
+	// As the supervisor does: the heartbeat first (it waits for its renewals' answers), then
+	// the acknowledger.
+	return r, q, func() { cancel(); hbWG.Wait(); acks.close(); ackWG.Wait() }
 }
 
 // hold registers a received message as a running job and returns it with its stop cause.
@@ -234,20 +236,107 @@ func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
 		defer stop()
 		_, cause := s.hold(q, "m1", time.Now())
 		q.setDown(true)
-		// Renewals fail from 10 s on and are retried every 5 s. The lease lapses at 30 s; the
-		// worker needs up to 5 s (kill grace) to stop: it must be stopped at 25 s, not before.
-		time.Sleep(24 * time.Second)
+		// The lease lapses at 30 s; the worker needs up to 5 s (kill grace) to stop, and the
+		// stop margin is 2 s: it must be stopped by 23 s. Renewals fail from 10 s on and are
+		// retried after 5 s, then at half the time left (19, 21, 22, 22.5, 22.8 and 22.9 s:
+		// each answer comes after the acknowledger's linger), until no retry fits.
+		time.Sleep(22*time.Second + 850*time.Millisecond)
 		synctest.Wait()
 		if err := cause(); err != nil {
-			t.Fatalf("stopped at 24 s with 6 s of lease left: %v", err)
+			t.Fatalf("stopped by 22.85 s with 7.15 s of lease left: %v", err)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
 		if err := cause(); !errors.Is(err, errLeaseLost) {
-			t.Fatalf("cause at 26 s = %v, want errLeaseLost before the lease lapses", err)
+			t.Fatalf("cause at 23 s = %v, want errLeaseLost, kill grace + 2 s before the lease lapses", err)
 		}
-		if n := q.count("ChangeMessageVisibility"); n != 4 {
-			t.Errorf("%d renewal attempts, want 4 (10 s, then every 5 s)", n)
+		if n := q.count("ChangeMessageVisibility"); n != 8 {
+			t.Errorf("%d renewal attempts, want 8 (10, 15, 19, 21, 22, 22.5, 22.8 and 22.9 s)", n)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if n := q.count("ChangeMessageVisibility"); n != 8 {
+			t.Errorf("%d renewal attempts by 27 s, want still 8: a stopped job's lease is tried every 5 s", n)
+		}
+	})
+}
+
+// A receive lease of 4 s with a kill grace of 1 s leaves 1 s to renew in before the job must
+// be stopped: the first renewal goes out halfway through it, and is retried within it.
+func TestShortReceiveLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig()
+		cfg.ReceiveVisibility, cfg.KillGrace = 4*time.Second, time.Second
+		s, q, stop := newLeaseRig(t, cfg)
+		defer stop()
+		_, kept := s.hold(q, "kept", time.Now())
+		time.Sleep(600 * time.Millisecond)
+		synctest.Wait()
+		q.mu.Lock()
+		calls := q.msgs["kept"].lastVisCalls
+		q.mu.Unlock()
+		if len(calls) != 1 || calls[0] != 30 {
+			t.Fatalf("renewals by 0.6 s = %v, want [30] (at 0.5 s)", calls)
+		}
+		for range 12 {
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			if q.visible("kept") {
+				t.Fatalf("message became visible at %v while its job runs", time.Now())
+			}
+		}
+		if err := kept(); err != nil {
+			t.Fatalf("job stopped: %v", err)
+		}
+
+		_, lost := s.hold(q, "lost", time.Now())
+		q.setDown(true)
+		before := q.count("ChangeMessageVisibility")
+		time.Sleep(900 * time.Millisecond)
+		synctest.Wait()
+		if n := q.count("ChangeMessageVisibility") - before; n < 2 {
+			t.Errorf("%d renewal attempts in the window, want the first at 0.5 s and a retry", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if err := lost(); !errors.Is(err, errLeaseLost) {
+			t.Fatalf("cause at 1 s = %v, want errLeaseLost, 3 s before the 4 s lease lapses", err)
+		}
+	})
+}
+
+// A stalled endpoint answers nothing: the renewal's call waits out its timeout (15 s here,
+// past the lease's end). The job must still be stopped kill grace + 2 s before its lease
+// lapses, without waiting for the call, and the other jobs' renewals must go on meanwhile.
+func TestHeartbeatStopsJobWhoseRenewalGoesUnanswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig() // visibility 30 s, heartbeat 10 s, kill grace 5 s
+		s, q, stop := newLeaseRig(t, cfg)
+		defer stop()
+		_, stalledCause := s.hold(q, "stalled", time.Now())
+		q.stallNext("ChangeMessageVisibility") // the first renewal, at 10 s, hangs until 25 s
+		time.Sleep(6 * time.Second)
+		_, laterCause := s.hold(q, "later", time.Now()) // renewed at 16 s, apart from the hung call
+		time.Sleep(16*time.Second + 900*time.Millisecond)
+		synctest.Wait()
+		if err := stalledCause(); err != nil {
+			t.Fatalf("stopped at 22.9 s: %v", err)
+		}
+		q.mu.Lock()
+		later := q.msgs["later"].lastVisCalls
+		q.mu.Unlock()
+		if len(later) != 1 {
+			t.Fatalf("the other job's renewals while a call hangs: %v, want one at 16 s", later)
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if err := stalledCause(); !errors.Is(err, errLeaseLost) {
+			t.Fatalf("cause at 23.1 s = %v, want errLeaseLost while the renewal still hangs", err)
+		}
+		time.Sleep(10 * time.Second) // the hung call times out at 25 s; "later" is renewed at 26 s
+		synctest.Wait()
+		if err := laterCause(); err != nil {
+			t.Fatalf("the other job was stopped: %v", err)
 		}
 	})
 }
@@ -375,8 +464,9 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 	}{
 		{"default", 0, 5 * time.Second, true},
 		{"the whole lease", 30 * time.Second, 5 * time.Second, true},
-		{"kill grace + 10 s", 15 * time.Second, 5 * time.Second, true},
-		{"too short for the kill grace", 14 * time.Second, 5 * time.Second, false},
+		{"kill grace + 3 s", 8 * time.Second, 5 * time.Second, true},
+		{"too short for the kill grace", 7 * time.Second, 5 * time.Second, false},
+		{"short, with a short kill grace", 4 * time.Second, time.Second, true},
 		{"longer than the lease", 31 * time.Second, 5 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
