@@ -341,6 +341,24 @@ func TestHeartbeatKeepsLongJobLeased(t *testing.T) {
 	}
 }
 
+// A receive that leases for 4 s, with a kill grace of 1 s, leaves 1 s to renew in: the
+// heartbeat must extend the lease to the whole visibility timeout within it, or free slots
+// would take the message again after 4 s.
+func TestShortReceiveLeaseKeepsLongJobLeased(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second})
+	worker := h.script("slow.sh", `echo "$MessageId" >> "`+h.dir+`/ran"; sleep 6`)
+	cfg := h.config(worker)
+	cfg.Concurrency = 3
+	cfg.VisibilityTimeout = 30 * time.Second
+	cfg.ReceiveVisibility, cfg.KillGrace = 4*time.Second, time.Second
+	h.start(cfg)
+	h.send("long job", nil)
+	h.eventually("the job to finish", 30*time.Second, func() bool { return h.empty(h.q.URL) && h.readFile("ran") != "" })
+	if n := strings.Count(h.readFile("ran"), "\n"); n != 1 {
+		t.Fatalf("a 6 s job under a 4 s receive lease ran %d times, want once", n)
+	}
+}
+
 func TestConcurrencyRunsWorkersAtOnce(t *testing.T) {
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	// Each worker announces itself and waits until four have: only true concurrency passes.
