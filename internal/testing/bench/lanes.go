@@ -219,6 +219,11 @@ const (
 	faultLease    = 6 * time.Second
 )
 
+// shortReceiveLease are the flags of the fault lane's third drain: a receive leases its
+// messages for 4 s, not the whole lease, so a lost receive answer hides them that long; with a
+// kill grace of 1 s that is the shortest --receive-visibility allows.
+var shortReceiveLease = []string{"--receive-visibility", "4s", "--kill-grace", "1s"}
+
 // thirtyPercent makes 30% of every SQS call fail: 10% answered 500, 10% throttled, 10% lost
 // after they took effect.
 func thirtyPercent() []faultproxy.Rule {
@@ -231,8 +236,9 @@ func thirtyPercent() []faultproxy.Rule {
 }
 
 // faults drains faultMessages messages through a fault-injecting proxy, with rules (none for
-// the fault-free run), and returns how long it took and what was injected.
-func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule, seed int64) (faultRun, error) {
+// the fault-free run) and listen's extra flags, and returns how long it took and what was
+// injected.
+func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule, seed int64, extra ...string) (faultRun, error) {
 	direct := b.fauxqs.Client()
 	q, err := testenv.CreateQueue(ctx, direct, name, testenv.QueueOptions{MaxReceiveCount: 10, VisibilityTimeout: faultLease})
 	if err != nil {
@@ -254,7 +260,7 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 		return faultRun{}, err
 	}
 	defer p.Close()
-	r, err := watchbot(ctx, b.o, b.fauxqs, url, direct, q.URL, []string{"--concurrency", "8", "--visibility-timeout", faultLease.String()}, nil, b.worker)
+	r, err := watchbot(ctx, b.o, b.fauxqs, url, direct, q.URL, append([]string{"--concurrency", "8", "--visibility-timeout", faultLease.String()}, extra...), nil, b.worker)
 	if err != nil {
 		return faultRun{}, err
 	}

@@ -1,6 +1,7 @@
 // Command bench measures watchbot against a minimal receive → spawn → batch-delete loop on
 // the same local SQS emulator, in one run, and prints the figures as ratios. It is run by
-// `make bench` (scripts/bench); it is not part of the product.
+// `make bench` (scripts/bench); it is not part of the product. With WATCHBOT_BENCH_KEEP_LOGS
+// set, it keeps each watchbot run's log and prints where.
 package main
 
 import (
@@ -127,11 +128,11 @@ func run() error {
 	ctx := context.Background()
 	results := make([][]result, len(contenders))
 	var (
-		wide          []wideRun
-		pickups       []time.Duration
-		stops         []stopRun
-		clean, faulty []faultRun
-		dedupes       []float64
+		wide                 []wideRun
+		pickups              []time.Duration
+		stops                []stopRun
+		clean, faulty, short []faultRun
+		dedupes              []float64
 	)
 	for round := range o.rounds {
 		for i, c := range contenders {
@@ -188,8 +189,13 @@ func run() error {
 			return fmt.Errorf("fault lane: %w", err)
 		}
 		faulty = append(faulty, fr)
+		fr, err = b.faults(ctx, fmt.Sprintf("bench-%d-short", round), thirtyPercent(), int64(round+1), shortReceiveLease...)
+		if err != nil {
+			return fmt.Errorf("fault lane, short receive lease: %w", err)
+		}
+		short = append(short, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, dedupes: dedupes}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes}
 	rep.print(os.Stdout)
 	if o.readme != "" {
 		return rep.rewrite(o.readme)
@@ -423,7 +429,11 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 	if data, err := os.ReadFile(logs.Name()); err == nil {
 		r.log = string(data)
 	}
-	os.Remove(logs.Name()) // kept when the run failed
+	if os.Getenv("WATCHBOT_BENCH_KEEP_LOGS") == "" {
+		os.Remove(logs.Name()) // kept when the run failed
+	} else {
+		fmt.Fprintf(os.Stderr, "bench: %s's log: %s\n", queue, logs.Name())
+	}
 	return r, nil
 }
 
