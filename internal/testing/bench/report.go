@@ -215,7 +215,7 @@ func (r report) print(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(total)) {
 		fmt.Fprintf(w, "  %-45s %d\n", k, total[k])
 	}
-	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when receive answers were lost (their messages are out of reach for the receive's lease):")
+	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when the receives whose answers were lost were sent (their messages are out of reach for the receive's lease from the answer, which a long poll gives later):")
 	for k, f := range r.faulty {
 		lostAt := func(f faultRun) string {
 			var at []string
@@ -224,9 +224,9 @@ func (r report) print(w io.Writer) {
 			}
 			return strings.Join(at, " ")
 		}
-		fmt.Fprintf(w, "  round %d: drained in %.1f s (%.1f s without faults); receive answers lost at [%s] s\n", k+1, f.took.Seconds(), r.clean[k].took.Seconds(), lostAt(f))
+		fmt.Fprintf(w, "  round %d: drained in %.1f s (%.1f s without faults); receives sent at [%s] s lost their answers\n", k+1, f.took.Seconds(), r.clean[k].took.Seconds(), lostAt(f))
 		if k < len(r.short) {
-			fmt.Fprintf(w, "           with a short receive lease: drained in %.1f s; receive answers lost at [%s] s\n", r.short[k].took.Seconds(), lostAt(r.short[k]))
+			fmt.Fprintf(w, "           with a short receive lease: drained in %.1f s; receives sent at [%s] s lost their answers\n", r.short[k].took.Seconds(), lostAt(r.short[k]))
 		}
 	}
 	fmt.Fprintln(w, "watchbot's log in the 30% runs, all rounds:")
