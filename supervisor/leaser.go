@@ -292,7 +292,7 @@ type renewAnswer struct {
 
 // run renews held messages' leases as they fall due, until ctx is done. It wakes at the
 // earliest renewal due, at the stop deadline of a renewal SQS has not answered, as answers
-// come, or each interval when nothing is due (to report its beat to health). Renewals are
+// come, and at least once an interval (to report its beat to health). Renewals are
 // sent without waiting for their answers, so a call SQS does not answer (a stalled endpoint)
 // delays neither the other jobs' renewals nor the stop of its own job, which must come before
 // the lease lapses whatever the call does.
@@ -300,6 +300,9 @@ func (l *leaser) run(ctx context.Context) {
 	t := time.NewTimer(l.interval)
 	defer t.Stop()
 	flight := map[*job]*renewal{}
+	// beatBy is when the heartbeat ticks at the latest, however often jobs and answers wake
+	// it: each wake resets the timer, which must not push the tick further out.
+	beatBy := time.Now().Add(l.interval)
 	for {
 		select {
 		case <-ctx.Done():
@@ -319,12 +322,13 @@ func (l *leaser) run(ctx context.Context) {
 			if l.health != nil {
 				l.health.beat(now)
 			}
+			beatBy = now.Add(l.interval)
 		}
-		next := l.interval
-		if at, ok := l.nextDue(flight); ok {
-			next = min(next, max(time.Until(at), 0))
+		at := beatBy
+		if due, ok := l.nextDue(flight); ok && due.Before(at) {
+			at = due
 		}
-		t.Reset(next)
+		t.Reset(max(time.Until(at), 0))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -483,4 +484,34 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Jobs come and go more often than any renewal falls due (short jobs at a steady rate): each
+// one wakes the heartbeat, which must still beat every interval, or the health check would
+// report it stuck.
+func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig() // heartbeat 10 s
+		s, q, stop := newLeaseRig(t, cfg)
+		defer stop()
+		h := NewHealth()
+		h.start(cfg, cfg.HeartbeatInterval)
+		s.health = h
+		for i := range 300 {
+			j := s.heldJob(q, strconv.Itoa(i), time.Now())
+			time.Sleep(100 * time.Millisecond)
+			s.remove(j)
+			time.Sleep(900 * time.Millisecond)
+			synctest.Wait()
+			if ok, reason := h.Check(time.Now()); !ok {
+				t.Fatalf("unhealthy after %d s of short jobs: %s", i+1, reason)
+			}
+			h.mu.Lock()
+			since := time.Since(h.lastBeat)
+			h.mu.Unlock()
+			if since > cfg.HeartbeatInterval+time.Second {
+				t.Fatalf("no heartbeat for %v after %d s of short jobs (every %v)", since, i+1, cfg.HeartbeatInterval)
+			}
+		}
+	})
 }
