@@ -190,15 +190,21 @@ func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *l
 }
 
 // received returns the lease a receive takes, and how long after it the first renewal is
-// due: a third of it (or the heartbeat interval, when that is sooner), and at most half the
-// time the lease leaves to renew it before the job would have to be stopped, so a failed
-// first renewal has time for retries.
+// due: a third of it, or sooner as renewedFor says.
 func (l *leaser) received() (lease, renew time.Duration) {
-	renew = min(l.interval, l.receiveLease/3)
-	if half := (l.receiveLease - l.killGrace - lapseMargin) / 2; half > 0 {
+	return l.receiveLease, l.renewedFor(l.receiveLease, l.receiveLease/3)
+}
+
+// renewedFor returns how long after a lease of the given length starts it is renewed: after
+// wait, or the heartbeat interval when that is sooner, and at most halfway through the time
+// the lease leaves before its job would have to be stopped, so that a renewal that fails has
+// time for retries (--heartbeat-interval may be set close to the visibility timeout).
+func (l *leaser) renewedFor(lease, wait time.Duration) time.Duration {
+	renew := min(l.interval, wait)
+	if half := (lease - l.killGrace - lapseMargin) / 2; half > 0 {
 		renew = min(renew, half)
 	}
-	return l.receiveLease, renew
+	return renew
 }
 
 // add starts keeping j leased.
@@ -448,7 +454,7 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 	switch {
 	case err == nil:
 		j.leaseUntil = r.asked.Add(r.vis)
-		j.renewBy(r.asked.Add(l.interval))
+		j.renewBy(r.asked.Add(l.renewedFor(r.vis, l.interval)))
 	default:
 		retry = min(l.interval, renewRetry, l.stopBy(j.leaseUntil).Sub(now)/2)
 		if r.stopped || retry < minRetryGap {

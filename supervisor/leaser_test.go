@@ -515,3 +515,32 @@ func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat interval close to the visibility timeout would put the next renewal after the
+// moment a job must be stopped if it fails: renewals come at most halfway through the time
+// the lease leaves before then, so an outage still stops the job kill grace + 2 s before its
+// lease lapses.
+func TestHeartbeatRenewsInTimeWithALongInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := heartbeatConfig()
+		cfg.HeartbeatInterval = 28 * time.Second // visibility 30 s, kill grace 5 s
+		s, q, stop := newLeaseRig(t, cfg)
+		defer stop()
+		_, cause := s.hold(q, "m1", time.Now())
+		// The first renewal comes at 10 s (a third of the receive's 30 s lease) and extends
+		// the lease to 40 s; the next is due at 21.5 s, halfway to the 33 s stop deadline.
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		q.setDown(true)
+		time.Sleep(17*time.Second + 800*time.Millisecond)
+		synctest.Wait()
+		if err := cause(); err != nil {
+			t.Fatalf("stopped by 32.8 s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if err := cause(); !errors.Is(err, errLeaseLost) {
+			t.Fatalf("cause at 33 s = %v, want errLeaseLost, kill grace + 2 s before the lease lapses at 40 s", err)
+		}
+	})
+}
