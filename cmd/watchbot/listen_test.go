@@ -108,6 +108,10 @@ func TestListenBadFlagValues(t *testing.T) {
 		{"batch size 101", append(base, "--batch-size", "101", "--", "true"), "--batch-size: (101) must be between 1 and 100"},
 		{"batch window above 30s", append(base, "--batch-size", "10", "--batch-window", "31s", "--", "true"), "--batch-window: (31s) must be between 0 and 30s"},
 		{"batch window without batches", append(base, "--batch-window", "5s", "--", "true"), "--batch-window: (5s) needs --batch-size above 1"},
+		{"receive visibility below kill grace + 3s", append(base, "--kill-grace", "5s", "--receive-visibility", "7s", "--", "true"),
+			"--receive-visibility: (7s) must be between --kill-grace + 3s (8s) and --visibility-timeout (3m0s)"},
+		{"receive visibility past the lease", append(base, "--visibility-timeout", "30s", "--receive-visibility", "31s", "--", "true"),
+			"--receive-visibility: (31s) must be between --kill-grace + 3s (8s) and --visibility-timeout (30s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
