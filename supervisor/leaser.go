@@ -470,7 +470,10 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 	case err == nil:
 		r.round.renewed = append(r.round.renewed, j)
 	case r.stopped: // stopped when the answer was overdue
-	case leaseGone(err) && r.handle == j.handle():
+	case r.handle != j.handle():
+		// A new delivery of the message has just given the job a new handle and lease
+		// (takeOver): this failure was the old handle's.
+	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		l.stop(j, errLeaseLost)
 	case retry < minRetryGap:
