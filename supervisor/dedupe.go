@@ -416,7 +416,9 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 		}
 		switch {
 		case err == nil:
-			e.c.until = e.until
+			if e.until.After(e.c.until) { // extensions of two heartbeats may end out of order
+				e.c.until = e.until
+			}
 		case errors.Is(err, dedupe.ErrLost):
 			e.j.log.Error("stopping job: its claim of the dedupe key passed to another run", "dedupe_key", e.c.key, "error", err)
 			lost = append(lost, e.j)

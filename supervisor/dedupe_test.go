@@ -35,8 +35,9 @@ type fakeDedupe struct {
 	// lostAnswers: the next claims write their record, then fail, as a call whose answer
 	// was lost (a timeout).
 	lostAnswers int
-	// hang: claims answer only when their context ends (set before the supervisor starts).
-	hang bool
+	// hang: claims answer only when their context ends (set before the supervisor starts);
+	// hangExtend: the same for extensions.
+	hang, hangExtend bool
 }
 
 type fakeRecord struct {
@@ -134,9 +135,16 @@ func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil ti
 	return dedupe.Claim{Result: dedupe.Claimed}, nil
 }
 
-func (f *fakeDedupe) Extend(_ context.Context, key, owner string, leaseUntil time.Time) error {
+func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.hangExtend {
+		f.calls["Extend"]++
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return ctx.Err()
+	}
 	if err := f.call("Extend"); err != nil {
 		return err
 	}
@@ -662,6 +670,31 @@ func TestDedupeExtendsClaimsWithTheLease(t *testing.T) {
 		rec := r.db.record("k1")
 		if rec == nil || rec.state != "completed" || rec.extends < 8 {
 			t.Errorf("record %+v, want completed after about 12 extensions", rec)
+		}
+	})
+}
+
+// The table's extensions answer only when they time out (10 s): the heartbeat must still
+// renew the other messages' leases when they fall due. With a 4 s receive lease a message
+// received during the hang must be renewed within a second, or SQS delivers it again.
+func TestDedupeHungExtensionsHoldUpNoRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{visibility: 30 * time.Second})
+		r.cfg.ReceiveVisibility, r.cfg.KillGrace = 4*time.Second, time.Second
+		r.db.hangExtend = true
+		r.behave = func(workerCall) workerAct { return workerAct{Took: time.Minute} }
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("a1 to start", time.Minute, func() bool { return len(r.bodies()) == 1 })
+		time.Sleep(2 * time.Second) // a1's first renewal went out at 0.5 s; its extension hangs
+		r.sendKeyed("b1=k2")
+		r.waitFor("b1 to start", time.Minute, func() bool { return len(r.bodies()) == 2 })
+		time.Sleep(20 * time.Second)
+		if strings.Contains(r.logs.String(), "delivered again while watchbot holds it") {
+			t.Fatalf("a message's lease lapsed while an extension hung:\n%s", r.logs)
+		}
+		if c := r.receiveCounts(); c["b1"] != 1 {
+			t.Fatalf("receive counts %v: b1's lease lapsed while a1's extension hung", c)
 		}
 	})
 }

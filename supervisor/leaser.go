@@ -172,8 +172,10 @@ type leaser struct {
 	release func(*job)
 	// health, when set, is told of each heartbeat.
 	health *Health
-	// dedupe, when set, extends the dedupe claims of the messages whose leases it renews.
-	dedupe *deduper
+	// dedupe, when set, extends the dedupe claims of the messages whose leases it renews, in
+	// goroutines that extending waits for.
+	dedupe    *deduper
+	extending sync.WaitGroup
 
 	// added wakes the heartbeat when a job is added, so it can renew it in time.
 	added chan struct{}
@@ -317,6 +319,7 @@ func (l *leaser) run(ctx context.Context) {
 			for len(flight) > 0 {
 				l.answered(flight, <-l.answers)
 			}
+			l.extending.Wait()
 			return
 		case <-l.added:
 		case a := <-l.answers:
@@ -484,10 +487,15 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 		j.log.Warn("lease renewal failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond).String(),
 			"lease_lapses_in", lapsesIn.Round(time.Second).String())
 	}
-	if r.round.pending--; r.round.pending == 0 {
-		for _, lost := range l.dedupe.extend(r.round.renewed) {
-			l.stop(lost, errLeaseLost)
-		}
+	if r.round.pending--; r.round.pending == 0 && l.dedupe != nil && len(r.round.renewed) > 0 {
+		// The table's calls take up to their own timeout: in a goroutine of their own, so
+		// they hold up no renewal or stop deadline of the heartbeat's.
+		renewed := r.round.renewed
+		l.extending.Go(func() {
+			for _, lost := range l.dedupe.extend(renewed) {
+				l.stop(lost, errLeaseLost)
+			}
+		})
 	}
 }
 
