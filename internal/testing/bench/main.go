@@ -8,7 +8,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -123,6 +126,7 @@ func run() error {
 		{name: "watchbot, FIFO, fauxqs (one message per group per receive)", emu: fauxqs, groups: o.groups},
 		{name: "watchbot, standard queue, fakesqs", emu: sqsLike},
 		{name: "watchbot, FIFO, fakesqs (SQS's FIFO delivery)", emu: sqsLike, groups: o.groups},
+		{name: "watchbot --http-worker (an application answering 200)", emu: fauxqs, http: true},
 	}
 	fmt.Printf("%d messages per run, worker %q, %d cores, %d interleaved rounds; medians (min–max)\n", o.messages, worker, numCPU(), o.rounds)
 	ctx := context.Background()
@@ -203,6 +207,9 @@ func run() error {
 	return nil
 }
 
+// httpContender is the index of the --http-worker contender among run's.
+const httpContender = 5
+
 // contender is one way of emptying a preloaded queue: the baseline loop or watchbot, on a
 // standard queue or a FIFO queue of groups groups, on one server.
 type contender struct {
@@ -210,6 +217,9 @@ type contender struct {
 	emu      *testenv.Emulator
 	baseline bool
 	groups   int
+	// http runs watchbot with --http-worker against an application in the bench's process
+	// that answers every POST 200 at once, so no process is started per message.
+	http bool
 }
 
 // result is one run of a contender.
@@ -239,9 +249,17 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 	}
 	defer proxy.Close()
 	var r listenRun
-	if c.baseline {
+	switch {
+	case c.baseline:
 		r, err = baselineProcess(url, q, worker, o.messages)
-	} else {
+	case c.http:
+		app, stop, aerr := okApplication()
+		if aerr != nil {
+			return result{}, aerr
+		}
+		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency), "--http-worker", app}, nil)
+		stop()
+	default:
 		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency)}, nil, worker)
 	}
 	if err != nil {
@@ -250,6 +268,26 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 	reqs, detail := requests(proxy)
 	return result{rate: float64(o.messages) / r.took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail,
 		rss: r.rss, cpuPerMsg: r.cpu / time.Duration(o.messages), failedReceives: strings.Count(r.log, `"msg":"receive failed`)}, nil
+}
+
+// okApplication serves, on loopback, an HTTP worker application that reads each POST's body
+// and answers 200: the least an --http-worker application can do. It returns its URL and a
+// function that stops it.
+func okApplication() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("HTTP worker application: %w", err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close(); <-served }, nil
 }
 
 // median returns the median of f over rs.

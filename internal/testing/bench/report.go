@@ -78,6 +78,7 @@ func (r report) figures() []figure {
 		{"SQS requests per message", fmt.Sprintf("%.3f", median(wb, func(r result) float64 { return r.reqPerMsg })), "≤ 0.3"},
 		{"watchbot's own CPU per message (children excluded)", fmt.Sprintf("%.3f ms", median(wb, cpuMs)), "≤ 0.2 ms"},
 		{"… / the baseline loop's own CPU per message", cpuRatio(wb, r.results[0]), ""},
+		{"… with `--http-worker` (no process per message)", fmt.Sprintf("%.3f ms", median(r.results[httpContender], cpuMs)), ""},
 		{"watchbot's peak RSS", fmt.Sprintf("%.1f MiB", median(wb, func(r result) float64 { return float64(r.rss) })/1024), ""},
 		{"FIFO / standard, 16 groups, SQS's FIFO delivery (fakesqs)", ratio(4, 3), ""},
 		{"FIFO / standard, 16 groups, fauxqs", ratio(2, 1), ""},
@@ -108,7 +109,8 @@ func (r report) partial() []figure {
 		}
 		fs = append(fs, figure{"throughput, watchbot / baseline loop", spread(rs, func(r result) float64 { return r.rate }, "%.2f"), "≥ 1.0"},
 			figure{"own CPU per message", fmt.Sprintf("%.3f ms", median(r.results[1], cpuMs)), "≤ 0.2 ms"},
-			figure{"own CPU per message, watchbot / baseline loop", cpuRatio(r.results[1], r.results[0]), ""})
+			figure{"own CPU per message, watchbot / baseline loop", cpuRatio(r.results[1], r.results[0]), ""},
+			figure{"own CPU per message, --http-worker", fmt.Sprintf("%.3f ms", median(r.results[httpContender], cpuMs)), ""})
 	}
 	for _, w := range r.wide {
 		fs = append(fs, figure{"wide / ideal, steady; end to end", fmt.Sprintf("%.2f; %.2f", w.steady, w.total), "≥ 0.95"},
