@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 
 	"github.com/watchbot/watchbot/dedupe"
@@ -28,12 +29,12 @@ func dedupeTable(raw string) (progress.Table, error) {
 // dedupeStore returns the dedupe table of cfg, or nil when --dedupe-table is off. Its client
 // is built as `watchbot progress` builds its own: the SDK's configuration (endpoint from
 // AWS_ENDPOINT_URL_DYNAMODB), in the region an ARN names. Keys are scoped by the queue's name.
-func dedupeStore(ctx context.Context, raw string, cfg supervisor.Config) (supervisor.DedupeAPI, error) {
+func dedupeStore(ctx context.Context, raw string, cfg supervisor.Config, log *slog.Logger) (supervisor.DedupeAPI, error) {
 	table, err := dedupeTable(raw)
 	if err != nil || table.Name == "" {
 		return nil, err
 	}
-	opts := awsenv.Options{QueueURL: cfg.QueueURL, Region: table.Region}
+	opts := awsenv.Options{QueueURL: cfg.QueueURL, Region: table.Region, Logger: log}
 	awsCfg, err := awsenv.Load(ctx, opts)
 	if err != nil {
 		return nil, err

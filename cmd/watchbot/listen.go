@@ -110,13 +110,13 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				defer srv.stop()
 				prom = rec
 			}
-			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
+			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL, Logger: log}
 			awsCfg, err := awsenv.Load(c.Context, opts)
 			if err != nil {
 				return err
 			}
 			client := awsenv.SQS(awsCfg, opts)
-			dedupeDB, err := dedupeStore(c.Context, c.String("dedupe-table"), cfg)
+			dedupeDB, err := dedupeStore(c.Context, c.String("dedupe-table"), cfg, log)
 			if err != nil {
 				return err
 			}

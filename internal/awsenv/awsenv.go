@@ -7,11 +7,13 @@ package awsenv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/reqbody"
@@ -28,6 +30,10 @@ type Options struct {
 	// Region, when set, is the region whatever the default chain says: that of a resource's
 	// ARN, such as Watchbot's $ProgressTable, since the resource lives there.
 	Region string
+	// Logger, when set, takes the SDK's own log entries (such as a response body it could not
+	// read to its end), which otherwise go to stderr as plain "SDK ..." lines, in the middle of
+	// a JSON log.
+	Logger *slog.Logger
 }
 
 // Load returns the SDK configuration, for every client watchbot builds (SQS, CloudWatch and
@@ -49,7 +55,22 @@ func Load(ctx context.Context, o Options) (aws.Config, error) {
 	// Without it, a loaded machine can lose a ReceiveMessage answer, and every request costs
 	// two writes: see package reqbody.
 	cfg.HTTPClient = reqbody.HTTPClient(cfg.HTTPClient)
+	if o.Logger != nil {
+		cfg.Logger = sdkLogger(o.Logger)
+	}
 	return cfg, nil
+}
+
+// sdkLogger writes the SDK's log entries to log: a warning at warn level, anything else at
+// debug, the SDK's text as the entry's detail.
+func sdkLogger(log *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		level := slog.LevelDebug
+		if c == logging.Warn {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "AWS SDK", "detail", fmt.Sprintf(format, v...))
+	})
 }
 
 // SQS returns an SQS client for cfg, sending to o.Endpoint when it is set.

@@ -1,9 +1,16 @@
 package awsenv
 
 import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/watchbot/watchbot/internal/reqbody"
 )
@@ -52,4 +59,43 @@ func TestDynamoDB(t *testing.T) {
 	if !reqbody.Guarded(client.Options().HTTPClient) {
 		t.Error("the DynamoDB client's HTTP client is not reqbody's")
 	}
+}
+
+// With a logger, what the SDK logs itself becomes an entry of watchbot's log. An answer cut
+// short makes the SDK warn that it could not read the rest of the body: that warning used to
+// reach stderr as a plain "SDK ..." line in the middle of listen's JSON log.
+func TestLoadLogsTheSDKsEntries(t *testing.T) {
+	testCredentials(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"Messages":[`))
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts := Options{Endpoint: srv.URL, QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/q", Logger: log}
+	cfg, err := Load(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := SQS(cfg, opts)
+	if _, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(srv.URL + "/123456789012/q")}); err == nil {
+		t.Fatal("a receive whose answer was cut short succeeded")
+	}
+	var entry struct{ Level, Msg, Detail string }
+	for line := range strings.Lines(out.String()) {
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if entry.Level == "WARN" && entry.Msg == "AWS SDK" && strings.Contains(entry.Detail, "response body") {
+			return
+		}
+	}
+	t.Errorf("no warning of the SDK in the log:\n%s", out.String())
 }
