@@ -228,11 +228,10 @@ type result struct {
 	detail          string
 	rss             int           // KiB, watchbot only
 	cpuPerMsg       time.Duration // watchbot's own CPU per message
-	// failedReceives is how many receives failed (watchbot's log). With no faults injected,
-	// an answer was cut short between the counting proxy and the emulator (the proxy's
-	// upstream connection closed mid-body, cause not found); on fauxqs, which ignores
-	// ReceiveRequestAttemptId, its messages then wait out --receive-visibility, a stall the
-	// run's figures include.
+	// failedReceives is how many receives failed (watchbot's log). No fault is injected, so
+	// none should: on fauxqs, which ignores ReceiveRequestAttemptId, a failed receive's
+	// messages wait out --receive-visibility, a stall the run's figures would include. (The
+	// counting proxy cut answers short until it read each request whole before forwarding.)
 	failedReceives int
 }
 

@@ -193,7 +193,7 @@ func (r report) print(w io.Writer) {
 	for i, c := range r.contenders {
 		for k, res := range r.results[i] {
 			if res.failedReceives > 0 {
-				fmt.Fprintf(w, "note: %s, round %d: receives failed with no faults injected (%d logged): an answer was cut short on its way from the emulator; on fauxqs its messages wait out --receive-visibility, and that round's figures include the wait\n",
+				fmt.Fprintf(w, "note: %s, round %d: receives failed with no faults injected (%d logged; WATCHBOT_BENCH_KEEP_LOGS=1 keeps the logs); on fauxqs their messages wait out --receive-visibility, and that round's figures include the wait\n",
 					c.name, k+1, res.failedReceives)
 			}
 		}
