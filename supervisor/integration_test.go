@@ -21,6 +21,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -671,5 +672,49 @@ func TestReadAheadAtStop(t *testing.T) {
 				t.Errorf("no message was given back with a %v window: the read-ahead should have been", tt.window)
 			}
 		})
+	}
+}
+
+// Once a receive has failed, a receive whose answer is lost after it took effect keeps its
+// messages out of reach for quickLease, not --receive-visibility (20 s here): receives take
+// the quick lease and extend what they bring before it runs. The first receive gets a 500
+// (the SDK retries it), which turns the quick leases on; the answers of the three receives
+// after that call are dropped, and the message is sent while the first of them polls.
+func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
+	proxy, url := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{Rules: []faultproxy.Rule{
+		{Operations: []string{"ReceiveMessage"}, Fault: faultproxy.ServerError, Rate: 1, For: 1},
+		{Operations: []string{"ReceiveMessage"}, Fault: faultproxy.DropAfter, Rate: 1, After: 2, For: 3},
+	}})
+	h.c = testenv.ClientFor(url)
+	worker := h.script("count.sh", `echo "$ApproximateReceiveCount" >> "`+h.dir+`/ran"`)
+	cfg := h.config(worker)
+	cfg.WaitTime = 2 * time.Second
+	if cfg.receiveVisibility() != 20*time.Second {
+		t.Fatalf("receive lease %v, want 20s", cfg.receiveVisibility())
+	}
+	h.start(cfg)
+	h.eventually("the first dropped receive", 10*time.Second, func() bool { return proxy.Stats().Operations["ReceiveMessage"].Requests > 2 })
+	h.send("lost, then run", nil)
+	// Lost at least once: with a 20 s lease it could not run within 15 s.
+	h.eventually("the message to run and go", 15*time.Second, func() bool { return h.empty(h.q.URL) && h.readFile("ran") != "" })
+	if got := h.readFile("ran"); got != "2\n" && got != "3\n" && got != "4\n" {
+		t.Errorf("runs, by receive count: %q, want one run, after one to three lost answers", got)
+	}
+	dropped := 0
+	for _, in := range proxy.Injections() {
+		if in.Operation != "ReceiveMessage" || in.Fault != faultproxy.DropAfter {
+			continue
+		}
+		dropped++
+		if !strings.Contains(string(in.Request), `"VisibilityTimeout":3,`) {
+			t.Errorf("a receive after the failed one asked %s, want VisibilityTimeout 3", in.Request)
+		}
+	}
+	if dropped != 3 {
+		t.Errorf("%d receive answers dropped, want 3", dropped)
+	}
+	if n := proxy.Stats().Operations["ChangeMessageVisibilityBatch"].Forwarded; n == 0 {
+		t.Error("the message's quick lease was not extended before it ran")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,6 +28,22 @@ const fifoBusyPoll = 2 * time.Second
 // receiveBackoff spaces receive retries: 500 ms doubling to 30 s, jittered.
 var receiveBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
 
+// While receives are failing, a lost receive answer is likely, and on a standard queue
+// nothing brings its messages back before their lease ends. So for quickLeaseFor after a
+// receive had to be retried (an attempt failed, whatever the SDK's retries made of it) or
+// failed, receives on a standard queue take a lease of quickLease instead of
+// --receive-visibility, and what they bring is extended to the receive lease before any of it
+// is held; a message whose extension does not succeed within quickExtendTimeout is left to
+// come back when its quick lease ends. A lost answer then keeps its messages out of reach for
+// 3 s instead of --receive-visibility, for one ChangeMessageVisibilityBatch per receive that
+// brings messages. Healthy receives pay nothing. (FIFO queues get lost answers back through
+// ReceiveRequestAttemptId.)
+const (
+	quickLease         = 3 * time.Second
+	quickExtendTimeout = time.Second
+	quickLeaseFor      = time.Minute
+)
+
 // attemptIDLife is how long a ReceiveRequestAttemptId is reused for the retries of one
 // receive: SQS honours one for 5 minutes after the first call ("ReceiveMessage" in the SQS
 // API reference); the margin keeps a late retry from counting on it.
@@ -47,15 +64,23 @@ const attemptIDLife = 4 * time.Minute
 // of leaving them, and their groups, locked for the visibility timeout.
 func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, answers chan<- []types.Message) {
 	failures := 0
-	var lastErrLog time.Time
+	var lastErrLog, quickUntil time.Time
 	for ask := range asks {
 		attemptID, firstTry := s.newAttemptID(), time.Now()
 		var msgs []types.Message
 		for {
 			var err error
+			var retried bool
+			quick := s.quickLease(quickUntil, time.Now())
 			s.health.receiveStarted(time.Now())
-			msgs, err = s.receive(s.recvCtx, ask, attemptID)
+			msgs, retried, err = s.receive(s.recvCtx, ask, attemptID, quick)
 			s.health.receiveEnded(time.Now(), err)
+			if (retried || err != nil) && s.recvCtx.Err() == nil {
+				quickUntil = time.Now().Add(quickLeaseFor)
+			}
+			if err == nil && quick > 0 && len(msgs) > 0 {
+				msgs = s.extendQuick(msgs)
+			}
 			if err == nil {
 				if failures > 0 {
 					s.log.Info("receive recovered", "after_failures", failures)
@@ -79,7 +104,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 					// a long poll would hold the stop up when there was nothing.
 					last := ask
 					last.wait = 0
-					msgs, _ = s.receive(s.pollCtx, last, attemptID)
+					msgs, _, _ = s.receive(s.pollCtx, last, attemptID, 0)
 				}
 				break
 			}
@@ -91,13 +116,17 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 	}
 }
 
-// receive takes up to ask.n messages with a long poll of ask.wait.
-func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID string) ([]types.Message, error) {
+// receive takes up to ask.n messages with a long poll of ask.wait, leased for lease, or
+// --receive-visibility when lease is 0. It reports whether the SDK had to retry the call.
+func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID string, lease time.Duration) ([]types.Message, bool, error) {
+	if lease == 0 {
+		lease = s.cfg.receiveVisibility()
+	}
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(s.cfg.QueueURL),
 		MaxNumberOfMessages:         int32(ask.n),
 		WaitTimeSeconds:             int32(ask.wait / time.Second),
-		VisibilityTimeout:           sqsspec.Seconds(s.cfg.receiveVisibility()),
+		VisibilityTimeout:           sqsspec.Seconds(lease),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	}
@@ -106,9 +135,52 @@ func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID stri
 	}
 	out, err := s.api.ReceiveMessage(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out.Messages, nil
+	attempts, _ := retry.GetAttemptResults(out.ResultMetadata)
+	return out.Messages, len(attempts.Results) > 1, nil
+}
+
+// quickLease returns the lease a receive takes now, given when the quick leases end: 0 for
+// --receive-visibility, or quickLease (see there).
+func (s *Supervisor) quickLease(until, now time.Time) time.Duration {
+	if s.fifo || !now.Before(until) || s.cfg.receiveVisibility() <= quickLease {
+		return 0
+	}
+	return quickLease
+}
+
+// extendQuick extends the quick lease of received messages before any of them is held, and
+// returns those it extended. It asks for --receive-visibility plus quickExtendTimeout: SQS
+// starts a lease when it applies the change, at the latest when the answer comes, and the
+// leaser counts --receive-visibility from when the messages reach it, which is at most
+// quickExtendTimeout after the change went out. The rest come back when their quick lease
+// ends.
+func (s *Supervisor) extendQuick(msgs []types.Message) []types.Message {
+	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)
+	defer cancel()
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: sqsspec.EntryID(i), ReceiptHandle: m.ReceiptHandle,
+			VisibilityTimeout: sqsspec.Seconds(s.cfg.receiveVisibility() + quickExtendTimeout)}
+	}
+	out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.cfg.QueueURL), Entries: entries})
+	if err != nil {
+		s.log.Warn("could not extend the short lease of received messages; they are received again when it ends",
+			"messages", len(msgs), "lease", quickLease.String(), "error", err)
+		return nil
+	}
+	kept := make([]types.Message, 0, len(msgs))
+	for _, e := range out.Successful {
+		if i, ok := sqsspec.EntryIndex(e.Id, len(msgs)); ok {
+			kept = append(kept, msgs[i])
+		}
+	}
+	if len(kept) < len(msgs) {
+		s.log.Warn("could not extend the short lease of some received messages; they are received again when it ends",
+			"messages", len(msgs)-len(kept), "lease", quickLease.String())
+	}
+	return kept
 }
 
 // newAttemptID returns a fresh ReceiveRequestAttemptId on a FIFO queue, "" elsewhere (the
