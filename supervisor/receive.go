@@ -150,6 +150,15 @@ func (s *Supervisor) quickLease(until, now time.Time) time.Duration {
 	return quickLease
 }
 
+// quickExtendRetries spaces the extension's retries by at most quickExtendBackoff, throttling
+// included (the retryer's own waits after a throttle, 250 ms and up, leave room for one retry
+// in quickExtendTimeout at most).
+func quickExtendRetries(o *sqs.Options) {
+	o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, quickExtendBackoff)
+}
+
+const quickExtendBackoff = 100 * time.Millisecond
+
 // extendQuick extends the quick lease of received messages before any of them is held, and
 // returns those it extended. It asks for --receive-visibility plus quickExtendTimeout: SQS
 // starts a lease when it applies the change, at the latest when the answer comes, and the
@@ -164,7 +173,8 @@ func (s *Supervisor) extendQuick(msgs []types.Message) []types.Message {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: sqsspec.EntryID(i), ReceiptHandle: m.ReceiptHandle,
 			VisibilityTimeout: sqsspec.Seconds(s.cfg.receiveVisibility() + quickExtendTimeout)}
 	}
-	out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.cfg.QueueURL), Entries: entries})
+	out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.cfg.QueueURL), Entries: entries},
+		quickExtendRetries)
 	if err != nil {
 		s.log.Warn("could not extend the short lease of received messages; they are received again when it ends",
 			"messages", len(msgs), "lease", quickLease.String(), "error", err)
