@@ -161,9 +161,11 @@ const quickExtendBackoff = 100 * time.Millisecond
 
 // extendQuick extends the quick lease of received messages before any of them is held, and
 // returns those it extended. It asks for --receive-visibility plus quickExtendTimeout: SQS
-// starts a lease when it applies the change, at the latest when the answer comes, and the
-// leaser counts --receive-visibility from when the messages reach it, which is at most
-// quickExtendTimeout after the change went out. The rest come back when their quick lease
+// starts the new lease when it applies the change, somewhere between the call going out and
+// its answer, at most quickExtendTimeout apart, and the leaser counts --receive-visibility
+// from when the messages reach it, just after the answer. So the leaser's count does not run
+// past SQS's for the time the extension took (what is left is the loop's hand-over, as for any
+// receive, well inside the heartbeat's 2 s margin). The rest come back when their quick lease
 // ends.
 func (s *Supervisor) extendQuick(msgs []types.Message) []types.Message {
 	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)
