@@ -142,9 +142,11 @@ func (s *Supervisor) receive(ctx context.Context, ask receiveAsk, attemptID stri
 }
 
 // quickLease returns the lease a receive takes now, given when the quick leases end: 0 for
-// --receive-visibility, or quickLease (see there).
+// --receive-visibility, or quickLease (see there). Not when the extension would ask for more
+// than SQS's longest visibility timeout, which it refuses: every message would go back.
 func (s *Supervisor) quickLease(until, now time.Time) time.Duration {
-	if s.fifo || !now.Before(until) || s.cfg.receiveVisibility() <= quickLease {
+	rv := s.cfg.receiveVisibility()
+	if s.fifo || !now.Before(until) || rv <= quickLease || rv+quickExtendTimeout > sqsspec.MaxInFlight {
 		return 0
 	}
 	return quickLease
