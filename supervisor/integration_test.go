@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,7 +34,8 @@ type harness struct {
 	c       *sqs.Client
 	metrics *countingRecorder
 	logs    *testenv.Buffer
-	dir     string // scratch directory for worker scripts and their traces
+	dir     string     // scratch directory for worker scripts and their traces
+	level   slog.Level // of the supervisor's log, Info unless a test lowers it
 }
 
 func newHarness(t *testing.T, qo testenv.QueueOptions) *harness {
@@ -70,7 +72,8 @@ func (h *harness) script(name, body string) string {
 func (h *harness) start(cfg Config) (stop func() error) {
 	h.t.Helper()
 	return testenv.Run(h.t, "supervisor", 60*time.Second, func(ctx context.Context) error {
-		return Run(ctx, cfg, Deps{SQS: h.c, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Metrics: h.metrics})
+		log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: h.level}))
+		return Run(ctx, cfg, Deps{SQS: h.c, Logger: log, Metrics: h.metrics})
 	}, h.logs.String)
 }
 
@@ -690,6 +693,7 @@ func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
 	worker := h.script("count.sh", `echo "$ApproximateReceiveCount" >> "`+h.dir+`/ran"`)
 	cfg := h.config(worker)
 	cfg.WaitTime = 2 * time.Second
+	h.level = slog.LevelDebug
 	if cfg.receiveVisibility() != 20*time.Second {
 		t.Fatalf("receive lease %v, want 20s", cfg.receiveVisibility())
 	}
@@ -716,5 +720,24 @@ func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
 	}
 	if n := proxy.Stats().Operations["ChangeMessageVisibilityBatch"].Forwarded; n == 0 {
 		t.Error("the message's quick lease was not extended before it ran")
+	}
+	// The debug lines that say where the time went: the receive that brought the message on
+	// a short lease, and its extension.
+	var brought, extended bool
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		var e struct {
+			Msg           string
+			Got, Extended int
+			TookMS        *int64 `json:"took_ms"`
+			ShortLease    bool   `json:"short_lease"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.TookMS == nil {
+			continue
+		}
+		brought = brought || e.Msg == "receive" && e.Got == 1 && e.ShortLease
+		extended = extended || e.Msg == "short lease extension" && e.Extended == 1
+	}
+	if !brought || !extended {
+		t.Errorf("debug lines: a short-lease receive that brought the message %v, its extension %v; logs:\n%s", brought, extended, h.logs)
 	}
 }

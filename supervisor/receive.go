@@ -72,9 +72,14 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			var err error
 			var retried bool
 			quick := s.quickLease(quickUntil, time.Now())
-			s.health.receiveStarted(time.Now())
+			sent := time.Now()
+			s.health.receiveStarted(sent)
 			msgs, retried, err = s.receive(s.recvCtx, ask, attemptID, quick)
 			s.health.receiveEnded(time.Now(), err)
+			// Each receive at debug level: how long it took and whether the SDK had to retry it,
+			// which the fault lane of make bench reads to say where a drain's time went.
+			s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", time.Since(sent).Milliseconds(),
+				"retried", retried, "failed", err != nil, "short_lease", quick > 0)
 			if (retried || err != nil) && s.recvCtx.Err() == nil {
 				quickUntil = time.Now().Add(quickLeaseFor)
 			}
@@ -169,7 +174,10 @@ const quickExtendBackoff = 100 * time.Millisecond
 // past SQS's for the time the extension took (what is left is the loop's hand-over, as for any
 // receive, well inside the heartbeat's 2 s margin). The rest come back when their quick lease
 // ends.
-func (s *Supervisor) extendQuick(msgs []types.Message) []types.Message {
+func (s *Supervisor) extendQuick(msgs []types.Message) (kept []types.Message) {
+	defer func(start time.Time) {
+		s.log.Debug("short lease extension", "messages", len(msgs), "extended", len(kept), "took_ms", time.Since(start).Milliseconds())
+	}(time.Now())
 	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)
 	defer cancel()
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
@@ -184,7 +192,7 @@ func (s *Supervisor) extendQuick(msgs []types.Message) []types.Message {
 			"messages", len(msgs), "lease", quickLease.String(), "error", err)
 		return nil
 	}
-	kept := make([]types.Message, 0, len(msgs))
+	kept = make([]types.Message, 0, len(msgs))
 	for _, e := range out.Successful {
 		if i, ok := sqsspec.EntryIndex(e.Id, len(msgs)); ok {
 			kept = append(kept, msgs[i])

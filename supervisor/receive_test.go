@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -82,7 +83,8 @@ func TestExtendQuick(t *testing.T) {
 			logs := &testenv.Buffer{}
 			cfg := DefaultConfig()
 			cfg.VisibilityTimeout = time.Minute
-			s := &Supervisor{cfg: cfg, api: tt.api(q), log: slog.New(slog.NewJSONHandler(logs, nil)), pollCtx: t.Context()}
+			debug := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			s := &Supervisor{cfg: cfg, api: tt.api(q), log: debug, pollCtx: t.Context()}
 			kept := map[string]bool{}
 			for _, m := range s.extendQuick(out.Messages) {
 				kept[aws.ToString(m.MessageId)] = true
@@ -103,6 +105,10 @@ func TestExtendQuick(t *testing.T) {
 			}
 			if tt.kept < 3 && !strings.Contains(logs.String(), "could not extend the short lease") {
 				t.Errorf("messages not extended and nothing logged: %s", logs.String())
+			}
+			// The debug line the bench's fault lane reads, whatever became of the call.
+			if want := fmt.Sprintf(`"msg":"short lease extension","messages":3,"extended":%d,"took_ms":`, tt.kept); !strings.Contains(logs.String(), want) {
+				t.Errorf("no debug line %s in: %s", want, logs.String())
 			}
 		})
 	}
