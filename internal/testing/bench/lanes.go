@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -211,6 +212,7 @@ type faultRun struct {
 	// lostReceives are when receive answers were lost after SQS had handed out their
 	// messages, counted from watchbot's start: those messages are out of reach for a lease.
 	lostReceives []time.Duration
+	firstPass    firstPass
 	log          string
 }
 
@@ -260,7 +262,10 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 		return faultRun{}, err
 	}
 	defer p.Close()
-	r, err := watchbot(ctx, b.o, b.fauxqs, url, direct, q.URL, append([]string{"--concurrency", "8", "--visibility-timeout", faultLease.String()}, extra...), nil, b.worker)
+	// At debug level watchbot logs each receive and short-lease extension, which readFirstPass
+	// reads.
+	flags := []string{"--concurrency", "8", "--visibility-timeout", faultLease.String(), "--log-level", "debug"}
+	r, err := watchbot(ctx, b.o, b.fauxqs, url, direct, q.URL, append(flags, extra...), nil, b.worker)
 	if err != nil {
 		return faultRun{}, err
 	}
@@ -272,7 +277,7 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 			lost = append(lost, i.Elapsed)
 		}
 	}
-	return faultRun{took: r.took, injections: inj, lostReceives: lost, log: r.log}, nil
+	return faultRun{took: r.took, injections: inj, lostReceives: lost, firstPass: readFirstPass(r.log), log: r.log}, nil
 }
 
 // stopRun is one stop of an idle watchbot.
@@ -400,4 +405,79 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(float64(len(s))*p+0.5) - 1
 	return s[max(0, min(i, len(s)-1))]
+}
+
+// firstPass is where a faulty drain's first pass went, read from watchbot's debug log.
+type firstPass struct {
+	// end is when the last message run on its first receive was done, from watchbot's first
+	// log line: the first pass over the queue, which a drain without faults ends in 0.2 s.
+	end      time.Duration
+	receives int // up to end
+	// retried is how long the receives up to end that the SDK retried, or that failed, took:
+	// the one receive loop waits them out (a throttled call's retries wait 250 ms and more).
+	retried time.Duration
+	// extensions is how long the short-lease extensions up to end took, which the receive
+	// loop also waits for.
+	extensions time.Duration
+}
+
+// readFirstPass reads a drain's JSON log at debug level: its "message done" lines with their
+// attempt, its "receive" lines and its "short lease extension" lines.
+func readFirstPass(log string) firstPass {
+	type entry struct {
+		at      time.Time
+		msg     string
+		attempt int
+		took    time.Duration
+		retried bool
+	}
+	var entries []entry
+	for _, line := range strings.Split(log, "\n") {
+		var e struct {
+			Time            time.Time
+			Msg             string
+			Attempt         int
+			TookMS          int64 `json:"took_ms"`
+			Retried, Failed bool
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Time.IsZero() {
+			continue
+		}
+		entries = append(entries, entry{e.Time, e.Msg, e.Attempt, time.Duration(e.TookMS) * time.Millisecond, e.Retried || e.Failed})
+	}
+	var p firstPass
+	if len(entries) == 0 {
+		return p
+	}
+	start := entries[0].at
+	var last time.Time
+	for _, e := range entries {
+		if e.msg == "message done" && e.attempt == 1 && e.at.After(last) {
+			last = e.at
+		}
+	}
+	if last.IsZero() {
+		return p // no message ran on its first receive
+	}
+	p.end = last.Sub(start)
+	for _, e := range entries {
+		if e.at.After(last) {
+			continue
+		}
+		switch {
+		case e.msg == "receive":
+			p.receives++
+			if e.retried {
+				p.retried += e.took
+			}
+		case e.msg == "short lease extension":
+			p.extensions += e.took
+		}
+	}
+	return p
+}
+
+func (p firstPass) String() string {
+	return fmt.Sprintf("first pass over at %.1f s, %d receives: %.1f s in receives the SDK retried, %.1f s in short-lease extensions",
+		p.end.Seconds(), p.receives, p.retried.Seconds(), p.extensions.Seconds())
 }

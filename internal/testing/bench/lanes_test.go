@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,5 +29,29 @@ func TestSteadyRate(t *testing.T) {
 				t.Errorf("steadyRate = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestReadFirstPass(t *testing.T) {
+	log := strings.Join([]string{
+		`{"time":"2026-11-24T07:00:00Z","level":"INFO","msg":"watchbot listening"}`,
+		`{"time":"2026-11-24T07:00:00.4Z","level":"DEBUG","msg":"receive","asked":8,"got":8,"took_ms":400,"retried":true,"failed":false,"short_lease":false}`,
+		`{"time":"2026-11-24T07:00:00.5Z","level":"DEBUG","msg":"receive","asked":10,"got":10,"took_ms":5,"retried":false,"failed":false,"short_lease":true}`,
+		`{"time":"2026-11-24T07:00:00.7Z","level":"DEBUG","msg":"short lease extension","messages":10,"extended":10,"took_ms":200}`,
+		`{"time":"2026-11-24T07:00:01Z","level":"INFO","msg":"message done","message_id":"a","attempt":1,"outcome":"delete"}`,
+		`{"time":"2026-11-24T07:00:02Z","level":"DEBUG","msg":"receive","asked":10,"got":0,"took_ms":1000,"retried":false,"failed":true,"short_lease":true}`,
+		`{"time":"2026-11-24T07:00:02.5Z","level":"INFO","msg":"message done","message_id":"b","attempt":1,"outcome":"delete"}`,
+		// After the first pass: a message on its second receive, and a receive not counted.
+		`{"time":"2026-11-24T07:00:06Z","level":"DEBUG","msg":"receive","asked":10,"got":1,"took_ms":3000,"retried":true,"failed":false,"short_lease":true}`,
+		`{"time":"2026-11-24T07:00:06.1Z","level":"INFO","msg":"message done","message_id":"c","attempt":2,"outcome":"delete"}`,
+		`SDK 2026/11/24 07:00:07 WARN a line that is not JSON`,
+	}, "\n")
+	got := readFirstPass(log)
+	want := firstPass{end: 2500 * time.Millisecond, receives: 3, retried: 1400 * time.Millisecond, extensions: 200 * time.Millisecond}
+	if got != want {
+		t.Errorf("readFirstPass = %+v, want %+v", got, want)
+	}
+	if got := readFirstPass("not a log"); got != (firstPass{}) {
+		t.Errorf("readFirstPass of no log = %+v, want zero", got)
 	}
 }

@@ -217,7 +217,7 @@ func (r report) print(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(total)) {
 		fmt.Fprintf(w, "  %-45s %d\n", k, total[k])
 	}
-	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when the receives whose answers were lost were sent (their messages are out of reach for the receive's lease from the answer, which a long poll gives later):")
+	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when the receives whose answers were lost were sent (their messages are out of reach for the receive's lease from the answer, which a long poll gives later); then the first pass over the queue (every message's first run), and how long the one receive loop waited in it on receives the SDK retried and on short-lease extensions (watchbot's debug log):")
 	for k, f := range r.faulty {
 		lostAt := func(f faultRun) string {
 			var at []string
@@ -227,9 +227,19 @@ func (r report) print(w io.Writer) {
 			return strings.Join(at, " ")
 		}
 		fmt.Fprintf(w, "  round %d: drained in %.1f s (%.1f s without faults); receives sent at [%s] s lost their answers\n", k+1, f.took.Seconds(), r.clean[k].took.Seconds(), lostAt(f))
+		fmt.Fprintf(w, "           %s\n", f.firstPass)
 		if k < len(r.short) {
 			fmt.Fprintf(w, "           with a short receive lease: drained in %.1f s; receives sent at [%s] s lost their answers\n", r.short[k].took.Seconds(), lostAt(r.short[k]))
+			fmt.Fprintf(w, "           %s\n", r.short[k].firstPass)
 		}
+	}
+	if len(r.faulty) > 0 {
+		end, waited := make([]time.Duration, len(r.faulty)), make([]time.Duration, len(r.faulty))
+		for k, f := range r.faulty {
+			end[k], waited[k] = f.firstPass.end, f.firstPass.retried+f.firstPass.extensions
+		}
+		fmt.Fprintf(w, "  medians: the first pass over at %.1f s, %.1f s of it waiting on retried receives and short-lease extensions\n",
+			percentile(end, 0.5).Seconds(), percentile(waited, 0.5).Seconds())
 	}
 	fmt.Fprintln(w, "watchbot's log in the 30% runs, all rounds:")
 	events := map[string]int{}
