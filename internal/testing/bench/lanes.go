@@ -478,6 +478,6 @@ func readFirstPass(log string) firstPass {
 }
 
 func (p firstPass) String() string {
-	return fmt.Sprintf("first pass over at %.1f s, %d receives: %.1f s in receives the SDK retried, %.1f s in short-lease extensions",
+	return fmt.Sprintf("first pass over %.1f s after watchbot's first log line, %d receives: %.1f s in receives the SDK retried, %.1f s in short-lease extensions",
 		p.end.Seconds(), p.receives, p.retried.Seconds(), p.extensions.Seconds())
 }
