@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -98,4 +100,31 @@ func TestLoadLogsTheSDKsEntries(t *testing.T) {
 		}
 	}
 	t.Errorf("no warning of the SDK in the log:\n%s", out.String())
+}
+
+// A user's machine sets no AWS_CA_BUNDLE, so the SDK builds no HTTP client of its own into the
+// configuration. A call through Load's configuration must then still go out, through the SDK's
+// default client, not panic on a nil one.
+func TestLoadWithoutCABundle(t *testing.T) {
+	testCredentials(t)
+	t.Setenv("AWS_CA_BUNDLE", "")
+	os.Unsetenv("AWS_CA_BUNDLE")
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Write([]byte(`{"QueueUrl":"http://127.0.0.1/000000000000/q"}`))
+	}))
+	defer srv.Close()
+	opts := Options{Endpoint: srv.URL}
+	cfg, err := Load(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SQS(cfg, opts).GetQueueUrl(t.Context(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Load() != 1 {
+		t.Fatalf("the server saw %d requests, want 1", got.Load())
+	}
 }

@@ -41,11 +41,18 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 // HTTPClient returns next, handing it every request body of known length as bytes in memory.
 // Use it as aws.Config.HTTPClient, so that every client built from the configuration has it.
+// A nil next stands for the SDK's default client: config.LoadDefaultConfig leaves
+// aws.Config.HTTPClient nil unless something (such as AWS_CA_BUNDLE) makes it build one, and
+// each service client then builds its own awshttp.NewBuildableClient.
 func HTTPClient(next aws.HTTPClient) aws.HTTPClient {
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
 	return client{next}
 }
 

@@ -186,3 +186,23 @@ func contextWithWriteErrors(ctx context.Context, report func(error)) context.Con
 		},
 	})
 }
+
+// TestNilClientIsTheSDKDefault runs a real SQS call through HTTPClient(nil), as
+// config.LoadDefaultConfig leaves it on a machine without AWS_CA_BUNDLE: the SDK's default
+// client carries the request, nothing panics.
+func TestNilClientIsTheSDKDefault(t *testing.T) {
+	srv, answered := fakeSQS(t)
+	defer srv.Close()
+	c := sqs.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:  HTTPClient(nil),
+	}, func(o *sqs.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	out, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(srv.URL + "/000000000000/q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 10 || answered.Load() != 1 {
+		t.Fatalf("got %d messages in %d receives, want 10 in 1", len(out.Messages), answered.Load())
+	}
+}
