@@ -83,8 +83,9 @@ func Definitions(t Thresholds) []Definition {
 			Name: "WorkerErrors", Metric: string(WorkerErrors), Subject: WorkQueue,
 			Statistic: "Sum", PeriodSeconds: 60, EvaluationPeriods: 1,
 			Threshold: float64(t.WorkerErrorsPerMinute), Comparison: GreaterThanThreshold, TreatMissingData: "notBreaching",
-			Description: fmt.Sprintf("More than %d worker runs failed in a minute. Read the worker's log lines "+
-				"(level error, with message_id) to find the cause; failing messages retry with backoff and then dead-letter.", t.WorkerErrorsPerMinute),
+			Description: fmt.Sprintf("More than %d worker runs failed in a minute. Each failed run is a log line at level warn "+
+				"with its message_id: read the worker's output lines of that message_id for the cause. Failing messages retry with "+
+				"backoff; the last failure dead-letters the message (\"message dead-lettered\", level error).", t.WorkerErrorsPerMinute),
 		},
 		{
 			Name: "DeadLetter", Metric: string(DeadLetter), Subject: WorkQueue,

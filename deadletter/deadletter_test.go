@@ -168,8 +168,8 @@ func TestCauseOf(t *testing.T) {
 		want   Cause
 		wantOK bool
 	}{
-		{"separate", map[string]types.MessageAttributeValue{AttrReason: str("exit 3"), AttrSourceQueue: str(fakeSrc), AttrAttempts: num("4")}, Cause{"exit 3", fakeSrc, 4}, true},
-		{"packed", map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"too old","sourceQueue":"` + fakeSrc + `","attempts":2}`)}, Cause{"too old", fakeSrc, 2}, true},
+		{"separate", map[string]types.MessageAttributeValue{AttrReason: str("exit 3"), AttrSourceQueue: str(fakeSrc), AttrAttempts: num("4")}, Cause{Reason: "exit 3", SourceQueue: fakeSrc, Attempts: 4}, true},
+		{"packed", map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"too old","sourceQueue":"` + fakeSrc + `","attempts":2}`)}, Cause{Reason: "too old", SourceQueue: fakeSrc, Attempts: 2}, true},
 		{"redrive", map[string]types.MessageAttributeValue{"kind": str("x")}, Cause{}, false},
 		{"none", nil, Cause{}, false},
 	}
@@ -187,11 +187,13 @@ func TestReplayMessage(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", 3600))
 	stamp := str("2026-01-02T02:04:05Z")
 	t.Run("strips watchbot attributes and stamps", func(t *testing.T) {
-		m := Message{Body: "b", Attributes: map[string]types.MessageAttributeValue{
+		m := Message{ID: "dlq-1", Body: "b", Attributes: map[string]types.MessageAttributeValue{
 			"kind": str("bad"), "blob": bin([]byte{1, 2}), AttrReason: str("r"), AttrSourceQueue: str("q"), AttrAttempts: num("3"), "watchbot-other": str("x"),
+			AttrOriginalID: str("orig-1"),
 		}}
 		got := replayMessage(m, false, 1<<20, now)
-		want := map[string]types.MessageAttributeValue{"kind": str("bad"), "blob": bin([]byte{1, 2}), AttrReplayedAt: stamp}
+		want := map[string]types.MessageAttributeValue{"kind": str("bad"), "blob": bin([]byte{1, 2}), AttrReplayedAt: stamp,
+			AttrReplayedFrom: str("dlq-1"), AttrOriginalID: str("orig-1")}
 		if diff := cmp.Diff(want, got.Attributes, attrCmp); diff != "" {
 			t.Error(diff)
 		}
@@ -212,14 +214,25 @@ func TestReplayMessage(t *testing.T) {
 			t.Error("stamp added beyond SQS's 10 attributes")
 		}
 	})
+	t.Run("eight attributes: the lineage is packed", func(t *testing.T) {
+		attrs := map[string]types.MessageAttributeValue{}
+		for i := range 8 {
+			attrs[fmt.Sprintf("a%d", i)] = str("v")
+		}
+		got := replayMessage(Message{ID: "dlq-2", Body: "b", Attributes: attrs}, false, 1<<20, now)
+		want := Lineage{OriginalMessageID: "dlq-2", ReplayedFrom: "dlq-2", ReplayedAt: "2026-01-02T02:04:05Z"}
+		if len(got.Attributes) != 9 || LineageOf(got.Attributes) != want {
+			t.Fatalf("attributes = %v, want 8 originals and %s holding %+v", got.Attributes, AttrReplayPacked, want)
+		}
+	})
 	t.Run("packed form frees its slot", func(t *testing.T) {
 		attrs := map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"r"}`)}
 		for i := range 9 {
 			attrs[fmt.Sprintf("a%d", i)] = str("v")
 		}
 		got := replayMessage(Message{Body: "b", Attributes: attrs}, false, 1<<20, now)
-		if len(got.Attributes) != 10 || got.Attributes[AttrReplayedAt].StringValue == nil {
-			t.Fatalf("attributes = %v, want 9 originals and the stamp", got.Attributes)
+		if len(got.Attributes) != 10 || got.Attributes[AttrReplayPacked].StringValue == nil {
+			t.Fatalf("attributes = %v, want 9 originals and the packed lineage", got.Attributes)
 		}
 	})
 	t.Run("stamp left out when it would outgrow the queue", func(t *testing.T) {
@@ -229,7 +242,7 @@ func TestReplayMessage(t *testing.T) {
 		}
 	})
 	t.Run("FIFO keeps the group, fresh dedup id", func(t *testing.T) {
-		m := Message{Body: "b", System: map[string]string{"MessageGroupId": "g1", "MessageDeduplicationId": "old"}}
+		m := Message{ID: "dlq-3", Body: "b", System: map[string]string{"MessageGroupId": "g1", "MessageDeduplicationId": "old"}}
 		a := replayMessage(m, true, 1<<20, now)
 		b := replayMessage(m, true, 1<<20, now)
 		if a.GroupID != "g1" || a.DeduplicationID == "" || a.DeduplicationID == "old" || a.DeduplicationID == b.DeduplicationID {

@@ -205,6 +205,7 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 		deadletter.AttrReason:      "worker rejected the message (exit 3)",
 		deadletter.AttrSourceQueue: h.q.URL,
 		deadletter.AttrAttempts:    "1",
+		deadletter.AttrOriginalID:  id,
 	}
 	for k, v := range want {
 		if got := aws.ToString(m.MessageAttributes[k].StringValue); got != v {
@@ -214,6 +215,13 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 	h.eventually("the source queue empty", 10*time.Second, func() bool { return h.empty(h.q.URL) })
 	if id == "" || h.metrics.get(alarms.DeadLetter) != 1 || h.metrics.get(alarms.WorkerErrors) != 1 {
 		t.Errorf("metrics = %v, want DeadLetter 1 and WorkerErrors 1", h.metrics.snapshot())
+	}
+	// The WorkerErrors alarm's text sends the reader to these levels.
+	logs := h.logs.String()
+	for _, line := range []string{`"level":"WARN","msg":"worker finished"`, `"level":"ERROR","msg":"message dead-lettered"`} {
+		if !strings.Contains(logs, line) {
+			t.Errorf("no %s in the log:\n%s", line, logs)
+		}
 	}
 }
 
@@ -523,8 +531,12 @@ func TestAllowNoDLQLogsAndDeletes(t *testing.T) {
 	h.start(cfg)
 	h.send("last record", nil)
 	h.eventually("the message deleted", 20*time.Second, func() bool { return h.empty(h.q.URL) && h.metrics.get(alarms.DeadLetter) == 1 })
-	if logs := h.logs.String(); !strings.Contains(logs, `"body":"last record"`) || !strings.Contains(logs, "only record") {
-		t.Errorf("the dead-lettered body was not logged:\n%s", logs)
+	logs := h.logs.String()
+	if !strings.Contains(logs, `"body":"last record"`) || !strings.Contains(logs, `"level":"ERROR","msg":"message deleted: it would be dead-lettered, but there is no dead-letter queue`) {
+		t.Errorf("the deleted body was not logged as a delete:\n%s", logs)
+	}
+	if strings.Contains(logs, `"msg":"message dead-lettered"`) {
+		t.Errorf("a delete was logged as a dead-letter:\n%s", logs)
 	}
 }
 

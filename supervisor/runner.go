@@ -422,9 +422,14 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 		return returned
 	case actDeadLetter:
 		if r.dlqURL == "" {
-			log.Error("dead-lettering without a dead-letter queue: this log line is the only record of the message",
+			if err := r.acks.delete(j.receipt, r.fifo); err != nil {
+				return r.failed(j, log, o, err, "delete failed")
+			}
+			log.Error("message deleted: it would be dead-lettered, but there is no dead-letter queue (--allow-no-dlq), so this line is its only record",
 				"reason", o.Reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
-		} else if err := r.sendToDLQ(ctx, j, o.Reason); err != nil {
+			return disposition{}
+		}
+		if err := r.sendToDLQ(ctx, j, o.Reason); err != nil {
 			if r.fifo {
 				return r.failed(j, log, o, err, "could not dead-letter the message")
 			}
@@ -436,7 +441,7 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 			sent := outcome{Action: actDelete, Reason: "already in the dead-letter queue (" + o.Reason + ")"}
 			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
 		}
-		log.Warn("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
+		log.Error("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
 	case actAbandon:
 		log.Warn("message left alone", "reason", o.Reason)
 		return returned
@@ -497,7 +502,11 @@ func (r *runner) setVisibility(j *job, log *slog.Logger, delay time.Duration, wh
 // its message id is the deduplication id, so a send retried after a lost answer is stored once.
 func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 	m := j.msg
-	attrs, ok := deadletter.WithCause(m.SQSAttributes, deadletter.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt})
+	cause := deadletter.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt, Lineage: deadletter.Lineage{
+		OriginalMessageID: deadletter.OriginalID(m.ID, m.SQSAttributes),
+		ReplayedFrom:      deadletter.LineageOf(m.SQSAttributes).ReplayedFrom,
+	}}
+	attrs, ok := deadletter.WithCause(m.SQSAttributes, cause)
 	if !ok {
 		j.log.Warn("message has all its attribute slots taken, no room for watchbot's: the dead-letter reason is only in this log",
 			"reason", reason, "attributes", len(m.SQSAttributes))
@@ -551,24 +560,26 @@ func (r *runner) logRun(log *slog.Logger, run workerRun) {
 	if run.End != endSpawnError {
 		r.metrics.Add(alarms.WorkerDuration, float64(run.Duration.Milliseconds()))
 	}
+	// A failed run is a warning (the message is retried, and the WorkerErrors alarm counts it);
+	// a message that leaves for the dead-letter queue is the error.
 	switch run.End {
 	case endSpawnError:
 		log.Error("worker could not start", "error", run.Err)
 	case endSignaled:
-		log.Error("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
+		log.Warn("worker killed by a signal", "signal", run.ExitCode, "duration", run.Duration.String())
 	case endTimedOut:
 		if r.http != nil && run.Err != nil {
-			log.Error("worker stopped", "reason", run.Err, "duration", run.Duration.String())
+			log.Warn("worker stopped", "reason", run.Err, "duration", run.Duration.String())
 			break
 		}
-		log.Error("worker stopped: it ran longer than --max-job-duration", "limit", r.cfg.MaxJobDuration.String())
+		log.Warn("worker stopped: it ran longer than --max-job-duration", "limit", r.cfg.MaxJobDuration.String())
 	case endHTTPStatus:
-		log.Error("worker answered a failure", "status", run.ExitCode, "error", run.Err, "duration", run.Duration.String())
+		log.Warn("worker answered a failure", "status", run.ExitCode, "error", run.Err, "duration", run.Duration.String())
 	case endShutdown, endCeiling, endLeaseLost:
 		log.Warn("worker stopped by watchbot", "reason", run.Err, "duration", run.Duration.String())
 	default:
 		// A success is logged once, with its outcome; a failure's exit code is worth a line.
-		level := slog.LevelInfo
+		level := slog.LevelWarn
 		if run.ExitCode == 0 {
 			level = slog.LevelDebug
 		}

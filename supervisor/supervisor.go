@@ -326,7 +326,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	}
 	if aborted {
 		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
-		stopJobs(errShutdown)
+		stopJobs(errSecond)
 		stopPolls()
 		for _, j := range s.leaser.list() {
 			j.mu.Lock()

@@ -18,6 +18,7 @@ import (
 var (
 	errTimedOut  = errors.New("--max-job-duration exceeded")
 	errShutdown  = errors.New("shutdown window closed")
+	errSecond    = errors.New("second signal: stopped at once")
 	errLeaseLost = errors.New("lease lost")
 	errCeiling   = errors.New("12h in-flight limit reached")
 )

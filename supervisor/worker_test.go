@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -97,6 +98,12 @@ func TestRunWorker(t *testing.T) {
 		{name: "stopped: SIGTERM, then SIGKILL after the grace", script: `trap "" TERM; echo $$; sleep 30`,
 			cancel: errShutdown, end: endShutdown, pidLines: true},
 		{name: "stopped for a lost lease", script: "sleep 30", cancel: errLeaseLost, end: endLeaseLost},
+		{name: "stopped by a second signal", script: "sleep 30", cancel: errSecond, end: endShutdown,
+			check: func(t *testing.T, run workerRun, _ []string) {
+				if !strings.Contains(fmt.Sprint(run.Err), "second signal") {
+					t.Errorf("reason %q does not say second signal", run.Err)
+				}
+			}},
 		{name: "max duration", script: "sleep 30", maxDur: 100 * time.Millisecond, end: endTimedOut},
 	}
 	for _, waiter := range []bool{false, true} {
