@@ -47,10 +47,10 @@ demo-mapreduce: build node_modules/.package-lock.json
 bench: build node_modules/.package-lock.json
 	scripts/bench
 
-## bench-readme: the same, then rewrite the README's performance table with its figures
-.PHONY: bench-readme
-bench-readme: build node_modules/.package-lock.json
-	scripts/bench -readme README.md
+## bench-docs: the same, then rewrite the performance table of docs/performance.md with its figures
+.PHONY: bench-docs
+bench-docs: build node_modules/.package-lock.json
+	scripts/bench -page docs/performance.md
 
 ## soak: the long fault-injection and soak runs (20 minutes by default)
 soak: build node_modules/.package-lock.json
@@ -64,6 +64,12 @@ emulator: build node_modules/.package-lock.json
 
 clean:
 	rm -rf bin
+
+## docs: rewrite the generated flag tables of docs/ from the CLI's definitions (a test fails when
+## one is stale)
+.PHONY: docs
+docs:
+	$(GO) test -count=1 -run TestDocsFlagTables ./cmd/watchbot -update-docs
 
 ## scalesim: rerun the autoscaling simulation and rewrite its table and charts in docs/template.md
 .PHONY: scalesim

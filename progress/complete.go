@@ -34,7 +34,7 @@ type Completion struct {
 // Every call runs step 2, duplicates included, so a call that stopped between the steps is
 // made good by the next call for its shard, usually its own retry. Calls: one BatchGetItem
 // (the job item and the shard), one UpdateItem per step, and a GetItem for each race lost.
-// Why exactly one call sees true: docs/progress.md#exactly-once.
+// Why exactly one call sees true: docs/map-reduce.md#exactly-once.
 func (s *Store) CompletePart(ctx context.Context, job string, part int64) (Completion, error) {
 	c := Completion{Job: job, Part: part}
 	if err := ValidateJobID(job); err != nil {

@@ -11,17 +11,17 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// docs/progress.md gives the table as CloudFormation and the limits as numbers: they must be
+// docs/map-reduce.md gives the table as CloudFormation and the limits as numbers: they must be
 // TableDefinition's and the constants'.
 func TestDocs(t *testing.T) {
-	b, err := os.ReadFile("../docs/progress.md")
+	b, err := os.ReadFile("../docs/map-reduce.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	page := string(b)
 	block := regexp.MustCompile("(?s)```yaml\n(ProgressTable:.*?)```").FindStringSubmatch(page)
 	if block == nil {
-		t.Fatal("docs/progress.md has no ```yaml block with the ProgressTable resource")
+		t.Fatal("docs/map-reduce.md has no ```yaml block with the ProgressTable resource")
 	}
 	var doc struct {
 		ProgressTable struct {
@@ -68,7 +68,7 @@ func TestDocs(t *testing.T) {
 		t.Errorf("TimeToLiveSpecification %+v, want %s enabled", ttl, TTLAttribute)
 	}
 	if DefaultTTL != 720*time.Hour || !strings.Contains(page, "720h, 30 days, by default") {
-		t.Error("the default --ttl changed: update docs/progress.md and this test")
+		t.Error("the default --ttl changed: update docs/map-reduce.md and this test")
 	}
 	for _, want := range []string{
 		"| parts of a job | 1 to 10,000,000 |",
@@ -80,11 +80,11 @@ func TestDocs(t *testing.T) {
 		"Consecutive parts go to 32 different shards",
 	} {
 		if !strings.Contains(page, want) {
-			t.Errorf("docs/progress.md lacks %q", want)
+			t.Errorf("docs/map-reduce.md lacks %q", want)
 		}
 	}
 	if MaxParts != 10_000_000 || MaxJobIDBytes != 1024 || MaxMetadataBytes != 256<<10 || MaxReasonBytes != 32<<10 ||
 		shardCount(MaxParts) != 2464 || shardBits != 4096 || stripes != 32 {
-		t.Error("a limit changed: update docs/progress.md's numbers and this test")
+		t.Error("a limit changed: update docs/map-reduce.md's numbers and this test")
 	}
 }

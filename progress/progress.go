@@ -5,7 +5,7 @@
 // calls, and a crash between any two writes of a call followed by its retry. It uses
 // conditional writes only (no transactions) and keeps jobs of millions of parts within
 // DynamoDB's item size limit. The table layout, the algorithm, why it is exactly once, its
-// costs and limits: docs/progress.md.
+// costs and limits: docs/map-reduce.md.
 package progress
 
 import (
@@ -37,7 +37,7 @@ type API interface {
 
 var _ API = (*dynamodb.Client)(nil)
 
-// Limits of what a job may hold. Why these: docs/progress.md#limits.
+// Limits of what a job may hold. Why these: docs/map-reduce.md#limits.
 const (
 	// MaxParts is the largest total of a job. Its job item then holds 2,464 shard counts
 	// (about 10 KB), which every complete-part rewrites.

@@ -77,7 +77,7 @@ var statusGoldens = []struct {
 	// From the code: every field, in the order status adds them.
 	{"every field (code)", []step{setTotal(4), complete(1, 2), setMetadata(`{"b":1,"a":[true,null]}`), failJob("disk <full> & more"), reduceSent()}, 2,
 		`{"progress":0.5,"failed":"disk <full> & more","metadata":{"b":1,"a":[true,null]},"partComplete":true,"reduceSent":true}`},
-	// Where this differs, on purpose (docs/progress.md#differences-from-watchbot-progress):
+	// Where this differs, on purpose (docs/map-reduce.md#differences-from-watchbot-progress):
 	// watchbot-progress prints 0.28 here (floating point), and null before set-total.
 	{"29 of 100: exact hundredths", []step{setTotal(100), complete(1, 29)}, 0, `{"progress":0.29}`},
 	{"metadata before set-total", []step{setMetadata(`{"n":1}`)}, 3, `{"progress":0,"metadata":{"n":1}}`},

@@ -42,7 +42,7 @@ func ParseTable(s string) (Table, error) {
 }
 
 // TableDefinition is the CreateTable request of a progress table: the key (KeyJob, KeyItem,
-// both strings) and on-demand billing. docs/progress.md shows the same as CloudFormation.
+// both strings) and on-demand billing. docs/map-reduce.md shows the same as CloudFormation.
 func TableDefinition(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(name),

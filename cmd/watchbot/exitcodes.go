@@ -10,7 +10,7 @@ import (
 	"github.com/watchbot/watchbot/supervisor"
 )
 
-// exitCodes is watchbot's exit-code table, printed in the README. The first matching row wins.
+// exitCodes is watchbot's exit-code table, printed in docs/operator-tools.md. The first matching row wins.
 var exitCodes = []struct {
 	code    int
 	meaning string

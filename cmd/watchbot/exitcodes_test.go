@@ -37,16 +37,16 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
-// TestREADMEExitCodes keeps the README's exit-code table equal to exitCodes.
-func TestREADMEExitCodes(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocumentedExitCodes keeps the exit-code table of docs/operator-tools.md equal to exitCodes.
+func TestDocumentedExitCodes(t *testing.T) {
+	page, err := os.ReadFile("../../docs/operator-tools.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range exitCodes {
 		line := fmt.Sprintf("| %d | %s |", row.code, row.meaning)
-		if !strings.Contains(string(readme), line) {
-			t.Errorf("README.md lacks the exit-code row %q", line)
+		if !strings.Contains(string(page), line) {
+			t.Errorf("docs/operator-tools.md lacks the exit-code row %q", line)
 		}
 	}
 }

@@ -68,7 +68,7 @@ func progressCommand() *cli.Command {
 		UsageText: "watchbot progress COMMAND JOB-ID [-t N] [-p N] [-m JSON] [-r TEXT] [--json] [--table T]",
 		Description: desc + "\n" +
 			"Flags may come before or after the job id. The table is the ProgressTable Watchbot's reduce\n" +
-			"mode passes (an ARN, whose region is used, or a name); its layout: docs/progress.md. Every\n" +
+			"mode passes (an ARN, whose region is used, or a name); its layout: docs/map-reduce.md. Every\n" +
 			"failure exits 1, bad input included, as watchbot-progress does.",
 		Flags: progressFlags(&progressArgs{}),
 		// Watchbot's workers put flags after the job id, which urfave/cli stops parsing at;

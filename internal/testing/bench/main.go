@@ -58,7 +58,7 @@ type options struct {
 	rounds       int
 	binary       string
 	worker       string
-	readme       string
+	page         string
 	lanes        map[string]bool
 }
 
@@ -81,8 +81,8 @@ func run() error {
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; figures are the medians")
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
-	flag.StringVar(&o.readme, "readme", "", "rewrite the performance table of this README with the figures")
-	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults,dedupe", "the lanes to run (comma-separated); -readme needs them all")
+	flag.StringVar(&o.page, "page", "", "rewrite the performance table of this Markdown page (docs/performance.md) with the figures")
+	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults,dedupe", "the lanes to run (comma-separated); -page needs them all")
 	flag.Parse()
 	o.lanes = map[string]bool{}
 	for _, l := range strings.Split(*lanes, ",") {
@@ -91,8 +91,8 @@ func run() error {
 		}
 		o.lanes[l] = true
 	}
-	if o.readme != "" && !o.fullReport() {
-		return fmt.Errorf("-readme needs the lanes %s at least", strings.Join(reportLanes, ", "))
+	if o.page != "" && !o.fullReport() {
+		return fmt.Errorf("-page needs the lanes %s at least", strings.Join(reportLanes, ", "))
 	}
 	if o.messages < 100 || o.wideMessages < 100 || o.pickups < 10 || o.concurrency < 1 || o.groups < 1 || o.rounds < 1 {
 		return fmt.Errorf("-messages and -wide-messages must be at least 100, -pickups at least 10, -concurrency, -groups and -rounds at least 1")
@@ -201,8 +201,8 @@ func run() error {
 	}
 	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes}
 	rep.print(os.Stdout)
-	if o.readme != "" {
-		return rep.rewrite(o.readme)
+	if o.page != "" {
+		return rep.rewrite(o.page)
 	}
 	return nil
 }

@@ -271,13 +271,13 @@ func logMessage(line string) string {
 	return ""
 }
 
-// The README's performance table lies between these markers; -readme rewrites it.
+// docs/performance.md's table lies between these markers; -page rewrites it.
 const (
-	readmeStart = "<!-- make bench: start -->"
-	readmeEnd   = "<!-- make bench: end -->"
+	pageStart = "<!-- make bench: start -->"
+	pageEnd   = "<!-- make bench: end -->"
 )
 
-// markdown renders the throughput table and the figures as the README shows them.
+// markdown renders the throughput table and the figures as docs/performance.md shows them.
 func (r report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured by `make bench` on %d cores, %d rounds, medians (min–max):\n\n", numCPU(), r.o.rounds)
@@ -293,16 +293,16 @@ func (r report) markdown() string {
 	return b.String()
 }
 
-// rewrite replaces the text between the markers of the README at path with the figures.
+// rewrite replaces the text between the markers of the page at path with the figures.
 func (r report) rewrite(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	i, j := bytes.Index(data, []byte(readmeStart)), bytes.Index(data, []byte(readmeEnd))
+	i, j := bytes.Index(data, []byte(pageStart)), bytes.Index(data, []byte(pageEnd))
 	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %q … %q section", path, readmeStart, readmeEnd)
+		return fmt.Errorf("%s has no %q … %q section", path, pageStart, pageEnd)
 	}
-	out := slices.Concat(data[:i+len(readmeStart)], []byte("\n"+r.markdown()), data[j:])
+	out := slices.Concat(data[:i+len(pageStart)], []byte("\n"+r.markdown()), data[j:])
 	return os.WriteFile(path, out, 0o644)
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite the generated flag tables of docs/ (make docs)")
+
+// A generated flag table lies between a start marker naming a command (subcommands after a
+// slash) and, optionally, the flags to list, and the end marker:
+//
+//	<!-- flags: listen --dedupe-table --dedupe-key -->
+//	| flag | env | default | meaning |
+//	...
+//	<!-- end flags -->
+const (
+	flagsStart = "<!-- flags: "
+	flagsEnd   = "<!-- end flags -->"
+)
+
+// TestDocsFlagTables keeps every flag table of docs/ equal to the CLI's flag definitions: the
+// names, environment variables, defaults and help lines are the ones --help prints. make docs
+// rewrites them (-update-docs).
+func TestDocsFlagTables(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages in docs/: %v", err)
+	}
+	app := newApp(nil, nil, nil, nil)
+	tables := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, n, err := renderFlagTables(string(b), app)
+		if err != nil {
+			t.Errorf("%s: %v", page, err)
+			continue
+		}
+		tables += n
+		if got == string(b) {
+			continue
+		}
+		if *updateDocs {
+			if err := os.WriteFile(page, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s: a flag table differs from the CLI's flags: run make docs", page)
+	}
+	if tables == 0 {
+		t.Error("no generated flag table in docs/")
+	}
+}
+
+// renderFlagTables returns page with every generated flag table rendered afresh, and how many
+// it holds.
+func renderFlagTables(page string, app *cli.App) (string, int, error) {
+	var out strings.Builder
+	n := 0
+	for {
+		start := strings.Index(page, flagsStart)
+		if start < 0 {
+			out.WriteString(page)
+			return out.String(), n, nil
+		}
+		lineEnd := strings.Index(page[start:], "-->")
+		end := strings.Index(page[start:], flagsEnd)
+		if lineEnd < 0 || end < 0 || end < lineEnd {
+			return "", 0, fmt.Errorf("%q without %q", page[start:min(len(page), start+60)], flagsEnd)
+		}
+		spec := strings.Fields(page[start+len(flagsStart) : start+lineEnd])
+		if len(spec) == 0 {
+			return "", 0, fmt.Errorf("a flag table names no command")
+		}
+		table, err := flagTable(app, spec[0], spec[1:])
+		if err != nil {
+			return "", 0, err
+		}
+		out.WriteString(page[:start+lineEnd+len("-->")])
+		out.WriteString("\n" + table)
+		out.WriteString(flagsEnd)
+		page = page[start+end+len(flagsEnd):]
+		n++
+	}
+}
+
+// flagTable renders the flags of the command at path ("listen", "dead-letter/replay"), or only
+// those named, in the order given, as a Markdown table.
+func flagTable(app *cli.App, path string, only []string) (string, error) {
+	cmds := app.Commands
+	var cmd *cli.Command
+	for _, name := range strings.Split(path, "/") {
+		cmd = nil
+		for _, c := range cmds {
+			if c.HasName(name) {
+				cmd = c
+			}
+		}
+		if cmd == nil {
+			return "", fmt.Errorf("no command %q", path)
+		}
+		cmds = cmd.Subcommands
+	}
+	flags := cmd.Flags
+	if len(only) > 0 {
+		flags = nil
+		for _, name := range only {
+			f := findFlag(cmd.Flags, strings.TrimLeft(name, "-"))
+			if f == nil {
+				return "", fmt.Errorf("%s has no flag %s", path, name)
+			}
+			flags = append(flags, f)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| flag | env | default | meaning |\n| --- | --- | --- | --- |\n")
+	for _, f := range flags {
+		names := f.Names()
+		for i, name := range names {
+			names[i] = "`" + dashes(name) + "`"
+		}
+		env := ""
+		if e, ok := f.(interface{ GetEnvVars() []string }); ok {
+			for i, v := range e.GetEnvVars() {
+				if i > 0 {
+					env += ", "
+				}
+				env += "`" + v + "`"
+			}
+		}
+		usage := ""
+		if u, ok := f.(interface{ GetUsage() string }); ok {
+			usage, _ = unquoteUsage(u.GetUsage())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", strings.Join(names, ", "), env, flagDefault(f),
+			strings.ReplaceAll(usage, "|", `\|`))
+	}
+	return b.String(), nil
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// flagDefault is the default --help shows: a value in code type, a description as text, "" for
+// none.
+func flagDefault(f cli.Flag) string {
+	if b, ok := f.(*cli.BoolFlag); ok {
+		if b.Value {
+			return "on"
+		}
+		return "off"
+	}
+	if v := reflect.ValueOf(f).Elem().FieldByName("DefaultText"); v.IsValid() && v.String() != "" {
+		if _, err := parseDuration(v.String()); err == nil {
+			return "`" + v.String() + "`"
+		}
+		return v.String()
+	}
+	d, ok := f.(cli.DocGenerationFlag)
+	if !ok || !d.TakesValue() {
+		return ""
+	}
+	v := strings.Trim(d.GetDefaultText(), `"`)
+	if v == "" || v == "[]" {
+		return ""
+	}
+	return "`" + v + "`"
+}
+
+// unquoteUsage drops the backquotes urfave/cli reads as a value's placeholder.
+func unquoteUsage(usage string) (string, string) {
+	name, text := "", usage
+	if i := strings.Index(usage, "`"); i >= 0 {
+		if j := strings.Index(usage[i+1:], "`"); j >= 0 {
+			name = usage[i+1 : i+1+j]
+			text = usage[:i] + name + usage[i+1+j+1:]
+		}
+	}
+	return text, name
+}
