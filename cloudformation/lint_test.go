@@ -116,15 +116,14 @@ const (
 // nodeEnv returns the environment of a Node process that checks against spec.
 func nodeEnv(t *testing.T, spec specification) []string {
 	t.Helper()
-	env := os.Environ()
 	if spec == currentSpec {
 		preload, err := filepath.Abs(filepath.Join("testdata", "cfn-lint-current-spec.js"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		env = append(env, "NODE_OPTIONS=--require "+preload+" "+os.Getenv("NODE_OPTIONS"))
+		return testenv.CleanEnv(t, "NODE_OPTIONS=--require "+preload)
 	}
-	return env
+	return testenv.CleanEnv(t)
 }
 
 // runLinter lints the file at path against spec.

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // The spawn benchmarks report, beside the time per run, watchbot's own CPU per run (its
@@ -18,7 +20,7 @@ func BenchmarkRunWorker(b *testing.B) {
 	p := filepath.Join(b.TempDir(), "m")
 	os.WriteFile(p, []byte("x"), 0o600)
 	log := slog.New(slog.DiscardHandler)
-	env := os.Environ()
+	env := testenv.CleanEnv(b)
 	cpu := ownCPU()
 	for b.Loop() {
 		runWorker(context.Background(), workerSpec{Command: []string{"/usr/bin/true"}, Env: env, StdinPath: p, KillGrace: 5 * time.Second}, log)
@@ -28,9 +30,12 @@ func BenchmarkRunWorker(b *testing.B) {
 
 // BenchmarkExecRun is the floor: os/exec with no pipes, no process group, no context.
 func BenchmarkExecRun(b *testing.B) {
+	env := testenv.CleanEnv(b)
 	cpu := ownCPU()
 	for b.Loop() {
-		exec.Command("/usr/bin/true").Run()
+		cmd := exec.Command("/usr/bin/true")
+		cmd.Env = env
+		cmd.Run()
 	}
 	b.ReportMetric(float64(ownCPU()-cpu)/float64(b.N)/1e3, "own-cpu-µs/op")
 }

@@ -118,7 +118,7 @@ func TestRunWorker(t *testing.T) {
 					h := &outputLog{}
 					ctx, cancel := context.WithCancelCause(context.Background())
 					defer cancel(nil)
-					spec := workerSpec{Command: []string{"/bin/sh", "-c", tt.script}, Env: os.Environ(), StdinPath: stdin,
+					spec := workerSpec{Command: []string{"/bin/sh", "-c", tt.script}, Env: testenv.CleanEnv(t), StdinPath: stdin,
 						MaxDuration: tt.maxDur, KillGrace: 200 * time.Millisecond, waiter: waiter}
 					if tt.cancel != nil {
 						spec.Started = func(int) {

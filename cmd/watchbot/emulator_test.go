@@ -41,7 +41,7 @@ func TestLocalSQSScript(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			queue := "local-sqs-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
 			cmd := exec.Command(script)
-			cmd.Env = append(os.Environ(), "FAUXQS_PORT=0", "QUEUE="+queue, "MAX_RECEIVE_COUNT=2", "FIFO="+tt.fifo)
+			cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT=0", "QUEUE="+queue, "MAX_RECEIVE_COUNT=2", "FIFO="+tt.fifo)
 			var out, errOut testenv.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			local := testenv.Spawn(t, cmd)
@@ -69,6 +69,7 @@ func TestLocalSQSScript(t *testing.T) {
 				line = strings.Replace(line, "bin/watchbot", "'"+bin+"'", 1)
 				line = strings.Replace(line, "./your-worker", "sh -c 'exit 0'", 1)
 				cmd := exec.Command("bash", "-c", export+"\nexec "+line)
+				cmd.Env = testenv.CleanEnv(t) // the printed export is all the AWS set-up there is
 				log := &testenv.Buffer{}
 				cmd.Stdout, cmd.Stderr = log, log
 				return testenv.Spawn(t, cmd), log

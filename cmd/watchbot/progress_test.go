@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -205,8 +204,7 @@ func TestProgressBinaryConcurrentTrueOnce(t *testing.T) {
 	d := testenv.DynamoDB(t)
 	table := d.NewTable(t, progress.TableDefinition)
 	bin := testenv.Binary(t)
-	env := append(os.Environ(), d.Env()...)
-	env = append(env, "ProgressTable=arn:aws:dynamodb:us-east-1:123456789012:table/"+table)
+	env := testenv.CleanEnv(t, append(d.Env(), "ProgressTable=arn:aws:dynamodb:us-east-1:123456789012:table/"+table)...)
 	cli := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, append([]string{"progress"}, args...)...)
 		cmd.Env = env
@@ -247,7 +245,7 @@ func TestDemoMapReduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(root, "scripts", "demo-mapreduce"))
-	cmd.Env = append(os.Environ(), "WATCHBOT_BIN="+testenv.Binary(t), "PARTS=20")
+	cmd.Env = testenv.CleanEnv(t, "WATCHBOT_BIN="+testenv.Binary(t), "PARTS=20")
 	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if code := testenv.Spawn(t, cmd).Wait(t, 3*time.Minute, out.String); code != 0 {

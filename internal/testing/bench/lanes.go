@@ -115,7 +115,9 @@ func spawnOnly(n, slots int, command ...string) []doneAt {
 	for range slots {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				_ = exec.Command(command[0], command[1:]...).Run()
+				cmd := exec.Command(command[0], command[1:]...)
+				cmd.Env = userEnv()
+				_ = cmd.Run()
 				mu.Lock()
 				ends = append(ends, doneAt{at: time.Since(start), done: len(ends) + 1})
 				mu.Unlock()
@@ -348,7 +350,7 @@ func startListen(o options, emu *testenv.Emulator, queue string, extra, env []st
 	l.Close()
 	args := append([]string{"listen", "--queue-url", queue, "--endpoint-url", emu.Endpoint, "--http-addr", addr}, extra...)
 	cmd := exec.Command(o.binary, append(append(args, "--"), worker...)...)
-	cmd.Env = append(append(os.Environ(), emu.Env()...), env...)
+	cmd.Env = userEnv(append(emu.Env(), env...)...)
 	logs, err := os.CreateTemp("", "watchbot-bench-*.log")
 	if err != nil {
 		return nil, err

@@ -49,6 +49,11 @@ func main() {
 	}
 }
 
+// userEnv is the environment of every process the bench starts, built from nothing as a
+// user's machine gives it, with vars added: the bench measures what users get. HOME names no
+// directory: nothing the bench starts reads one.
+func userEnv(vars ...string) []string { return testenv.UserEnv("/nonexistent", vars...) }
+
 type options struct {
 	messages     int
 	wideMessages int
@@ -349,7 +354,7 @@ func baselineProcess(endpoint, queue, worker string, n int) (listenRun, error) {
 		return listenRun{}, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", baselineEnv, endpoint, queue, worker, n))
+	cmd.Env = userEnv(fmt.Sprintf("%s=%s %s %s %d", baselineEnv, endpoint, queue, worker, n))
 	cmd.Stderr = os.Stderr
 	start := time.Now()
 	out, err := cmd.Output()
@@ -401,6 +406,7 @@ func baseline(ctx context.Context, c *sqs.Client, queue, worker string, n int) e
 			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
 			wg.Go(func() {
 				cmd := exec.Command(worker)
+				cmd.Env = userEnv()
 				cmd.Stdin = strings.NewReader(aws.ToString(m.Body))
 				_ = cmd.Run()
 			})
@@ -421,7 +427,7 @@ func baseline(ctx context.Context, c *sqs.Client, queue, worker string, n int) e
 func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint string, direct *sqs.Client, queue string, extra, env []string, worker ...string) (listenRun, error) {
 	args := append([]string{"listen", "--queue-url", queue, "--endpoint-url", endpoint}, extra...)
 	cmd := exec.Command(o.binary, append(append(args, "--"), worker...)...)
-	cmd.Env = append(append(os.Environ(), emu.Env()...), env...)
+	cmd.Env = userEnv(append(emu.Env(), env...)...)
 	logs, err := os.CreateTemp("", "watchbot-bench-*.log")
 	if err != nil {
 		return listenRun{}, err

@@ -96,6 +96,8 @@ func startServer(what, script, announce string, env ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// npm installs with this machine's environment (its proxy, its certificates): it is not
+	// the product, and a user installs the same way.
 	install := exec.Command(filepath.Join(root, "scripts", "local-sqs"), "--install")
 	install.Dir = root
 	if out, err := install.CombinedOutput(); err != nil {
@@ -103,7 +105,8 @@ func startServer(what, script, announce string, env ...string) (string, error) {
 	}
 	cmd := exec.Command("node", filepath.Join(root, "internal", "testing", "testenv", script))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
+	// Node needs only PATH; the server writes nothing to its home.
+	cmd.Env = UserEnv("/nonexistent", env...)
 	cmd.Stderr = os.Stderr
 	// The server exits when this pipe closes, that is when the test binary exits, however
 	// it exits. The write end is deliberately kept open for the life of the process.
@@ -167,12 +170,13 @@ func credentialsEnv() []string {
 	}
 }
 
-// Watchbot returns the command that runs the watchbot binary with args, its environment
-// pointing at the emulator. Start it with Spawn, after setting its output.
+// Watchbot returns the command that runs the watchbot binary with args in a user's
+// environment (CleanEnv) pointing at the emulator; add what the test names to cmd.Env. Start
+// it with Spawn, after setting its output.
 func (e *Emulator) Watchbot(tb testing.TB, args ...string) *exec.Cmd {
 	tb.Helper()
 	cmd := exec.Command(Binary(tb), args...)
-	cmd.Env = append(os.Environ(), e.Env()...)
+	cmd.Env = CleanEnv(tb, e.Env()...)
 	return cmd
 }
 
@@ -256,6 +260,8 @@ func Build(tb testing.TB, pkg string) string {
 			return
 		}
 		b.path = filepath.Join(dir, filepath.Base(pkg))
+		// The Go toolchain builds with this machine's environment (its caches, GOFLAGS, proxy);
+		// what the tests then run gets a user's (CleanEnv).
 		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

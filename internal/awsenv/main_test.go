@@ -1,0 +1,11 @@
+package awsenv
+
+import (
+	"testing"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+)
+
+// TestMain clears this machine's AWS variables first. Load reads the AWS configuration from the environment,
+// and this machine's (AWS_CA_BUNDLE among them) are not a user's.
+func TestMain(m *testing.M) { testenv.Main(m) }
