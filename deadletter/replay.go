@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +90,9 @@ func (f Filter) Match(m Message) bool {
 type ReplayConfig struct {
 	// Limit is the most messages to replay; 0 means all that match.
 	Limit int
+	// IDs, when set, are the only messages replayed: each is a DLQ message id or an original
+	// message id (watchbot-original-message-id). The walk ends when all were found.
+	IDs []string
 	// Filter selects the messages to replay (ParseFilter builds it from --match-body and
 	// --match-attr); the zero Filter selects all.
 	Filter Filter
@@ -137,8 +141,13 @@ type Summary struct {
 	Failed int `json:"failed"`
 	// NotDeleted were sent to the target but could not be deleted from the DLQ, so they are in
 	// both queues now.
-	NotDeleted int  `json:"notDeleted"`
-	DryRun     bool `json:"dryRun"`
+	NotDeleted int `json:"notDeleted"`
+	// CameBack were copies this run had replayed that failed again and were back in the DLQ
+	// before the run ended; they were left there.
+	CameBack int `json:"cameBack"`
+	// NotFound are the IDs asked for that the walk did not meet.
+	NotFound []string `json:"notFound,omitempty"`
+	DryRun   bool     `json:"dryRun"`
 }
 
 // Err is non-nil when some message was not replayed as asked.
@@ -150,6 +159,9 @@ func (s Summary) Err() error {
 	if s.NotDeleted > 0 {
 		parts = append(parts, fmt.Sprintf("%d were replayed but could not be deleted from the dead-letter queue, so they are in both queues", s.NotDeleted))
 	}
+	if len(s.NotFound) > 0 {
+		parts = append(parts, fmt.Sprintf("not found in the dead-letter queue: --id %s (peek lists the ids; a message in flight elsewhere is not seen)", strings.Join(s.NotFound, ", --id ")))
+	}
 	if len(parts) == 0 {
 		return nil
 	}
@@ -159,8 +171,14 @@ func (s Summary) Err() error {
 // Replay sends the DLQ's matching messages to the replay target (see replayMessage for what is
 // sent) and deletes each from the DLQ only after its send succeeded. Messages that do not match,
 // and messages whose send failed, are left in the DLQ and made visible again when the walk ends.
-// The walk ends when the DLQ returns nothing more, when Limit messages were replayed, or when
-// ctx is cancelled.
+//
+// A run works on the messages the DLQ held when it began (the count Locate read): it ends when
+// it has met that many, whatever arrives meanwhile. A copy this run replayed that fails again
+// and comes back (it carries watchbot-replayed-from or watchbot-original-message-id of a message
+// this run replayed) is left in the DLQ and counted as CameBack, never replayed again by the
+// same run; a last pass (lookBack) counts the copies already back when the walk ends. The walk also ends when the DLQ returns nothing more, when Limit messages were
+// replayed, when every one of IDs was found, or when ctx is cancelled: then the messages held
+// are made visible again, a send under way completes, and the error is ctx's.
 //
 // On a FIFO DLQ, SQS hands out a group's messages in order only: a message left in the DLQ holds
 // back the rest of its group until the walk ends, so the filters see only the first message of
@@ -182,16 +200,25 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 		chunk = max(1, int(cfg.Rate))
 	}
 	pace := newPacer(cfg.Rate)
-	r := &replay{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold), sum: &sum, cfg: cfg}
+	r := &replay{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold), sum: &sum, cfg: cfg,
+		snapshot: q.DLQ.Visible + q.DLQ.Delayed, wanted: map[string]bool{}, replayedIDs: map[string]bool{}, replayedOrig: map[string]bool{}}
+	for _, id := range cfg.IDs {
+		r.wanted[id] = true
+	}
 	defer func() {
+		for _, id := range cfg.IDs {
+			if r.wanted[id] {
+				sum.NotFound = append(sum.NotFound, id)
+			}
+		}
 		if rerr := r.sc.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
 	targetName := queueattr.NameFromURL(target.URL)
 
-	for cfg.Limit == 0 || sum.Replayed < cfg.Limit {
-		batch, err := r.sc.next(ctx, upTo(cfg.Limit, sum.Replayed))
+	for !r.done() {
+		batch, err := r.sc.next(ctx, r.receiveUpTo())
 		if err != nil {
 			return sum, err
 		}
@@ -200,7 +227,19 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 		}
 		var selected []Message
 		for _, m := range batch {
-			if cfg.Filter.Match(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
+			switch {
+			case r.cameBack(m):
+				r.sc.keep(m)
+				sum.CameBack++
+				continue
+			case r.snapshot > 0 && r.met >= r.snapshot:
+				r.sc.keep(m) // arrived after the run began
+				continue
+			}
+			r.met++
+			if r.selects(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
+				delete(r.wanted, m.ID)
+				delete(r.wanted, OriginalID(m.ID, m.Attributes))
 				selected = append(selected, m)
 				continue
 			}
@@ -228,7 +267,35 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 			r.part(ctx, part)
 		}
 	}
+	if err := r.lookBack(ctx); err != nil {
+		return sum, err
+	}
 	return sum, ctx.Err()
+}
+
+// lookBack is a run's last pass: it replays nothing, and counts the copies of this run's
+// replays that already failed again and came back, so that the summary says whether the cause
+// is fixed. It receives at most a few more messages than were replayed, so a run on a big DLQ
+// does not walk the rest of it.
+func (r *replay) lookBack(ctx context.Context) error {
+	budget := max(sqsspec.MaxReceive, 2*len(r.replayedIDs))
+	if len(r.replayedIDs) == 0 {
+		budget = 0
+	}
+	for budget > 0 {
+		batch, err := r.sc.next(ctx, min(sqsspec.MaxReceive, budget))
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		budget -= len(batch)
+		for _, m := range batch {
+			r.sc.keep(m)
+			if r.cameBack(m) {
+				r.sum.CameBack++
+			}
+		}
+	}
+	return nil
 }
 
 // replay is one Replay walk: where it sends, what it has handled, and how it reports.
@@ -239,11 +306,52 @@ type replay struct {
 	sc     *scanner
 	sum    *Summary
 	cfg    ReplayConfig
+	// snapshot is how many messages the DLQ held when the run began (0: unknown); met counts
+	// those the walk has met, copies that came back left out.
+	snapshot, met int64
+	// wanted holds the IDs not found yet.
+	wanted map[string]bool
+	// replayedIDs and replayedOrig are the DLQ ids and original ids this run replayed, which
+	// recognise a copy that came back.
+	replayedIDs, replayedOrig map[string]bool
+}
+
+// done reports that the walk has nothing more to do.
+func (r *replay) done() bool {
+	return (r.cfg.Limit > 0 && r.sum.Replayed >= r.cfg.Limit) ||
+		(len(r.cfg.IDs) > 0 && len(r.wanted) == 0) ||
+		(r.snapshot > 0 && r.met >= r.snapshot)
+}
+
+// receiveUpTo is how many messages to receive next: no more than the walk can still handle.
+func (r *replay) receiveUpTo() int {
+	n := upTo(r.cfg.Limit, r.sum.Replayed)
+	if r.snapshot > 0 {
+		n = int(min(int64(n), r.snapshot-r.met))
+	}
+	return n
+}
+
+// selects reports whether m is to be replayed.
+func (r *replay) selects(m Message) bool {
+	if len(r.cfg.IDs) > 0 && !slices.Contains(r.cfg.IDs, m.ID) && !slices.Contains(r.cfg.IDs, OriginalID(m.ID, m.Attributes)) {
+		return false
+	}
+	return r.cfg.Filter.Match(m)
+}
+
+// cameBack reports whether m is a copy this run replayed that is back in the DLQ.
+func (r *replay) cameBack(m Message) bool {
+	l := LineageOf(m.Attributes)
+	return (l.ReplayedFrom != "" && r.replayedIDs[l.ReplayedFrom]) || (l.OriginalMessageID != "" && r.replayedOrig[l.OriginalMessageID])
 }
 
 // part sends msgs to the target, then deletes what was sent from the DLQ. A message whose send
-// failed is kept in the DLQ.
+// failed is kept in the DLQ. A part is never cut short: once it starts, a cancelled ctx waits
+// for its sends and deletes, so no message is left sent but not deleted.
 func (r *replay) part(ctx context.Context, msgs []Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), partTimeout)
+	defer cancel()
 	now := r.cfg.Now()
 	out := make([]producer.Message, len(msgs))
 	for i, m := range msgs {
@@ -266,8 +374,10 @@ func (r *replay) part(ctx context.Context, msgs []Message) {
 	if len(sent) == 0 {
 		return
 	}
-	failed := deleteMessages(context.WithoutCancel(ctx), r.api, r.dlqURL, sent)
+	failed := deleteMessages(ctx, r.api, r.dlqURL, sent)
 	for _, m := range sent {
+		r.replayedIDs[m.ID] = true
+		r.replayedOrig[OriginalID(m.ID, m.Attributes)] = true
 		_ = r.cfg.Progress.Add(1)
 		if ferr, bad := failed[m.ID]; bad {
 			r.sum.NotDeleted++
@@ -278,6 +388,9 @@ func (r *replay) part(ctx context.Context, msgs []Message) {
 		fmt.Fprintf(r.cfg.Out, "replayed %s to %s\n", m.ID, queueattr.NameFromURL(r.target.URL))
 	}
 }
+
+// partTimeout bounds one part's sends and deletes, retries included.
+const partTimeout = time.Minute
 
 func describeCause(m Message) string {
 	if c, ok := CauseOf(m.Attributes); ok && c.Reason != "" {

@@ -32,6 +32,9 @@ type scanner struct {
 	stale int
 }
 
+// receiveTimeout bounds one receive of a walk, its one-second poll and the SDK's retries.
+const receiveTimeout = 30 * time.Second
+
 // maxStaleReceives ends a walk whose receives only bring back messages it has already handled
 // (their hold ran out): the queue holds nothing new for it.
 const maxStaleReceives = 3
@@ -42,9 +45,17 @@ func newScanner(api API, url string, hold time.Duration) *scanner {
 
 // next receives up to limit (1..10) messages not handled before. It returns none when the walk is
 // over: the DLQ returned nothing (it is drained, for this walk) or only old messages, repeatedly.
+//
+// A receive is never cancelled halfway: SQS may already have handed messages to a cancelled
+// poll, and they would stay in flight, out of reach, for the hold. When ctx is done, the answer
+// is kept (made visible again by release) and next returns ctx's error.
 func (s *scanner) next(ctx context.Context, limit int) ([]Message, error) {
 	for {
-		out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiveTimeout)
+		out, err := s.api.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(s.url),
 			MaxNumberOfMessages:         int32(min(max(limit, 1), sqsspec.MaxReceive)),
 			WaitTimeSeconds:             1, // a long poll asks every SQS server, so "nothing" means empty
@@ -52,8 +63,18 @@ func (s *scanner) next(ctx context.Context, limit int) ([]Message, error) {
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("receive from %s: %w", s.url, err)
+		}
+		if ctx.Err() != nil {
+			for _, raw := range out.Messages {
+				s.keep(messageFrom(raw))
+			}
+			return nil, ctx.Err()
 		}
 		if len(out.Messages) == 0 {
 			return nil, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,7 +198,8 @@ func dlqReplayCommand() *cli.Command {
 		Name:  "replay",
 		Usage: "send matching messages back to the source queue, deleting each from the DLQ after its send succeeded",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "limit", Usage: "replay at most `N` messages", DefaultText: "all that match"},
+			&cli.IntFlag{Name: "limit", Aliases: []string{"max"}, Usage: "replay at most `N` messages", DefaultText: "all that match"},
+			&cli.GenericFlag{Name: "id", Value: &opRepeated{}, Usage: "replay only the message with this `ID`: its dead-letter queue id or its original id, as peek shows them (repeatable)"},
 			&cli.StringFlag{Name: "match-body", Usage: "replay only messages whose body matches `REGEX` (RE2 syntax)"},
 			&cli.GenericFlag{Name: "match-attr", Value: &opRepeated{}, Usage: "replay only messages with attribute `NAME=VALUE` (repeatable; all must match)"},
 			&cli.Float64Flag{Name: "rate", Usage: "send at most `N` messages per second (a positive number)", DefaultText: "no limit"},
@@ -211,6 +213,7 @@ func dlqReplayCommand() *cli.Command {
 				return usageError{err}
 			}
 			cfg.Filter = filter
+			cfg.IDs = c.Generic("id").(*opRepeated).values
 			cfg.DryRun = c.Bool("dry-run")
 			if c.IsSet("rate") {
 				cfg.Rate = c.Float64("rate")
@@ -231,10 +234,21 @@ func dlqReplayCommand() *cli.Command {
 			cfg.Progress = bar
 			sum, err := deadletter.Replay(c.Context, client, q, cfg)
 			_ = bar.Finish()
+			w := c.App.Writer
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprint(w, "interrupted: ")
+			}
 			if sum.DryRun {
-				fmt.Fprintf(c.App.Writer, "dry run: would replay %d, skip %d; nothing was changed\n", sum.Replayed, sum.Skipped)
+				fmt.Fprintf(w, "dry run: would replay %d, skip %d; nothing was changed\n", sum.Replayed, sum.Skipped)
 			} else {
-				fmt.Fprintf(c.App.Writer, "replayed %d, skipped %d, failed %d\n", sum.Replayed, sum.Skipped, sum.Failed+sum.NotDeleted)
+				fmt.Fprintf(w, "replayed %d, skipped %d, failed %d", sum.Replayed, sum.Skipped, sum.Failed+sum.NotDeleted)
+				if sum.CameBack > 0 {
+					fmt.Fprintf(w, "; %d came back to the dead-letter queue during the run (they failed again) and were left there", sum.CameBack)
+				}
+				fmt.Fprintln(w)
+			}
+			if errors.Is(err, context.Canceled) {
+				return interrupted{"replay stopped; the messages it held are visible in the dead-letter queue again"}
 			}
 			if err != nil {
 				return err

@@ -21,7 +21,10 @@ var exitCodes = []struct {
 	{11, "for try: listen would retry the message", isDecided(11)},
 	{12, "for try: listen would leave the message to the redrive policy", isDecided(12)},
 	{13, "for try: listen would dead-letter the message", isDecided(13)},
-	{130, "stopped at once by a second SIGINT/SIGTERM; running jobs were killed and their messages released", func(err error) bool { return errors.Is(err, supervisor.ErrAborted) }},
+	{130, "for listen: stopped at once by a second SIGINT/SIGTERM, running jobs killed and their messages released; for the other commands: stopped by SIGINT/SIGTERM, after giving back what they held", func(err error) bool {
+		var i interrupted
+		return errors.Is(err, supervisor.ErrAborted) || errors.As(err, &i)
+	}},
 	{1, "for progress: every failure, bad input included, as watchbot-progress exits", func(err error) bool {
 		var p progressFailure
 		return errors.As(err, &p)
@@ -41,6 +44,11 @@ func isDecided(code int) func(error) bool {
 		return errors.As(err, &d) && int(d) == code
 	}
 }
+
+// interrupted is an operator command stopped by SIGINT or SIGTERM; it says what was left how.
+type interrupted struct{ what string }
+
+func (e interrupted) Error() string { return "interrupted: " + e.what }
 
 // usageError marks errors in what the user typed.
 type usageError struct{ err error }
