@@ -337,15 +337,16 @@ func (r Record) groupID() string {
 	return r.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]
 }
 
-// WriteListing writes m for a reader: id, sent time, receive count, dead-letter cause, the other
-// attributes and the body, cut to maxBody bytes when maxBody > 0.
+// WriteListing writes m for a reader: id, original id, sent time, receive count, dead-letter
+// cause, the other attributes and the body, cut to maxBody bytes when maxBody > 0. Looking is a
+// receive, so the receive count shown is the one before this look (SQS's count less one).
 func WriteListing(w io.Writer, m Message, maxBody int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "id:       %s\n", m.ID)
 	if t := m.SentAt(); !t.IsZero() {
 		fmt.Fprintf(&b, "sent:     %s\n", t.Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, "receives: %d\n", m.ReceiveCount())
+	fmt.Fprintf(&b, "receives: %d before this look\n", max(0, m.ReceiveCount()-1))
 	if g := m.GroupID(); g != "" {
 		fmt.Fprintf(&b, "group:    %s\n", g)
 	}

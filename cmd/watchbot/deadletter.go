@@ -155,7 +155,7 @@ func dlqCountCommand() *cli.Command {
 func dlqPeekCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peek",
-		Usage: "show messages without consuming them (each is made visible again at once)",
+		Usage: "show messages without consuming them (each is made visible again at once, but counts as one more receive)",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 10, Usage: "show at most `N` messages"},
 			&cli.BoolFlag{Name: "json", Usage: "write JSON Lines with whole bodies"},
@@ -182,6 +182,12 @@ func dlqPeekCommand() *cli.Command {
 				}
 				return deadletter.WriteListing(w, m, maxBody)
 			})
+			if n > 0 && !c.Bool("json") {
+				fmt.Fprintln(w, "peek receives each message it shows, which adds one to its receive count; the counts above are from before it.")
+			}
+			if errors.Is(err, context.Canceled) {
+				return interrupted{"peek stopped; the messages it held are visible again"}
+			}
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,8 @@ var exitCodes = []struct {
 		var i interrupted
 		return errors.Is(err, supervisor.ErrAborted) || errors.As(err, &i)
 	}},
-	{1, "for progress: every failure, bad input included, as watchbot-progress exits", func(err error) bool {
+	// No meaning of its own: the runtime row below documents code 1 once.
+	{1, "", func(err error) bool {
 		var p progressFailure
 		return errors.As(err, &p)
 	}},
@@ -34,7 +35,7 @@ var exitCodes = []struct {
 		var c supervisor.ConfigError
 		return errors.As(err, &u) || errors.As(err, &c)
 	}},
-	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer", func(error) bool { return true }},
+	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
 }
 
 // isDecided matches try's decision code.

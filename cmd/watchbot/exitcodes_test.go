@@ -23,6 +23,7 @@ func TestExitCode(t *testing.T) {
 		{"config", supervisor.ConfigError{Flag: "--concurrency", Msg: "bad"}, 2},
 		{"runtime", errors.New("receive messages: boom"), 1},
 		{"progress, bad input", progressFailure{errors.New("part 0 is outside 1..10")}, 1},
+		{"interrupted", interrupted{"replay stopped"}, 130},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +44,15 @@ func TestDocumentedExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	codes := map[int]bool{}
 	for _, row := range exitCodes {
+		if row.meaning == "" {
+			continue
+		}
+		if codes[row.code] {
+			t.Errorf("exit code %d is documented twice", row.code)
+		}
+		codes[row.code] = true
 		line := fmt.Sprintf("| %d | %s |", row.code, row.meaning)
 		if !strings.Contains(string(page), line) {
 			t.Errorf("docs/operator-tools.md lacks the exit-code row %q", line)

@@ -124,7 +124,7 @@ func deadLetterDirectly(t *testing.T, c *sqs.Client, q testenv.Queue, n int, kin
 		attrs, _ := deadletter.WithCause(map[string]types.MessageAttributeValue{
 			"kind": {DataType: aws.String("String"), StringValue: aws.String(k)},
 			"blob": {DataType: aws.String("Binary"), BinaryValue: []byte{0xde, 0xad, byte(i)}},
-		}, deadletter.Cause{Reason: "worker exited 3", SourceQueue: q.URL, Attempts: 3})
+		}, deadletter.Cause{Reason: "worker exited 3", SourceQueue: q.URL, Attempts: 3, Lineage: deadletter.Lineage{OriginalMessageID: fmt.Sprintf("orig-%d", i)}})
 		letters = append(letters, testenv.Letter{Body: fmt.Sprintf("job %d — ünïcødé", i), Attributes: attrs})
 		bodies[letters[i].Body] = true
 	}
@@ -167,6 +167,18 @@ func TestDeadLetterVerbs(t *testing.T) {
 		t.Errorf("source holds %d, want 5", v)
 	}
 
+	// --id takes an original id; --max caps the run.
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "replay", "--id", "orig-0", "--id", "orig-404")
+	if code != 1 || !strings.Contains(stdout, "replayed 1, skipped") || !strings.Contains(stderr, "--id orig-404") {
+		t.Fatalf("replay --id: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "replay", "--max", "2")
+	if code != 0 || !strings.Contains(stdout, "replayed 2, skipped 0, failed 0") {
+		t.Fatalf("replay --max 2: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	testenv.Drain(t, c, q.URL, 5*time.Second)
+	deadLetterDirectly(t, c, q, 3, nil)
+
 	code, stdout, _ = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "count")
 	if code != 0 || !strings.Contains(stdout, "visible:   20") {
 		t.Errorf("count: exit %d\n%s", code, stdout)
@@ -184,7 +196,7 @@ func TestDeadLetterVerbs(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("peek --json line %q: %v", sc.Text(), err)
 		}
-		if r.DeadLetter == nil || r.DeadLetter.Reason != "worker exited 3" || len(r.MessageAttributes["blob"].BinaryValue) != 3 {
+		if r.DeadLetter == nil || r.DeadLetter.Reason != "worker exited 3" || len(r.MessageAttributes["blob"].BinaryValue) != 3 || !strings.HasPrefix(r.OriginalMessageID, "orig-") {
 			t.Errorf("peek record %+v", r)
 		}
 		lines++
@@ -193,7 +205,8 @@ func TestDeadLetterVerbs(t *testing.T) {
 		t.Errorf("peek --json wrote %d lines, want 3", lines)
 	}
 	code, stdout, _ = runCLI(t, nil, "dead-letter", "--dlq-url", q.DLQURL, "--to", q.URL, "peek", "--limit", "2")
-	if code != 0 || strings.Count(stdout, "reason:   worker exited 3") != 2 {
+	if code != 0 || strings.Count(stdout, "reason:   worker exited 3") != 2 || strings.Count(stdout, "original: orig-") != 2 ||
+		strings.Count(stdout, " before this look\n") != 2 || !strings.Contains(stdout, "adds one to its receive count") {
 		t.Errorf("peek: exit %d\n%s", code, stdout)
 	}
 	if v, f := dlqCount(t, c, q.DLQURL); v != 20 || f != 0 {
