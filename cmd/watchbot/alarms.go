@@ -23,7 +23,7 @@ func alarmsCommand() *cli.Command {
 			// A bad flag value is bad usage: exit 2, the message once, no help text.
 			Flags: append([]cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-				&cli.StringFlag{Name: "metrics", Value: alarms.ModeEMF, Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (then only the alarms on AWS/SQS metrics remain)"},
+				&cli.StringFlag{Name: "metrics", Value: alarms.ModeEMF, Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (none: only AWS/SQS alarms)"},
 				&cli.StringFlag{Name: "metrics-namespace", Value: "Watchbot", Usage: "CloudWatch `NAMESPACE` of watchbot's metrics, as given to listen and template"},
 			}, thresholdFlags(d)...),
 			Action: listAlarms,

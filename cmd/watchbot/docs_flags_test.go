@@ -98,19 +98,9 @@ func renderFlagTables(page string, app *cli.App) (string, int, error) {
 // flagTable renders the flags of the command at path ("listen", "dead-letter/replay"), or only
 // those named, in the order given, as a Markdown table.
 func flagTable(app *cli.App, path string, only []string) (string, error) {
-	cmds := app.Commands
-	var cmd *cli.Command
-	for _, name := range strings.Split(path, "/") {
-		cmd = nil
-		for _, c := range cmds {
-			if c.HasName(name) {
-				cmd = c
-			}
-		}
-		if cmd == nil {
-			return "", fmt.Errorf("no command %q", path)
-		}
-		cmds = cmd.Subcommands
+	cmd := commandAt(app, path)
+	if cmd == nil {
+		return "", fmt.Errorf("no command %q", path)
 	}
 	flags := cmd.Flags
 	if len(only) > 0 {

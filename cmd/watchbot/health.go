@@ -26,7 +26,7 @@ const healthTimeout = 3 * time.Second
 func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
-		Usage: "exit 0 when the listen serving --http-addr reports itself healthy, 1 otherwise: a container health check for images without curl",
+		Usage: "a container health check: exit 0 when listen's /healthz answers 200, else 1",
 		Description: "GET http://ADDR/healthz. Exit 0 on 200, silently. Otherwise exit 1 with one line on stderr:\n" +
 			"the reason listen gave (503), or why it did not answer. A listen bound to every interface\n" +
 			"(:9090, 0.0.0.0:9090, [::]:9090) is asked on the loopback (127.0.0.1, [::1]).",

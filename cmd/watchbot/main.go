@@ -86,6 +86,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 		OnUsageError: onUsageError,
 	}
 	withUsageErrors(app.Commands)
+	withHelp(app)
 	return app
 }
 

@@ -17,7 +17,7 @@ import (
 func metricsFlags() []cli.Flag {
 	def := alarms.DefaultPublisherConfig()
 	return []cli.Flag{
-		&cli.StringFlag{Name: "metrics", Value: def.Mode, Usage: "where metrics go: emf (lines on stdout for the awslogs driver), cloudwatch (PutMetricData) or none"},
+		&cli.StringFlag{Name: "metrics", Value: def.Mode, Usage: "emf (lines on stdout for the awslogs driver), cloudwatch (PutMetricData), none"},
 		&cli.StringFlag{Name: "metrics-namespace", Value: def.Namespace, Usage: "CloudWatch namespace of the metrics"},
 		&cli.StringFlag{Name: "metrics-service", Usage: "adds a Service dimension with this value to every metric"},
 	}

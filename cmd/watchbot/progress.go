@@ -49,9 +49,9 @@ func progressFlags(a *progressArgs) []cli.Flag {
 		&cli.StringFlag{Name: "metadata", Aliases: []string{"m"}, Usage: "(set-metadata) the metadata, one `JSON` document", Destination: &a.metadata},
 		&cli.StringFlag{Name: "reason", Aliases: []string{"r"}, Usage: "(fail-job) why the job failed, `TEXT`", Destination: &a.reason},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object with every field, whatever the command", Destination: &a.json},
-		&cli.StringFlag{Name: "table", Usage: "the progress table, a `NAME` or ARN (default: $ProgressTable, then $WATCHBOT_PROGRESS_TABLE)", Destination: &a.table},
-		&cli.StringFlag{Name: "endpoint-url", Usage: "DynamoDB endpoint `URL`, e.g. a local emulator (default: $DynamoDbEndpoint, then AWS_ENDPOINT_URL_DYNAMODB)", Destination: &a.endpoint},
-		&cli.StringFlag{Name: "ttl", Usage: "a job's items expire this `DURATION` after their last write, by the table's time to live; 0: never (default: $WATCHBOT_PROGRESS_TTL, then 720h)", Destination: &a.ttl},
+		&cli.StringFlag{Name: "table", Usage: "the progress table, a `NAME` or ARN", DefaultText: "$ProgressTable, then $WATCHBOT_PROGRESS_TABLE", Destination: &a.table},
+		&cli.StringFlag{Name: "endpoint-url", Usage: "DynamoDB endpoint `URL`, e.g. a local emulator", DefaultText: "$DynamoDbEndpoint, then AWS_ENDPOINT_URL_DYNAMODB", Destination: &a.endpoint},
+		&cli.StringFlag{Name: "ttl", Usage: "a job's items expire this `DURATION` after their last write (0: never)", DefaultText: "$WATCHBOT_PROGRESS_TTL, then 720h", Destination: &a.ttl},
 	}
 }
 
@@ -80,7 +80,11 @@ func progressCommand() *cli.Command {
 				return progressFailure{err}
 			}
 			if a.help {
-				cli.HelpPrinter(c.App.Writer, cli.CommandHelpTemplate, c.Command)
+				tmpl := cli.CommandHelpTemplate
+				if c.Command.CustomHelpTemplate != "" {
+					tmpl = c.Command.CustomHelpTemplate
+				}
+				cli.HelpPrinter(c.App.Writer, tmpl, c.Command)
 				return nil
 			}
 			if err := runProgress(c, a); err != nil {
