@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,10 +18,10 @@ import (
 
 // TestQuickstart runs the README's quickstart as a reader would: scripts/local-sqs (what make
 // emulator runs) in one shell, then the quickstart's block in another, in a fresh directory
-// holding only bin/watchbot, with nothing in the environment but PATH and HOME. The one
-// change to the block is the emulator's port, which the test picks free, and the Ctrl-C the
-// reader gives listen once both messages ran, which the test sends when the queue is empty
-// and the DLQ holds the rejected message.
+// holding only bin/watchbot, in a user's environment built from nothing (testenv.CleanEnv).
+// The one change to the block is the emulator's port, which the test picks free, and the
+// Ctrl-C the reader gives listen once both messages ran, which the test sends when the queue
+// is empty and the DLQ holds the rejected message.
 func TestQuickstart(t *testing.T) {
 	root, err := testenv.Root()
 	if err != nil {
@@ -36,10 +37,9 @@ func TestQuickstart(t *testing.T) {
 		testenv.Require(t, "SQS emulator did not install", fmt.Errorf("%w\n%s", err, out))
 	}
 
-	home := t.TempDir()
-	clean := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+	clean := testenv.CleanEnv(t)
 	emulator := exec.Command(script)
-	emulator.Env = append(clean, "FAUXQS_PORT=0")
+	emulator.Env = append(slices.Clip(clean), "FAUXQS_PORT=0")
 	var emuOut testenv.Buffer
 	emulator.Stdout, emulator.Stderr = &emuOut, &emuOut
 	testenv.Spawn(t, emulator)
