@@ -270,8 +270,7 @@ var spareProcOnce sync.Once
 // (os.StartProcess is a vfork, a raw system call the runtime cannot hand the P off from),
 // and starts are serialized, so one P is enough to cover it. Without it, on a small machine
 // that P is a large share of the supervisor's: exited workers, receives and the next starts
-// wait for it, and slots stand idle. On 2 cores, 64 slots of 100 ms jobs were kept busy
-// about 0.89 of the time with 2 Ps and 0.98 with 3 (the workers' run times in the log).
+// wait for it, and slots stand idle (docs/performance.md, the --concurrency 64 goal).
 func spareProc(env string) {
 	if env == "" {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
