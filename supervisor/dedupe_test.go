@@ -221,11 +221,6 @@ func newDedupeRig(t *testing.T, fifo bool, o rigOptions) *dedupeRig {
 		r.queue, r.dlq, r.cfg.QueueURL = aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), aws.ToString(q.QueueUrl)
 	}
 	r.cfg.Dedupe = DedupeConfig{Table: "fake", Key: "attr:idem"}
-	// Acks go out at once. With a linger, a renewal holds a job's lock until the acker's
-	// timer fires; a run ending at that moment (a message that waits ends its run at once)
-	// blocks on that lock, which synctest does not count as durably blocked, so the bubble's
-	// clock, and that timer, would never move.
-	r.cfg.AckLinger = 0
 	return r
 }
 

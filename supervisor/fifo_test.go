@@ -1,9 +1,7 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -195,30 +193,17 @@ func (r *fifoRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) wo
 		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, errTimedOut)
 		defer cancel()
 	}
-	env := map[string]string{}
-	for _, kv := range spec.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	data, err := os.ReadFile(spec.StdinPath)
+	env, lines, err := workerInput(r.t, spec)
 	if err != nil {
 		return workerRun{End: endSpawnError, Err: err}
 	}
 	var calls []workerCall
-	if _, batch := env["WATCHBOT_BATCH_SIZE"]; batch {
-		sc := bufio.NewScanner(strings.NewReader(string(data)))
-		for sc.Scan() {
-			var l batchLine
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				r.t.Errorf("batch line %q: %v", sc.Text(), err)
-			}
-			calls = append(calls, workerCall{Body: l.Body, Group: l.GroupID, Attempt: l.Attempt, ID: l.ID})
-		}
-	} else {
-		attempt, _ := strconv.Atoi(env["WATCHBOT_ATTEMPT"])
+	for _, l := range lines {
+		calls = append(calls, workerCall{Body: l.Body, Group: l.GroupID, Attempt: l.Attempt, ID: l.ID})
+	}
+	if _, batch := env["WATCHBOT_BATCH_SIZE"]; !batch {
 		count, _ := strconv.Atoi(env["ApproximateReceiveCount"])
-		calls = []workerCall{{Body: string(data), Group: env["WATCHBOT_GROUP_ID"], Attempt: attempt, ReceiveCount: count, ID: env["MessageId"]}}
+		calls[0].ReceiveCount = count
 	}
 	acts := r.begin(calls)
 	var took time.Duration

@@ -41,12 +41,17 @@ type job struct {
 	cancel context.CancelCauseFunc
 	shared bool // the worker runs other messages too
 
-	// mu is held by the heartbeat while a renewal for this job is under way, and by the job
-	// when it settles the message, so a renewal can never land after the outcome's own
-	// visibility change.
-	mu      sync.Mutex
+	// mu guards the fields below. It is held only while they are read or written, never
+	// across an SQS call, a channel send or a wait: a renewal reads the receipt, calls SQS
+	// without the lock, and applies the answer only if the receipt is still the job's.
+	mu sync.Mutex
+	// settled: the message's settle has begun (or the loop has decided to hand it back). No
+	// renewal starts after it, and a new delivery of the message is a new job.
 	settled bool
-	pgid    int // the running worker's process group, 0 when none runs
+	// renewing, while a renewal's call is under way, is closed when the call returns: a
+	// settle waits for it, so no renewal can land after the outcome's own visibility change.
+	renewing chan struct{}
+	pgid     int // the running worker's process group, 0 when none runs
 	// receipt and receivedAt are the current delivery's: a new delivery of the same message
 	// replaces them (takeOver).
 	receipt    string
@@ -98,6 +103,101 @@ func (j *job) handle() string {
 	return j.receipt
 }
 
+// delivery is a snapshot of the job's current delivery.
+type delivery struct {
+	receipt    string
+	receivedAt time.Time
+	leaseUntil time.Time
+	settled    bool
+}
+
+func (j *job) delivery() delivery {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return delivery{receipt: j.receipt, receivedAt: j.receivedAt, leaseUntil: j.leaseUntil, settled: j.settled}
+}
+
+// handingBack marks the job settled before its hand-back runs: called by the loop, it makes
+// a new delivery that the loop takes later a new job, not one that the hand-back then drops.
+func (j *job) handingBack() {
+	j.mu.Lock()
+	j.settled = true
+	j.mu.Unlock()
+}
+
+// beginRenewal records a renewal of receipt under way and returns the channel to close when
+// its call returns; nil when the job has settled or has a newer receipt since the snapshot.
+func (j *job) beginRenewal(receipt string) chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.receipt != receipt || j.renewing != nil {
+		return nil
+	}
+	j.renewing = make(chan struct{})
+	return j.renewing
+}
+
+// endRenewal records that the renewal's call returned, waking a settle that waits for it.
+func (j *job) endRenewal(done chan struct{}) {
+	j.mu.Lock()
+	if j.renewing == done {
+		j.renewing = nil
+	}
+	j.mu.Unlock()
+	close(done)
+}
+
+// renewed applies a renewal's answer for receipt: on success the lease runs until until. It
+// reports the lease as it now stands, and false when the answer is of no use: the job has a
+// new receipt (a new delivery replaced the one renewed), or has begun to settle.
+func (j *job) renewed(receipt string, ok bool, until time.Time) (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.receipt != receipt {
+		return j.leaseUntil, false
+	}
+	if ok {
+		j.leaseUntil = until
+	}
+	return j.leaseUntil, true
+}
+
+// beginSettle marks the job settled, waits for a renewal under way to return, and returns the
+// delivery to settle. From then on no renewal starts and no new delivery replaces the receipt,
+// so the settle's own call is the last that changes the message's visibility.
+func (j *job) beginSettle() delivery {
+	j.mu.Lock()
+	j.settled = true
+	wait := j.renewing
+	j.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	return j.delivery()
+}
+
+// resumed undoes beginSettle for a job kept held (its settle's call failed and it is tried
+// again in place): renewals go on.
+func (j *job) resumed() {
+	j.mu.Lock()
+	j.settled = false
+	j.mu.Unlock()
+}
+
+// setProcessGroup records the process group of the job's running worker, 0 when none runs.
+func (j *job) setProcessGroup(pgid int) {
+	j.mu.Lock()
+	j.pgid = pgid
+	j.mu.Unlock()
+}
+
+// processGroup returns the process group of the job's running worker, 0 when none runs.
+func (j *job) processGroup() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pgid
+}
+
 // stopped returns the reason the heartbeat gave to stop, or nil.
 func (j *job) stopped() error {
 	j.stopMu.Lock()
@@ -124,17 +224,17 @@ func (j *job) detach() {
 	j.stopMu.Lock()
 	j.cancel, j.shared = nil, false
 	j.stopMu.Unlock()
-	j.mu.Lock()
-	j.pgid = 0
-	j.mu.Unlock()
+	j.setProcessGroup(0)
 }
 
 // takeOver gives a held message's job the receipt handle of a new delivery of the same
 // message. SQS delivers a message again when its lease lapsed (the heartbeat could not reach
 // SQS for longer than the visibility timeout); the old handle no longer works, and running
 // the message a second time beside the first would be a concurrent duplicate. The job carries
-// on with the new handle and lease. It reports false when the job has already settled the
-// message (a retry made it visible again): that delivery is a new attempt.
+// on with the new handle and lease. It reports false when the job's settle has begun (its
+// worker, if it had one, has ended; a retry may have made it visible again), or the loop has
+// decided to hand it back: that delivery is a new attempt, for a new job. The loop alone calls
+// it, so a hand-back the loop decided always comes first.
 func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Duration) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -160,15 +260,17 @@ func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Durati
 // keep failing until the lease is about to lapse), and reports a held job in no run to
 // release, for the loop to hand it back.
 //
-// Lock order: l.mu guards the registry only and is never held while a job's lock is taken. A
-// job's mu (held by a renewal under way, or by the settle of its message) may be held while
-// its stopMu is taken, never the reverse.
+// The heartbeat never waits for SQS: renewals go out through the acknowledger, and their
+// answers come back through a mailbox; jobs it gives up on go to the loop through another
+// (release must not block). l.mu guards the registry only; no two of l.mu, a job's mu and
+// its stopMu are ever held at once.
 type leaser struct {
 	visibility, receiveLease, interval, killGrace time.Duration
 	acks                                          *acker
 	log                                           *slog.Logger
-	// release is called from the heartbeat for a job that must stop but runs in no worker
-	// of its own; the loop hands it back if it is still held.
+	// release is called from the heartbeat (and the dedupe extensions) for a job that must
+	// stop but runs in no worker of its own; the loop hands it back if it is still held. It
+	// must not block.
 	release func(*job)
 	// health, when set, is told of each heartbeat.
 	health *Health
@@ -179,8 +281,9 @@ type leaser struct {
 
 	// added wakes the heartbeat when a job is added, so it can renew it in time.
 	added chan struct{}
-	// answers carries the acknowledger's answers to renewals.
-	answers chan renewAnswer
+	// answers carries the acknowledger's answers to renewals, posted from its calls'
+	// goroutines, which must never wait for the heartbeat.
+	answers *mailbox[renewAnswer]
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -188,7 +291,7 @@ type leaser struct {
 
 func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *leaser {
 	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
-		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: make(chan renewAnswer)}
+		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: newMailbox[renewAnswer]()}
 }
 
 // received returns the lease a receive takes, and how long after it the first renewal is
@@ -272,11 +375,12 @@ func (l *leaser) stopBy(leaseUntil time.Time) time.Time {
 	return leaseUntil.Add(-l.killGrace - lapseMargin)
 }
 
-// renewal is a lease renewal sent and not yet answered. Its job's mu is held until the answer
-// comes, so no settle can land before it.
+// renewal is a lease renewal sent and not yet answered. Its job's renewing channel is open
+// until the call returns, so no settle can land before it.
 type renewal struct {
 	j      *job
 	handle string
+	done   chan struct{}
 	asked  time.Time
 	vis    time.Duration
 	// stopBy is when the job is stopped if the answer has not come by then; stopped, that it
@@ -314,16 +418,17 @@ func (l *leaser) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			// Each renewal under way holds its job's lock: wait for the answers, which the
-			// acknowledger bounds by its call timeout.
+			// Wait for the answers of the renewals under way, which the acknowledger bounds
+			// by its call timeout, so none is applied, or extends a claim, after Run.
 			for len(flight) > 0 {
-				l.answered(flight, <-l.answers)
+				<-l.answers.ready
+				l.answerAll(flight)
 			}
 			l.extending.Wait()
 			return
 		case <-l.added:
-		case a := <-l.answers:
-			l.answered(flight, a)
+		case <-l.answers.ready:
+			l.answerAll(flight)
 		case <-t.C:
 			now := time.Now()
 			l.overdue(flight, now)
@@ -399,37 +504,40 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 	now := time.Now()
 	round := &renewRound{}
 	for _, j := range js {
-		// A job whose lock is taken is settling (its delete or hand-back under way): the
-		// heartbeat does not wait on it, and looks again shortly in case that fails.
-		if !j.mu.TryLock() {
-			j.renewBy(now.Add(settlingRetry))
-			continue
-		}
-		if j.settled {
+		d := j.delivery()
+		if d.settled {
 			j.renewBy(now.Add(l.interval)) // to be removed; not due again meanwhile
-			j.mu.Unlock()
 			continue
 		}
-		inFlight := now.Sub(j.receivedAt)
+		inFlight := now.Sub(d.receivedAt)
 		left := sqsspec.MaxInFlight - inFlight
 		if left <= l.ceilingMargin() {
 			j.renewBy(now.Add(l.interval))
-			j.mu.Unlock()
 			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
 				"in_flight", inFlight.Round(time.Second).String())
 			l.stop(j, errCeiling)
 			continue
 		}
-		r := &renewal{j: j, handle: j.receipt, asked: now, vis: min(l.visibility, left-time.Second),
-			stopBy: l.stopBy(j.leaseUntil), round: round}
+		done := j.beginRenewal(d.receipt)
+		if done == nil {
+			// It began to settle, or was delivered again, since the snapshot: looked at
+			// again shortly.
+			j.renewBy(now.Add(settlingRetry))
+			continue
+		}
+		r := &renewal{j: j, handle: d.receipt, done: done, asked: now, vis: min(l.visibility, left-time.Second),
+			stopBy: l.stopBy(d.leaseUntil), round: round}
 		if !r.stopBy.After(now) {
 			// A lease shorter than --kill-grace and the margin: no stop can come before it
 			// lapses, so an unanswered renewal stops the job when it does.
-			r.stopBy = j.leaseUntil
+			r.stopBy = d.leaseUntil
 		}
 		round.pending++
 		flight[j] = r
-		l.acks.submitReply(ackVisibility, r.handle, sqsspec.Seconds(r.vis), func(err error) { l.answers <- renewAnswer{r, err} })
+		l.acks.submitReply(ackVisibility, r.handle, sqsspec.Seconds(r.vis), func(err error) {
+			j.endRenewal(done)
+			l.answers.post(renewAnswer{r, err})
+		})
 	}
 }
 
@@ -441,25 +549,40 @@ func (l *leaser) overdue(flight map[*job]*renewal, now time.Time) {
 			continue
 		}
 		r.stopped = true
+		if r.j.handle() != r.handle {
+			continue // a new delivery has given the job a new receipt and lease (takeOver)
+		}
 		r.j.log.Error("stopping job: SQS has not answered the renewal of its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
 			"waited", now.Sub(r.asked).Round(time.Millisecond).String())
 		l.stop(r.j, errLeaseLost)
 	}
 }
 
+// answerAll applies the answers that have come.
+func (l *leaser) answerAll(flight map[*job]*renewal) {
+	for _, a := range l.answers.take() {
+		l.answered(flight, a)
+	}
+}
+
 // answered applies a renewal's answer: the lease extended, or a retry before the job's stop
 // deadline, or the job stopped when its lease is gone or no retry fits before that deadline.
+// An answer for a receipt the job no longer has, or for a job that has begun to settle, is
+// dropped.
 func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 	r, j, err := a.r, a.r.j, a.err
 	delete(flight, j)
 	now := time.Now()
+	leaseUntil, current := j.renewed(r.handle, err == nil, r.asked.Add(r.vis))
 	retry := time.Duration(0)
 	switch {
+	case !current:
+		// Settling (nothing more to renew), or delivered again: takeOver has set its next
+		// renewal.
 	case err == nil:
-		j.leaseUntil = r.asked.Add(r.vis)
 		j.renewBy(r.asked.Add(l.renewedFor(r.vis, l.interval)))
 	default:
-		retry = min(l.interval, renewRetry, l.stopBy(j.leaseUntil).Sub(now)/2)
+		retry = min(l.interval, renewRetry, l.stopBy(leaseUntil).Sub(now)/2)
 		if r.stopped || retry < minRetryGap {
 			// The job is stopped (below): its lease is tried again only while it ends.
 			j.renewBy(now.Add(min(l.interval, renewRetry)))
@@ -467,15 +590,12 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 			j.renewBy(now.Add(retry))
 		}
 	}
-	lapsesIn := j.leaseUntil.Sub(now)
-	j.mu.Unlock()
+	lapsesIn := leaseUntil.Sub(now)
 	switch {
+	case !current:
 	case err == nil:
 		r.round.renewed = append(r.round.renewed, j)
 	case r.stopped: // stopped when the answer was overdue
-	case r.handle != j.handle():
-		// A new delivery of the message has just given the job a new handle and lease
-		// (takeOver): this failure was the old handle's.
 	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		l.stop(j, errLeaseLost)

@@ -271,9 +271,7 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 		MaxDuration: r.cfg.MaxJobDuration, KillGrace: r.cfg.KillGrace,
 		Started: func(pgid int) {
 			for _, j := range jobs {
-				j.mu.Lock()
-				j.pgid = pgid
-				j.mu.Unlock()
+				j.setProcessGroup(pgid)
 			}
 		},
 	}, log)
@@ -354,10 +352,20 @@ func (r *runner) results(jobs []*job, files *jobFiles, log *slog.Logger) map[str
 	return results
 }
 
-// settle applies an outcome to one message and returns how the message left its run. It
-// holds the job's lock while it acts on SQS, so no heartbeat renewal can land after the
-// outcome's own visibility change.
+// settle applies an outcome to one message and returns how the message left its run. Before
+// it acts on SQS it marks the job settled and waits for a renewal under way (beginSettle), so
+// no renewal can land after the outcome's own visibility change; it holds no lock meanwhile.
+// A job the outcome keeps held (its call failed and is tried again in place) is renewed again.
 func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) disposition {
+	return r.settleAs(ctx, j, o, false, attrs...)
+}
+
+// settleLeaving settles a message that leaves watchbot whatever the outcome: a hand-back.
+func (r *runner) settleLeaving(ctx context.Context, j *job, o outcome) disposition {
+	return r.settleAs(ctx, j, o, true)
+}
+
+func (r *runner) settleAs(ctx context.Context, j *job, o outcome, leaving bool, attrs ...any) disposition {
 	log := j.log.With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
 	switch o.Action {
 	case actRetryInPlace:
@@ -389,20 +397,19 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 		log.Info("message held: an earlier message of its group is retried in place first", "reason", o.Reason)
 		return disposition{keep: true, attempt: o.Attempted}
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	d := r.act(ctx, j, o, log)
-	// Settled: no renewal may follow, and a new delivery of the message is a new job.
-	j.settled = !d.keep
+	d := r.act(ctx, j, j.beginSettle(), o, log)
+	if d.keep && !leaving {
+		j.resumed()
+	}
 	return d
 }
 
-// act performs an outcome's SQS action, the job's lock held, and says how the message left.
-func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) disposition {
+// act performs an outcome's SQS action on the delivery dl of j, and says how the message left.
+func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *slog.Logger) disposition {
 	returned := disposition{returned: true}
 	switch o.Action {
 	case actDelete:
-		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
+		if err := r.acks.delete(dl.receipt, r.fifo); err != nil {
 			return r.failed(j, log, o, err, "delete failed")
 		}
 		if o.Success {
@@ -412,13 +419,13 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 			log.Warn("message deleted", "reason", o.Reason)
 		}
 	case actRetry:
-		r.setVisibility(j, log, r.delay(o, j.attempt), "message will be retried", o.Reason)
+		r.setVisibility(dl, log, r.delay(o, j.attempt), "message will be retried", o.Reason)
 		return returned
 	case actRelease:
-		r.setVisibility(j, log, 0, "message released", o.Reason)
+		r.setVisibility(dl, log, 0, "message released", o.Reason)
 		return returned
 	case actRedrive:
-		r.setVisibility(j, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
+		r.setVisibility(dl, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
 		return returned
 	case actDeadLetter:
 		if r.dlqURL == "" {
@@ -434,10 +441,10 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 				return r.failed(j, log, o, err, "could not dead-letter the message")
 			}
 			log.Error("could not dead-letter the message; it stays in the queue and will be retried", "error", err, "reason", o.Reason)
-			r.setVisibility(j, log, r.retryDelay(j.attempt), "message will be retried", "dead-letter send failed")
+			r.setVisibility(dl, log, r.retryDelay(j.attempt), "message will be retried", "dead-letter send failed")
 			return returned
 		}
-		if err := r.acks.delete(j.receipt, r.fifo); err != nil {
+		if err := r.acks.delete(dl.receipt, r.fifo); err != nil {
 			sent := outcome{Action: actDelete, Reason: "already in the dead-letter queue (" + o.Reason + ")"}
 			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
 		}
@@ -452,7 +459,7 @@ func (r *runner) act(ctx context.Context, j *job, o outcome, log *slog.Logger) d
 // settleBackoff spaces the retries of a FIFO message's delete or dead-letter send.
 var settleBackoff = backoff.Exponential{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: backoff.Equal}
 
-// failed handles an SQS call that failed while settling a message (the job's lock held). On a
+// failed handles an SQS call that failed while settling a message. On a
 // FIFO queue a message whose lease still holds keeps its group's place and the call is tried
 // again in place, so its successors never overtake it; elsewhere the message is left to come
 // back when its lease ends.
@@ -484,12 +491,13 @@ func (r *runner) retryDelay(attempt int) time.Duration {
 	return r.cfg.Backoff.Delay(attempt, r.random)
 }
 
-// setVisibility makes the message visible again after delay, never past the 12 h limit.
-func (r *runner) setVisibility(j *job, log *slog.Logger, delay time.Duration, what, reason string) {
-	left := sqsspec.MaxInFlight - time.Since(j.receivedAt) - time.Second
+// setVisibility makes the delivered message visible again after delay, never past the 12 h
+// limit.
+func (r *runner) setVisibility(dl delivery, log *slog.Logger, delay time.Duration, what, reason string) {
+	left := sqsspec.MaxInFlight - time.Since(dl.receivedAt) - time.Second
 	delay = max(0, min(delay, left))
 	secs := sqsspec.Seconds(delay)
-	if err := r.acks.changeVisibility(j.receipt, secs); err != nil {
+	if err := r.acks.changeVisibility(dl.receipt, secs); err != nil {
 		log.Error("visibility change failed: the message will be visible again when its lease ends", "error", err, "reason", reason)
 		return
 	}

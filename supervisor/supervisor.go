@@ -89,10 +89,11 @@ type Supervisor struct {
 	// nothing held, so an idle watchbot does not wait out its long poll.
 	pollCtx, recvCtx context.Context
 	cancelReceive    context.CancelFunc
-	// events carries what runs report to the loop, lost the held jobs the heartbeat gives up
-	// on; loopDone is closed when the loop has returned.
+	// events carries what runs report to the loop; lost the held jobs the heartbeat gives up
+	// on, as a mailbox, since the heartbeat must never wait for the loop; loopDone is closed
+	// when the loop has returned.
 	events   chan runEvent
-	lost     chan *job
+	lost     *mailbox[*job]
 	loopDone chan struct{}
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
 	runs      runPool
@@ -142,7 +143,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		deps.Health = NewHealth()
 	}
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random, load: deps.Load, health: deps.Health,
-		events: make(chan runEvent), lost: make(chan *job), loopDone: make(chan struct{})}
+		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{})}
 	if deps.Protection != nil {
 		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
 			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random,
@@ -329,11 +330,9 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 		stopJobs(errSecond)
 		stopPolls()
 		for _, j := range s.leaser.list() {
-			j.mu.Lock()
-			if j.pgid != 0 {
-				_ = signalGroup(j.pgid, syscall.SIGKILL)
+			if pgid := j.processGroup(); pgid != 0 {
+				_ = signalGroup(pgid, syscall.SIGKILL)
 			}
-			j.mu.Unlock()
 		}
 		<-s.loopDone
 	}
@@ -568,8 +567,10 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			} else {
 				s.handBack(back, "an earlier message of its group went back to the queue")
 			}
-		case j := <-s.lost:
-			s.dropLost(sched, j)
+		case <-s.lost.ready:
+			for _, j := range s.lost.take() {
+				s.dropLost(sched, j)
+			}
 		case <-timer.C:
 		case <-stopRequested:
 			stop()
@@ -610,14 +611,9 @@ func (s *Supervisor) startRun(ctx context.Context, run []*job) {
 	})
 }
 
-// giveUp is the leaser's report of a held job that must stop. It reaches the loop unless
-// the loop has returned.
-func (s *Supervisor) giveUp(j *job) {
-	select {
-	case s.lost <- j:
-	case <-s.loopDone:
-	}
-}
+// giveUp is the leaser's report of a held job that must stop, for the loop to hand back. It
+// never waits: the loop may be waiting on the heartbeat's goroutine's work.
+func (s *Supervisor) giveUp(j *job) { s.lost.post(j) }
 
 // dropLost hands back a held job the heartbeat gave up on, with its group's messages behind
 // it: near the 12 h ceiling it is released (keeping what is left of an in-place retry); with
@@ -651,6 +647,10 @@ func backNow(js []*job) []giveBack {
 // count when it is received again.
 func (s *Supervisor) handBack(items []giveBack, why string) {
 	for _, it := range items {
+		// Marked here, on the loop's goroutine, before the hand-back runs: a new delivery of
+		// the message that the loop takes meanwhile becomes a new job rather than being
+		// handed back with this one.
+		it.j.handingBack()
 		s.handBacks.Go(func() {
 			j := it.j
 			o := outcome{Action: actRelease, Reason: why}
@@ -662,11 +662,9 @@ func (s *Supervisor) handBack(items []giveBack, why string) {
 			case it.wait > 0:
 				o = outcome{Action: actRetry, Delay: it.wait, Reason: why + "; visible when its retry delay ends"}
 			}
-			if d := s.runner.settle(context.Background(), j, o); d.keep {
-				j.mu.Lock()
-				j.settled = true // it will be delivered again when its lease ends
-				j.mu.Unlock()
-			}
+			// A hand-back the settle keeps (a FIFO delete that failed) stays settled: the
+			// message will be delivered again when its lease ends.
+			s.runner.settleLeaving(context.Background(), j, o)
 			s.leaser.remove(j)
 		})
 	}
