@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -55,21 +56,22 @@ func Default() Exponential {
 	return Exponential{Base: 2 * time.Second, Min: 0, Max: sqsspec.MaxInFlight, Jitter: None}
 }
 
-// Validate reports settings that cannot produce a sensible delay, naming the flags.
+// Validate reports settings that cannot produce a sensible delay, as a listenspec.Error
+// naming the setting.
 func (p Exponential) Validate() error {
 	switch {
 	case p.Base <= 0:
-		return fmt.Errorf("--backoff-base (%v) must be positive", p.Base)
+		return listenspec.Refuse(listenspec.SettingBackoffBase, p.Base, "must be positive")
 	case p.Min < 0:
-		return fmt.Errorf("--backoff-min (%v) must not be negative", p.Min)
+		return listenspec.Refuse(listenspec.SettingBackoffMin, p.Min, "must not be negative")
 	case p.Max <= 0 || p.Max > sqsspec.MaxInFlight:
-		return fmt.Errorf("--backoff-max (%v) must be between 1s and 12h (SQS's longest visibility timeout)", p.Max)
+		return listenspec.Refuse(listenspec.SettingBackoffMax, p.Max, "must be between 1s and 12h (SQS's longest visibility timeout)")
 	case p.Min > p.Max:
-		return fmt.Errorf("--backoff-min (%v) must not exceed --backoff-max (%v)", p.Min, p.Max)
+		return listenspec.Refuse(listenspec.SettingBackoffMin, p.Min, fmt.Sprintf("must not exceed %s (%v)", listenspec.Ref(listenspec.SettingBackoffMax), p.Max))
 	}
 	_, err := ParseJitter(string(p.Jitter))
 	if err != nil {
-		return fmt.Errorf("--backoff-jitter: %w", err)
+		return listenspec.Refuse(listenspec.SettingBackoffJitter, nil, err.Error())
 	}
 	return nil
 }

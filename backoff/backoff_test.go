@@ -65,11 +65,11 @@ func TestValidate(t *testing.T) {
 		wantErr string
 	}{
 		{"default", Default(), ""},
-		{"zero base", Exponential{Base: 0, Max: time.Hour, Jitter: None}, "--backoff-base (0s) must be positive"},
-		{"negative min", Exponential{Base: time.Second, Min: -1, Max: time.Hour, Jitter: None}, "--backoff-min (-1ns) must not be negative"},
-		{"max above 12h", Exponential{Base: time.Second, Max: 13 * time.Hour, Jitter: None}, "--backoff-max (13h0m0s) must be between 1s and 12h (SQS's longest visibility timeout)"},
-		{"min above max", Exponential{Base: time.Second, Min: 2 * time.Hour, Max: time.Hour, Jitter: None}, "--backoff-min (2h0m0s) must not exceed --backoff-max (1h0m0s)"},
-		{"bad jitter", Exponential{Base: time.Second, Max: time.Hour, Jitter: "some"}, `--backoff-jitter: unknown jitter "some" (want none, full or equal)`},
+		{"zero base", Exponential{Base: 0, Max: time.Hour, Jitter: None}, "Backoff.Base (0s) must be positive"},
+		{"negative min", Exponential{Base: time.Second, Min: -1, Max: time.Hour, Jitter: None}, "Backoff.Min (-1ns) must not be negative"},
+		{"max above 12h", Exponential{Base: time.Second, Max: 13 * time.Hour, Jitter: None}, "Backoff.Max (13h0m0s) must be between 1s and 12h (SQS's longest visibility timeout)"},
+		{"min above max", Exponential{Base: time.Second, Min: 2 * time.Hour, Max: time.Hour, Jitter: None}, "Backoff.Min (2h0m0s) must not exceed Backoff.Max (1h0m0s)"},
+		{"bad jitter", Exponential{Base: time.Second, Max: time.Hour, Jitter: "some"}, `Backoff.Jitter: unknown jitter "some" (want none, full or equal)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/sqsspec"
-	"github.com/watchbot/watchbot/supervisor"
 )
 
 // Logical ids of the template's parameters, conditions and resources.
@@ -346,20 +347,21 @@ func ListenArgs(o Options, queueURL any) []any {
 		}
 	}
 	// The rest only when they differ from listen's defaults, so a template says what it chose.
-	listen := supervisor.DefaultConfig()
-	if o.HeartbeatInterval != listen.HeartbeatInterval {
+	// Listen's zero heartbeat is half the lease, its zero job duration no limit and its zero
+	// batch window none.
+	if o.HeartbeatInterval != 0 {
 		args = append(args, "--heartbeat-interval", o.HeartbeatInterval.String())
 	}
-	if o.MaxJobDuration != listen.MaxJobDuration {
+	if o.MaxJobDuration != 0 {
 		args = append(args, "--max-job-duration", o.MaxJobDuration.String())
 	}
-	if o.BatchSize != listen.BatchSize {
+	if o.BatchSize != listenspec.DefaultBatchSize {
 		args = append(args, "--batch-size", strconv.Itoa(o.BatchSize))
 	}
-	if o.BatchWindow != listen.BatchWindow {
+	if o.BatchWindow != 0 {
 		args = append(args, "--batch-window", o.BatchWindow.String())
 	}
-	b, d := o.Backoff, listen.Backoff
+	b, d := o.Backoff, backoff.Default()
 	if b.Base != d.Base {
 		args = append(args, "--backoff-base", b.Base.String())
 	}

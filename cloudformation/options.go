@@ -14,7 +14,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/supervisor"
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
@@ -105,17 +105,13 @@ type Options struct {
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
 // and must be set. The listen settings the template does not choose are listen's defaults.
 func DefaultOptions() Options {
-	listen := supervisor.DefaultConfig()
 	return Options{
-		HeartbeatInterval: listen.HeartbeatInterval,
-		MaxJobDuration:    listen.MaxJobDuration,
-		BatchSize:         listen.BatchSize,
-		BatchWindow:       listen.BatchWindow,
-		Backoff:           listen.Backoff,
+		BatchSize:         listenspec.DefaultBatchSize,
+		Backoff:           backoff.Default(),
 		MaxAttempts:       10,
-		VisibilityTimeout: 3 * time.Minute,
+		VisibilityTimeout: listenspec.DefaultVisibilityTimeout,
 		QueueRetention:    4 * 24 * time.Hour,
-		Concurrency:       1,
+		Concurrency:       listenspec.DefaultConcurrency,
 		CPU:               256,
 		Memory:            512,
 		MinTasks:          0,
@@ -130,8 +126,8 @@ func DefaultOptions() Options {
 		Alarms:              alarms.DefaultThresholds(),
 		Brake:               true,
 		LogRetentionDays:    30,
-		ShutdownTimeout:     listen.ShutdownTimeout,
-		KillGrace:           listen.KillGrace,
+		ShutdownTimeout:     listenspec.DefaultShutdownTimeout,
+		KillGrace:           listenspec.DefaultKillGrace,
 		HTTPAddr:            DefaultHTTPAddr,
 		ScheduleTimezone:    DefaultScheduleTimezone,
 	}
@@ -221,7 +217,8 @@ var reservedEnvironment = []string{
 
 // Validate reports the first option that cannot produce a working stack, naming the
 // `watchbot template` flag. The options that become listen's flags are checked by listen's
-// own rules (supervisor.Check*), so the template never generates a command listen refuses.
+// own rules (package listenspec), so the template never generates a command listen refuses;
+// those errors are listenspec.Errors, which name listen's setting.
 func (o Options) Validate() error {
 	if o.NamePrefix != "" {
 		if !namePattern.MatchString(o.NamePrefix) {
@@ -244,24 +241,21 @@ func (o Options) Validate() error {
 			return fmt.Errorf("--queue-name (%q) must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", o.QueueName, maxQueueName-len(deadLetterPart+fifoSuffix))
 		}
 	}
-	if o.MaxAttempts < 1 || o.MaxAttempts > supervisor.MaxAttempts {
+	if o.MaxAttempts < 1 || o.MaxAttempts > listenspec.MaxAttempts {
 		// Also the redrive policy's maxReceiveCount, so listen's 0 (the queue's) has no meaning.
-		return fmt.Errorf("--max-attempts (%d) must be between 1 and %d", o.MaxAttempts, supervisor.MaxAttempts)
+		return listenspec.Refuse(listenspec.SettingMaxAttempts, o.MaxAttempts, fmt.Sprintf("must be between 1 and %d", listenspec.MaxAttempts))
 	}
 	for _, err := range []error{
-		supervisor.CheckConcurrency(o.Concurrency),
-		supervisor.CheckLease(o.VisibilityTimeout, o.HeartbeatInterval),
-		supervisor.CheckJobDuration(o.MaxJobDuration),
-		supervisor.CheckBatch(o.BatchSize, o.BatchWindow),
-		supervisor.CheckBackoff(o.Backoff),
+		listenspec.Concurrency(o.Concurrency),
+		listenspec.Lease(o.VisibilityTimeout, o.HeartbeatInterval),
+		listenspec.JobDuration(o.MaxJobDuration),
+		listenspec.Batch(o.BatchSize, o.BatchWindow),
+		o.Backoff.Validate(),
+		listenspec.Volumes(volumes(o.Environment), o.Concurrency),
 	} {
 		if err != nil {
 			return err
 		}
-	}
-	var volumeErr supervisor.ConfigError
-	if errors.As(supervisor.CheckVolumes(volumes(o.Environment), o.Concurrency), &volumeErr) {
-		return fmt.Errorf("--env Volumes (listen's --volumes): %s", volumeErr.Msg)
 	}
 	if o.VisibilityTimeout%time.Second != 0 {
 		return fmt.Errorf("--visibility-timeout (%v) must be a whole number of seconds", o.VisibilityTimeout)

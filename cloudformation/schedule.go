@@ -11,14 +11,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/watchbot/watchbot/supervisor"
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // Schedule is one scheduled task (--schedule, or an entry of --cron-yaml): on every tick an
 // EventBridge Scheduler schedule sends one message to the work queue, which one task
 // receives, so the task runs once per tick whatever the number of tasks, with no leader
-// election. The message carries the attributes supervisor.AttrTaskName (Name),
-// supervisor.AttrScheduledAt (the tick's time) and supervisor.AttrTaskPath (Path, if set),
+// election. The message carries the attributes listenspec.AttrTaskName (Name),
+// listenspec.AttrScheduledAt (the tick's time) and listenspec.AttrTaskPath (Path, if set),
 // which an HTTP worker receives as Elastic Beanstalk's X-Aws-Sqsd-Taskname,
 // X-Aws-Sqsd-Scheduled-At and X-Aws-Sqsd-Path, and a command as WATCHBOT_ATTR_*.
 type Schedule struct {
@@ -294,11 +294,11 @@ func SendMessageInput(sc Schedule, fifo bool, queueURL string) string {
 		body = DefaultScheduleBody(sc.Name)
 	}
 	attrs := map[string]messageAttribute{
-		supervisor.AttrTaskName:    {DataType: "String", StringValue: sc.Name},
-		supervisor.AttrScheduledAt: {DataType: "String", StringValue: ScheduledTimeAttribute},
+		listenspec.AttrTaskName:    {DataType: "String", StringValue: sc.Name},
+		listenspec.AttrScheduledAt: {DataType: "String", StringValue: ScheduledTimeAttribute},
 	}
 	if sc.Path != "" {
-		attrs[supervisor.AttrTaskPath] = messageAttribute{DataType: "String", StringValue: sc.Path}
+		attrs[listenspec.AttrTaskPath] = messageAttribute{DataType: "String", StringValue: sc.Path}
 	}
 	req := struct {
 		QueueUrl               string                      `json:"QueueUrl"`

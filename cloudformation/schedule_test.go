@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/watchbot/watchbot/supervisor"
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -163,8 +163,8 @@ func TestScheduleResources(t *testing.T) {
 				t.Fatalf("schedule %s: input is not JSON: %v", sc.Name, err)
 			}
 			attr := func(name string) string { return req.MessageAttributes[name].StringValue }
-			if req.QueueUrl != "https://sqs.example/q" || attr(supervisor.AttrTaskName) != sc.Name ||
-				attr(supervisor.AttrScheduledAt) != "<aws.scheduler.scheduled-time>" || attr(supervisor.AttrTaskPath) != sc.Path {
+			if req.QueueUrl != "https://sqs.example/q" || attr(listenspec.AttrTaskName) != sc.Name ||
+				attr(listenspec.AttrScheduledAt) != "<aws.scheduler.scheduled-time>" || attr(listenspec.AttrTaskPath) != sc.Path {
 				t.Errorf("schedule %s: request %+v", sc.Name, req)
 			}
 			if want := sc.Body; want != "" && req.MessageBody != want {

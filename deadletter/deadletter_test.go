@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/producer"
 )
@@ -165,17 +166,17 @@ func TestCauseOf(t *testing.T) {
 	tests := []struct {
 		name   string
 		attrs  map[string]types.MessageAttributeValue
-		want   Cause
+		want   dlqattr.Cause
 		wantOK bool
 	}{
-		{"separate", map[string]types.MessageAttributeValue{AttrReason: str("exit 3"), AttrSourceQueue: str(fakeSrc), AttrAttempts: num("4")}, Cause{Reason: "exit 3", SourceQueue: fakeSrc, Attempts: 4}, true},
-		{"packed", map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"too old","sourceQueue":"` + fakeSrc + `","attempts":2}`)}, Cause{Reason: "too old", SourceQueue: fakeSrc, Attempts: 2}, true},
-		{"redrive", map[string]types.MessageAttributeValue{"kind": str("x")}, Cause{}, false},
-		{"none", nil, Cause{}, false},
+		{"separate", map[string]types.MessageAttributeValue{dlqattr.Reason: str("exit 3"), dlqattr.SourceQueue: str(fakeSrc), dlqattr.Attempts: num("4")}, dlqattr.Cause{Reason: "exit 3", SourceQueue: fakeSrc, Attempts: 4}, true},
+		{"packed", map[string]types.MessageAttributeValue{dlqattr.Packed: str(`{"reason":"too old","sourceQueue":"` + fakeSrc + `","attempts":2}`)}, dlqattr.Cause{Reason: "too old", SourceQueue: fakeSrc, Attempts: 2}, true},
+		{"redrive", map[string]types.MessageAttributeValue{"kind": str("x")}, dlqattr.Cause{}, false},
+		{"none", nil, dlqattr.Cause{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := CauseOf(tt.attrs)
+			got, ok := dlqattr.Read(tt.attrs)
 			if got != tt.want || ok != tt.wantOK {
 				t.Fatalf("CauseOf = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
 			}
@@ -188,12 +189,12 @@ func TestReplayMessage(t *testing.T) {
 	stamp := str("2026-01-02T02:04:05Z")
 	t.Run("strips watchbot attributes and stamps", func(t *testing.T) {
 		m := Message{ID: "dlq-1", Body: "b", Attributes: map[string]types.MessageAttributeValue{
-			"kind": str("bad"), "blob": bin([]byte{1, 2}), AttrReason: str("r"), AttrSourceQueue: str("q"), AttrAttempts: num("3"), "watchbot-other": str("x"),
-			AttrOriginalID: str("orig-1"),
+			"kind": str("bad"), "blob": bin([]byte{1, 2}), dlqattr.Reason: str("r"), dlqattr.SourceQueue: str("q"), dlqattr.Attempts: num("3"), "watchbot-other": str("x"),
+			dlqattr.OriginalMessageID: str("orig-1"),
 		}}
 		got := replayMessage(m, false, 1<<20, now)
-		want := map[string]types.MessageAttributeValue{"kind": str("bad"), "blob": bin([]byte{1, 2}), AttrReplayedAt: stamp,
-			AttrReplayedFrom: str("dlq-1"), AttrOriginalID: str("orig-1")}
+		want := map[string]types.MessageAttributeValue{"kind": str("bad"), "blob": bin([]byte{1, 2}), dlqattr.ReplayedAt: stamp,
+			dlqattr.ReplayedFrom: str("dlq-1"), dlqattr.OriginalMessageID: str("orig-1")}
 		if diff := cmp.Diff(want, got.Attributes, attrCmp); diff != "" {
 			t.Error(diff)
 		}
@@ -210,7 +211,7 @@ func TestReplayMessage(t *testing.T) {
 		if len(got.Attributes) != 10 {
 			t.Fatalf("%d attributes, want the 10 originals", len(got.Attributes))
 		}
-		if _, ok := got.Attributes[AttrReplayedAt]; ok {
+		if _, ok := got.Attributes[dlqattr.ReplayedAt]; ok {
 			t.Error("stamp added beyond SQS's 10 attributes")
 		}
 	})
@@ -220,18 +221,18 @@ func TestReplayMessage(t *testing.T) {
 			attrs[fmt.Sprintf("a%d", i)] = str("v")
 		}
 		got := replayMessage(Message{ID: "dlq-2", Body: "b", Attributes: attrs}, false, 1<<20, now)
-		want := Lineage{OriginalMessageID: "dlq-2", ReplayedFrom: "dlq-2", ReplayedAt: "2026-01-02T02:04:05Z"}
-		if len(got.Attributes) != 9 || LineageOf(got.Attributes) != want {
-			t.Fatalf("attributes = %v, want 8 originals and %s holding %+v", got.Attributes, AttrReplayPacked, want)
+		want := dlqattr.Lineage{OriginalMessageID: "dlq-2", ReplayedFrom: "dlq-2", ReplayedAt: "2026-01-02T02:04:05Z"}
+		if len(got.Attributes) != 9 || dlqattr.ReadLineage(got.Attributes) != want {
+			t.Fatalf("attributes = %v, want 8 originals and %s holding %+v", got.Attributes, dlqattr.ReplayPacked, want)
 		}
 	})
 	t.Run("packed form frees its slot", func(t *testing.T) {
-		attrs := map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"r"}`)}
+		attrs := map[string]types.MessageAttributeValue{dlqattr.Packed: str(`{"reason":"r"}`)}
 		for i := range 9 {
 			attrs[fmt.Sprintf("a%d", i)] = str("v")
 		}
 		got := replayMessage(Message{Body: "b", Attributes: attrs}, false, 1<<20, now)
-		if len(got.Attributes) != 10 || got.Attributes[AttrReplayPacked].StringValue == nil {
+		if len(got.Attributes) != 10 || got.Attributes[dlqattr.ReplayPacked].StringValue == nil {
 			t.Fatalf("attributes = %v, want 9 originals and the packed lineage", got.Attributes)
 		}
 	})
@@ -257,7 +258,7 @@ func TestReplayMessage(t *testing.T) {
 func TestFilter(t *testing.T) {
 	m := Message{Body: `{"user":42,"op":"resize"}`, Attributes: map[string]types.MessageAttributeValue{
 		"kind": str("bad"), "n": num("7"), "blob": bin([]byte{1, 2, 3}),
-		AttrPacked: str(`{"reason":"timeout","sourceQueue":"q","attempts":3}`),
+		dlqattr.Packed: str(`{"reason":"timeout","sourceQueue":"q","attempts":3}`),
 	}}
 	tests := []struct {
 		name  string

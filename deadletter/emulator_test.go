@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -34,9 +35,9 @@ func bin(b []byte) types.MessageAttributeValue {
 }
 
 // deadLetter sends n messages straight into the DLQ as the supervisor does: body, the
-// message's own attributes, and the cause written by WithCause. Messages whose index bad
+// message's own attributes, and the cause written by dlqattr.With. Messages whose index bad
 // returns true carry kind=bad, the others kind=ok. Every fourth message carries eight
-// attributes of its own, which leaves WithCause too few slots for three and makes it pack the
+// attributes of its own, which leaves dlqattr.With too few slots for three and makes it pack the
 // cause into watchbot-deadletter. It returns each body's own attributes.
 func deadLetter(t *testing.T, c *sqs.Client, q testenv.Queue, n int, bad func(int) bool) map[string]map[string]types.MessageAttributeValue {
 	t.Helper()
@@ -57,9 +58,9 @@ func deadLetter(t *testing.T, c *sqs.Client, q testenv.Queue, n int, bad func(in
 				own["pad"+strconv.Itoa(j)] = str("x")
 			}
 		}
-		attrs, _ := WithCause(own, Cause{Reason: fmt.Sprintf("exit 3 #%d", i), SourceQueue: q.URL, Attempts: 3})
-		if _, packed := attrs[AttrPacked]; packed != (i%4 == 3) {
-			t.Fatalf("message %d: WithCause packed the cause: %v, want %v", i, packed, i%4 == 3)
+		attrs, _ := dlqattr.With(own, dlqattr.Cause{Reason: fmt.Sprintf("exit 3 #%d", i), SourceQueue: q.URL, Attempts: 3})
+		if _, packed := attrs[dlqattr.Packed]; packed != (i%4 == 3) {
+			t.Fatalf("message %d: dlqattr.With packed the cause: %v, want %v", i, packed, i%4 == 3)
 		}
 		l := testenv.Letter{Body: fmt.Sprintf(`{"job":%d,"kind":%q,"text":"héllo wörld ✓"}`, i, kind), Attributes: attrs}
 		if strings.HasSuffix(q.DLQURL, ".fifo") {
@@ -163,7 +164,7 @@ func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
 		}
 		got := map[string]types.MessageAttributeValue{}
 		for k, v := range m.MessageAttributes {
-			if !strings.HasPrefix(k, AttrPrefix) {
+			if !strings.HasPrefix(k, dlqattr.Prefix) {
 				got[k] = v
 			}
 		}
@@ -171,7 +172,7 @@ func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
 			t.Errorf("attributes of %q (-want +got):\n%s", body, diff)
 		}
 		// The helper dead-letters without an original id, so the DLQ id is the original.
-		if l := LineageOf(m.MessageAttributes); l.ReplayedAt != "2026-03-04T05:06:07Z" || l.ReplayedFrom == "" || l.OriginalMessageID != l.ReplayedFrom {
+		if l := dlqattr.ReadLineage(m.MessageAttributes); l.ReplayedAt != "2026-03-04T05:06:07Z" || l.ReplayedFrom == "" || l.OriginalMessageID != l.ReplayedFrom {
 			t.Errorf("lineage of %q = %+v, want the DLQ id as both and the replay time", body, l)
 		}
 	}
@@ -211,7 +212,7 @@ func TestReplayBodyRegexLimitAndPackedReason(t *testing.T) {
 	}
 	for body, m := range got {
 		for name := range m.MessageAttributes {
-			if strings.HasPrefix(name, AttrPrefix) && name != AttrReplayedAt && name != AttrReplayedFrom && name != AttrOriginalID && name != AttrReplayPacked {
+			if strings.HasPrefix(name, dlqattr.Prefix) && name != dlqattr.ReplayedAt && name != dlqattr.ReplayedFrom && name != dlqattr.OriginalMessageID && name != dlqattr.ReplayPacked {
 				t.Errorf("%q kept attribute %s", body, name)
 			}
 		}
@@ -285,7 +286,7 @@ func TestReplaySendFailureLeavesMessageInDLQ(t *testing.T) {
 		if !strings.Contains(body, `"job":4,`) {
 			t.Errorf("DLQ kept %q, want job 4", body)
 		}
-		if _, ok := m.MessageAttributes[AttrReason]; !ok {
+		if _, ok := m.MessageAttributes[dlqattr.Reason]; !ok {
 			t.Errorf("the message left in the DLQ lost its attributes: %v", m.MessageAttributes)
 		}
 	}

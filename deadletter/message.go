@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -15,160 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/producer"
 )
-
-// The message attributes the supervisor adds when it dead-letters a message (the README's
-// outcome table), and the one replay adds.
-const (
-	AttrReason      = "watchbot-reason"
-	AttrSourceQueue = "watchbot-source-queue"
-	AttrAttempts    = "watchbot-attempts"
-	// AttrOriginalID is the message id the message had in its source queue before it was first
-	// dead-lettered; replays and later dead-letters keep it, so a message can be followed.
-	AttrOriginalID = "watchbot-original-message-id"
-	// AttrReplayedFrom is, on a replayed copy, the id of the DLQ message it was replayed from.
-	AttrReplayedFrom = "watchbot-replayed-from"
-	// AttrPacked holds the dead-letter attributes as one JSON object when too few of SQS's ten
-	// attribute slots were free for them one by one.
-	AttrPacked = "watchbot-deadletter"
-	// AttrReplayedAt is the RFC 3339 UTC time a message was replayed.
-	AttrReplayedAt = "watchbot-replayed-at"
-	// AttrReplayPacked holds a replayed copy's attributes as one JSON object when too few
-	// attribute slots were free for them one by one.
-	AttrReplayPacked = "watchbot-replay"
-	// AttrPrefix starts every attribute watchbot sets; replay drops them all.
-	AttrPrefix = "watchbot-"
-)
-
-// Cause is why and from where the supervisor dead-lettered a message.
-type Cause struct {
-	Reason      string `json:"reason"`
-	SourceQueue string `json:"sourceQueue,omitempty"`
-	Attempts    int    `json:"attempts,omitempty"`
-	Lineage
-}
-
-// Lineage follows a message across dead-letters and replays.
-type Lineage struct {
-	// OriginalMessageID is the id the message had in its source queue before it was first
-	// dead-lettered.
-	OriginalMessageID string `json:"originalMessageId,omitempty"`
-	// ReplayedFrom is the DLQ message id a replayed copy was sent from.
-	ReplayedFrom string `json:"replayedFrom,omitempty"`
-	// ReplayedAt is when the copy was replayed, RFC 3339 in UTC.
-	ReplayedAt string `json:"replayedAt,omitempty"`
-}
-
-// attrText returns a String attribute's value and whether it is there.
-func attrText(attrs map[string]types.MessageAttributeValue, name string) (string, bool) {
-	v, found := attrs[name]
-	return aws.ToString(v.StringValue), found
-}
-
-// CauseOf reads the supervisor's dead-letter attributes, in either form. ok is false for
-// messages the redrive policy moved, which carry none.
-func CauseOf(attrs map[string]types.MessageAttributeValue) (c Cause, ok bool) {
-	if v, found := attrText(attrs, AttrPacked); found {
-		if err := json.Unmarshal([]byte(v), &c); err == nil {
-			return c, true
-		}
-	}
-	reason, r := attrText(attrs, AttrReason)
-	source, s := attrText(attrs, AttrSourceQueue)
-	attempts, a := attrText(attrs, AttrAttempts)
-	c = Cause{Reason: reason, SourceQueue: source, Lineage: LineageOf(attrs)}
-	c.Attempts, _ = strconv.Atoi(attempts)
-	return c, r || s || a
-}
-
-// LineageOf reads a message's lineage from any of the forms watchbot writes: attributes one by
-// one, or packed in watchbot-deadletter or watchbot-replay.
-func LineageOf(attrs map[string]types.MessageAttributeValue) Lineage {
-	var l Lineage
-	for _, packed := range []string{AttrPacked, AttrReplayPacked} {
-		if v, found := attrText(attrs, packed); found {
-			var p Lineage
-			if json.Unmarshal([]byte(v), &p) == nil {
-				l = p
-			}
-		}
-	}
-	if v, ok := attrText(attrs, AttrOriginalID); ok {
-		l.OriginalMessageID = v
-	}
-	if v, ok := attrText(attrs, AttrReplayedFrom); ok {
-		l.ReplayedFrom = v
-	}
-	if v, ok := attrText(attrs, AttrReplayedAt); ok {
-		l.ReplayedAt = v
-	}
-	return l
-}
-
-// OriginalID is the message's original id: the one its attributes record, else id itself (a
-// message never dead-lettered before).
-func OriginalID(id string, attrs map[string]types.MessageAttributeValue) string {
-	if o := LineageOf(attrs).OriginalMessageID; o != "" {
-		return o
-	}
-	return id
-}
-
-// stringAttr is a String message attribute.
-func stringAttr(s string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
-}
-
-// withoutOwn returns attrs without any watchbot-* attribute, with room for extra more.
-func withoutOwn(attrs map[string]types.MessageAttributeValue, extra int) map[string]types.MessageAttributeValue {
-	out := make(map[string]types.MessageAttributeValue, len(attrs)+extra)
-	for k, v := range attrs {
-		if !strings.HasPrefix(k, AttrPrefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// WithCause returns attrs without any watchbot-* attribute, plus c as the supervisor records
-// it: one attribute per field that is set (reason, source queue and attempts always; the
-// original message id and, for a replayed copy, the DLQ id it came from), or, when fewer slots
-// of SQS's ten are free, one AttrPacked attribute holding c as JSON. With no slot free it
-// returns the attributes alone and false: the cause then lives only in the supervisor's log.
-// CauseOf and LineageOf read both forms.
-func WithCause(attrs map[string]types.MessageAttributeValue, c Cause) (map[string]types.MessageAttributeValue, bool) {
-	out := withoutOwn(attrs, 5)
-	own := map[string]types.MessageAttributeValue{
-		AttrReason:      stringAttr(c.Reason),
-		AttrSourceQueue: stringAttr(c.SourceQueue),
-		AttrAttempts:    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(c.Attempts))},
-	}
-	if c.OriginalMessageID != "" {
-		own[AttrOriginalID] = stringAttr(c.OriginalMessageID)
-	}
-	if c.ReplayedFrom != "" {
-		own[AttrReplayedFrom] = stringAttr(c.ReplayedFrom)
-	}
-	c.ReplayedAt = "" // the time of an earlier replay says nothing about this dead-letter
-	return packInto(out, own, AttrPacked, c)
-}
-
-// packInto adds own to out one by one when SQS's ten slots leave room for all of them, else
-// packed as JSON in one attribute, else not at all (false).
-func packInto[T any](out, own map[string]types.MessageAttributeValue, packedName string, packed T) (map[string]types.MessageAttributeValue, bool) {
-	switch free := sqsspec.MaxMessageAttributes - len(out); {
-	case free >= len(own):
-		maps.Copy(out, own)
-	case free >= 1:
-		b, _ := json.Marshal(packed) // structs of strings and ints always encode
-		out[packedName] = stringAttr(string(b))
-	default:
-		return out, false
-	}
-	return out, true
-}
 
 // Message is a message received from a DLQ.
 type Message struct {
@@ -227,16 +75,16 @@ func (m Message) attrValue(name string) (string, bool) {
 	if v, ok := m.Attributes[name]; ok {
 		return attrString(v), true
 	}
-	c, ok := CauseOf(m.Attributes)
+	c, ok := dlqattr.Read(m.Attributes)
 	if !ok {
 		return "", false
 	}
 	switch name {
-	case AttrReason:
+	case dlqattr.Reason:
 		return c.Reason, c.Reason != ""
-	case AttrSourceQueue:
+	case dlqattr.SourceQueue:
 		return c.SourceQueue, c.SourceQueue != ""
-	case AttrAttempts:
+	case dlqattr.Attempts:
 		return strconv.Itoa(c.Attempts), c.Attempts != 0
 	}
 	return "", false
@@ -250,7 +98,8 @@ func (m Message) attrValue(name string) (string, bool) {
 // id is kept and the deduplication id is fresh, so a replay is never dropped as a duplicate of
 // the original.
 func replayMessage(m Message, fifo bool, maxSize int, now time.Time) producer.Message {
-	attrs := withoutOwn(m.Attributes, 3)
+	l := dlqattr.Lineage{OriginalMessageID: dlqattr.OriginalID(m.ID, m.Attributes), ReplayedFrom: m.ID, ReplayedAt: now.UTC().Format(time.RFC3339)}
+	attrs, withLineage := dlqattr.WithReplay(m.Attributes, l)
 	out := producer.Message{Body: m.Body, Attributes: attrs}
 	if fifo {
 		out.GroupID = m.GroupID()
@@ -259,15 +108,8 @@ func replayMessage(m Message, fifo bool, maxSize int, now time.Time) producer.Me
 		}
 		out.DeduplicationID = producer.NewDeduplicationID()
 	}
-	l := Lineage{OriginalMessageID: OriginalID(m.ID, m.Attributes), ReplayedFrom: m.ID, ReplayedAt: now.UTC().Format(time.RFC3339)}
-	own := map[string]types.MessageAttributeValue{
-		AttrOriginalID:   stringAttr(l.OriginalMessageID),
-		AttrReplayedFrom: stringAttr(l.ReplayedFrom),
-		AttrReplayedAt:   stringAttr(l.ReplayedAt),
-	}
-	plain := maps.Clone(attrs)
-	if _, ok := packInto(attrs, own, AttrReplayPacked, l); ok && maxSize > 0 && producer.Size(out) > maxSize {
-		out.Attributes = plain
+	if withLineage && maxSize > 0 && producer.Size(out) > maxSize {
+		out.Attributes = dlqattr.Without(m.Attributes)
 	}
 	if len(out.Attributes) == 0 {
 		out.Attributes = nil
@@ -289,7 +131,7 @@ type Record struct {
 	// MessageID (the supervisor's dead-letter send gives the copy a new id).
 	OriginalMessageID string `json:"originalMessageId,omitempty"`
 	// DeadLetter is the supervisor's dead-letter cause, decoded from the attributes.
-	DeadLetter *Cause `json:"deadLetter,omitempty"`
+	DeadLetter *dlqattr.Cause `json:"deadLetter,omitempty"`
 }
 
 // AttributeRecord is a message attribute in a Record. BinaryValue is base64 in JSON.
@@ -302,7 +144,7 @@ type AttributeRecord struct {
 // RecordOf returns m as a Record.
 func RecordOf(m Message) Record {
 	r := Record{MessageID: m.ID, Body: m.Body, Attributes: m.System, GroupID: m.GroupID()}
-	if o := OriginalID(m.ID, m.Attributes); o != m.ID {
+	if o := dlqattr.OriginalID(m.ID, m.Attributes); o != m.ID {
 		r.OriginalMessageID = o
 	}
 	if len(m.Attributes) > 0 {
@@ -311,7 +153,7 @@ func RecordOf(m Message) Record {
 			r.MessageAttributes[name] = AttributeRecord{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
 		}
 	}
-	if c, ok := CauseOf(m.Attributes); ok {
+	if c, ok := dlqattr.Read(m.Attributes); ok {
 		r.DeadLetter = &c
 	}
 	return r
@@ -350,13 +192,13 @@ func WriteListing(w io.Writer, m Message, maxBody int) error {
 	if g := m.GroupID(); g != "" {
 		fmt.Fprintf(&b, "group:    %s\n", g)
 	}
-	if o := OriginalID(m.ID, m.Attributes); o != m.ID {
+	if o := dlqattr.OriginalID(m.ID, m.Attributes); o != m.ID {
 		fmt.Fprintf(&b, "original: %s\n", o)
 	}
-	if l := LineageOf(m.Attributes); l.ReplayedFrom != "" {
+	if l := dlqattr.ReadLineage(m.Attributes); l.ReplayedFrom != "" {
 		fmt.Fprintf(&b, "replayed: from %s %s\n", l.ReplayedFrom, l.ReplayedAt)
 	}
-	if c, ok := CauseOf(m.Attributes); ok {
+	if c, ok := dlqattr.Read(m.Attributes); ok {
 		fmt.Fprintf(&b, "reason:   %s\n", c.Reason)
 		if c.SourceQueue != "" {
 			fmt.Fprintf(&b, "source:   %s\n", c.SourceQueue)
@@ -369,7 +211,7 @@ func WriteListing(w io.Writer, m Message, maxBody int) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
 		switch name {
-		case AttrReason, AttrSourceQueue, AttrAttempts, AttrPacked, AttrOriginalID, AttrReplayedFrom, AttrReplayPacked:
+		case dlqattr.Reason, dlqattr.SourceQueue, dlqattr.Attempts, dlqattr.Packed, dlqattr.OriginalMessageID, dlqattr.ReplayedFrom, dlqattr.ReplayPacked:
 			continue
 		}
 		v := m.Attributes[name]

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
@@ -239,7 +240,7 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 			r.met++
 			if r.selects(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
 				delete(r.wanted, m.ID)
-				delete(r.wanted, OriginalID(m.ID, m.Attributes))
+				delete(r.wanted, dlqattr.OriginalID(m.ID, m.Attributes))
 				selected = append(selected, m)
 				continue
 			}
@@ -334,7 +335,7 @@ func (r *replay) receiveUpTo() int {
 
 // selects reports whether m is to be replayed.
 func (r *replay) selects(m Message) bool {
-	if len(r.cfg.IDs) > 0 && !slices.Contains(r.cfg.IDs, m.ID) && !slices.Contains(r.cfg.IDs, OriginalID(m.ID, m.Attributes)) {
+	if len(r.cfg.IDs) > 0 && !slices.Contains(r.cfg.IDs, m.ID) && !slices.Contains(r.cfg.IDs, dlqattr.OriginalID(m.ID, m.Attributes)) {
 		return false
 	}
 	return r.cfg.Filter.Match(m)
@@ -342,7 +343,7 @@ func (r *replay) selects(m Message) bool {
 
 // cameBack reports whether m is a copy this run replayed that is back in the DLQ.
 func (r *replay) cameBack(m Message) bool {
-	l := LineageOf(m.Attributes)
+	l := dlqattr.ReadLineage(m.Attributes)
 	return (l.ReplayedFrom != "" && r.replayedIDs[l.ReplayedFrom]) || (l.OriginalMessageID != "" && r.replayedOrig[l.OriginalMessageID])
 }
 
@@ -377,7 +378,7 @@ func (r *replay) part(ctx context.Context, msgs []Message) {
 	failed := deleteMessages(ctx, r.api, r.dlqURL, sent)
 	for _, m := range sent {
 		r.replayedIDs[m.ID] = true
-		r.replayedOrig[OriginalID(m.ID, m.Attributes)] = true
+		r.replayedOrig[dlqattr.OriginalID(m.ID, m.Attributes)] = true
 		_ = r.cfg.Progress.Add(1)
 		if ferr, bad := failed[m.ID]; bad {
 			r.sum.NotDeleted++
@@ -393,7 +394,7 @@ func (r *replay) part(ctx context.Context, msgs []Message) {
 const partTimeout = time.Minute
 
 func describeCause(m Message) string {
-	if c, ok := CauseOf(m.Attributes); ok && c.Reason != "" {
+	if c, ok := dlqattr.Read(m.Attributes); ok && c.Reason != "" {
 		return fmt.Sprintf(" (reason: %s)", c.Reason)
 	}
 	return ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -64,9 +65,9 @@ func TestReplayEndsWhenTheCopyComesBack(t *testing.T) {
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
-	first, _ := deadletter.WithCause(map[string]types.MessageAttributeValue{"kind": attr("bad")},
-		deadletter.Cause{Reason: "worker rejected the message (exit 3)", SourceQueue: q.URL, Attempts: 1,
-			Lineage: deadletter.Lineage{OriginalMessageID: "orig-hello"}})
+	first, _ := dlqattr.With(map[string]types.MessageAttributeValue{"kind": attr("bad")},
+		dlqattr.Cause{Reason: "worker rejected the message (exit 3)", SourceQueue: q.URL, Attempts: 1,
+			Lineage: dlqattr.Lineage{OriginalMessageID: "orig-hello"}})
 	testenv.DeadLetter(t, c, q, testenv.Letter{Body: "hello", Attributes: first})
 	logs := rejectingListener(t, c, q)
 
@@ -94,7 +95,7 @@ func TestReplayEndsWhenTheCopyComesBack(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("DLQ holds %d messages, want the one copy", len(got))
 	}
-	l := deadletter.LineageOf(got[0].MessageAttributes)
+	l := dlqattr.ReadLineage(got[0].MessageAttributes)
 	if l.OriginalMessageID != "orig-hello" || l.ReplayedFrom == "" || l.ReplayedFrom == aws.ToString(got[0].MessageId) {
 		t.Errorf("copy's lineage = %+v, want original orig-hello and the DLQ id it was replayed from", l)
 	}
@@ -108,8 +109,8 @@ func TestReplayByIDAndInterrupted(t *testing.T) {
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	var letters []testenv.Letter
 	for i := range 25 {
-		attrs, _ := deadletter.WithCause(nil, deadletter.Cause{Reason: "r", SourceQueue: q.URL, Attempts: 1,
-			Lineage: deadletter.Lineage{OriginalMessageID: "orig-" + string(rune('a'+i))}})
+		attrs, _ := dlqattr.With(nil, dlqattr.Cause{Reason: "r", SourceQueue: q.URL, Attempts: 1,
+			Lineage: dlqattr.Lineage{OriginalMessageID: "orig-" + string(rune('a'+i))}})
 		letters = append(letters, testenv.Letter{Body: "m-" + string(rune('a'+i)), Attributes: attrs})
 	}
 	testenv.DeadLetter(t, c, q, letters...)

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/watchbot/watchbot/alarms"
-	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -288,7 +288,7 @@ func TestBatchDeadLetterResult(t *testing.T) {
 		dlq = append(dlq, h.receiveDLQ()...)
 		return len(dlq) == 1
 	})
-	if got := aws.ToString(dlq[0].MessageAttributes[deadletter.AttrReason].StringValue); got != "bad apple" {
+	if got := aws.ToString(dlq[0].MessageAttributes[dlqattr.Reason].StringValue); got != "bad apple" {
 		t.Errorf("reason = %q", got)
 	}
 	if got := aws.ToString(dlq[0].MessageAttributes["kind"].StringValue); got != "fruit" {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // BrakeConfig configures the brake: when nearly every worker run fails (a dependency is
@@ -42,22 +44,19 @@ func DefaultBrake() BrakeConfig {
 	return BrakeConfig{Enabled: true, Threshold: 0.9, Window: 50, MinRuns: 20, ProbeMax: time.Minute}
 }
 
-// CheckBrake checks the --brake-* flags.
+// CheckBrake checks the brake's settings.
 func CheckBrake(b BrakeConfig) error {
-	bad := func(flag, format string, args ...any) error {
-		return ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case !b.Enabled:
 		return nil
 	case !(b.Threshold > 0 && b.Threshold <= 1):
-		return bad("--brake-threshold", "(%v) must be a share of failed runs above 0 and at most 1", b.Threshold)
+		return listenspec.Refuse(listenspec.SettingBrakeThreshold, b.Threshold, "must be a share of failed runs above 0 and at most 1")
 	case b.Window < 1 || b.Window > 10000:
-		return bad("--brake-window", "(%d) must be between 1 and 10000 runs", b.Window)
+		return listenspec.Refuse(listenspec.SettingBrakeWindow, b.Window, "must be between 1 and 10000 runs")
 	case b.MinRuns < 1 || b.MinRuns > b.Window:
-		return bad("--brake-min-runs", "(%d) must be between 1 and --brake-window (%d)", b.MinRuns, b.Window)
+		return listenspec.Refuse(listenspec.SettingBrakeMinRuns, b.MinRuns, fmt.Sprintf("must be between 1 and %s (%d)", listenspec.Ref(listenspec.SettingBrakeWindow), b.Window))
 	case b.ProbeMax < brakeProbeMin || b.ProbeMax > time.Hour:
-		return bad("--brake-probe-max", "(%v) must be between %v and 1h", b.ProbeMax, brakeProbeMin)
+		return listenspec.Refuse(listenspec.SettingBrakeProbeMax, b.ProbeMax, fmt.Sprintf("must be between %v and 1h", brakeProbeMin))
 	}
 	return nil
 }

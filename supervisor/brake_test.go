@@ -207,12 +207,12 @@ func TestCheckBrake(t *testing.T) {
 	}{
 		{func(b *BrakeConfig) {}, ""},
 		{func(b *BrakeConfig) { *b = BrakeConfig{} }, ""}, // off: the rest is not read
-		{func(b *BrakeConfig) { b.Threshold = 0 }, "--brake-threshold"},
-		{func(b *BrakeConfig) { b.Threshold = 1.5 }, "--brake-threshold"},
-		{func(b *BrakeConfig) { b.Window = 0 }, "--brake-window"},
-		{func(b *BrakeConfig) { b.MinRuns = 51 }, "--brake-min-runs"},
-		{func(b *BrakeConfig) { b.ProbeMax = time.Second }, "--brake-probe-max"},
-		{func(b *BrakeConfig) { b.ProbeMax = 2 * time.Hour }, "--brake-probe-max"},
+		{func(b *BrakeConfig) { b.Threshold = 0 }, "Brake.Threshold"},
+		{func(b *BrakeConfig) { b.Threshold = 1.5 }, "Brake.Threshold"},
+		{func(b *BrakeConfig) { b.Window = 0 }, "Brake.Window"},
+		{func(b *BrakeConfig) { b.MinRuns = 51 }, "Brake.MinRuns"},
+		{func(b *BrakeConfig) { b.ProbeMax = time.Second }, "Brake.ProbeMax"},
+		{func(b *BrakeConfig) { b.ProbeMax = 2 * time.Hour }, "Brake.ProbeMax"},
 	} {
 		b := ok
 		tc.mod(&b)

@@ -2,13 +2,12 @@ package supervisor
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/ecsagent"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -104,12 +103,12 @@ type Config struct {
 // DefaultConfig returns listen's defaults, as the README's flag table lists them.
 func DefaultConfig() Config {
 	return Config{
-		Concurrency:       1,
-		BatchSize:         1,
+		Concurrency:       listenspec.DefaultConcurrency,
+		BatchSize:         listenspec.DefaultBatchSize,
 		Backoff:           backoff.Default(),
-		VisibilityTimeout: 3 * time.Minute,
-		KillGrace:         5 * time.Second,
-		ShutdownTimeout:   20 * time.Second,
+		VisibilityTimeout: listenspec.DefaultVisibilityTimeout,
+		KillGrace:         listenspec.DefaultKillGrace,
+		ShutdownTimeout:   listenspec.DefaultShutdownTimeout,
 		OnReject:          RejectDeadLetter,
 		WaitTime:          sqsspec.MaxWait,
 		AckTimeout:        15 * time.Second,
@@ -123,35 +122,34 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the configuration without any I/O. Errors name the flag.
+// Validate checks the configuration without any I/O. Its errors are listenspec.Errors,
+// which name the setting refused and its value; the command line names the flag.
 func (c Config) Validate() error {
-	bad := func(flag, format string, args ...any) error {
-		return ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
-	}
+	refuse := func(s listenspec.Setting, v any, reason string) error { return listenspec.Refuse(s, v, reason) }
 	if c.QueueURL == "" {
-		return bad("--queue-url", "is required (or set WATCHBOT_QUEUE_URL / QueueUrl)")
+		return refuse(listenspec.SettingQueueURL, nil, "is required (or set WATCHBOT_QUEUE_URL / QueueUrl)")
 	}
 	if err := queueattr.ValidateURL(c.QueueURL); err != nil {
-		return bad("--queue-url", "%v", err)
+		return refuse(listenspec.SettingQueueURL, nil, err.Error())
 	}
 	switch {
 	case c.HTTP.URL != "" && len(c.Command) > 0:
-		return bad("--http-worker", "cannot be combined with a worker command after --: give one or the other")
+		return refuse(listenspec.SettingHTTPWorker, nil, "cannot be combined with a worker command after --: give one or the other")
 	case c.HTTP.URL != "":
 		if err := c.HTTP.check(); err != nil {
 			return err
 		}
 	case len(c.Command) == 0 || c.Command[0] == "":
-		return bad("", "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or --http-worker URL")
+		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+listenspec.Ref(listenspec.SettingHTTPWorker)+" URL")
 	}
 	for _, err := range []error{
-		CheckConcurrency(c.Concurrency),
-		CheckMaxAttempts(c.MaxAttempts),
-		CheckBackoff(c.Backoff),
-		CheckLease(c.VisibilityTimeout, c.HeartbeatInterval),
-		CheckJobDuration(c.MaxJobDuration),
-		CheckBatch(c.BatchSize, c.BatchWindow),
-		CheckVolumes(c.Volumes, c.Concurrency),
+		listenspec.Concurrency(c.Concurrency),
+		listenspec.Attempts(c.MaxAttempts),
+		c.Backoff.Validate(),
+		listenspec.Lease(c.VisibilityTimeout, c.HeartbeatInterval),
+		listenspec.JobDuration(c.MaxJobDuration),
+		listenspec.Batch(c.BatchSize, c.BatchWindow),
+		listenspec.Volumes(c.Volumes, c.Concurrency),
 		CheckBrake(c.Brake),
 		CheckDedupe(c.Dedupe),
 	} {
@@ -160,37 +158,37 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.KillGrace < 0 {
-		return bad("--kill-grace", "(%v) must not be negative", c.KillGrace)
+		return refuse(listenspec.SettingKillGrace, c.KillGrace, "must not be negative")
 	}
 	if v := c.ReceiveVisibility; v != 0 && v != c.VisibilityTimeout {
 		if floor := c.KillGrace + lapseMargin + minRenewWindow; v < floor || v > c.VisibilityTimeout {
-			return bad("--receive-visibility", "(%v) must be between --kill-grace + %v (%v) and --visibility-timeout (%v): a job whose first renewal fails must still be stopped before its lease lapses",
-				v, lapseMargin+minRenewWindow, floor, c.VisibilityTimeout)
+			return refuse(listenspec.SettingReceiveVisibility, v, fmt.Sprintf("must be between %s + %v (%v) and %s (%v): a job whose first renewal fails must still be stopped before its lease lapses",
+				listenspec.Ref(listenspec.SettingKillGrace), lapseMargin+minRenewWindow, floor, listenspec.Ref(listenspec.SettingVisibilityTimeout), c.VisibilityTimeout))
 		}
 	}
 	if c.ShutdownTimeout < 0 {
-		return bad("--shutdown-timeout", "(%v) must not be negative", c.ShutdownTimeout)
+		return refuse(listenspec.SettingShutdownTimeout, c.ShutdownTimeout, "must not be negative")
 	}
 	if c.OnReject != RejectDeadLetter && c.OnReject != RejectDelete {
-		return bad("--on-reject", "(%q) must be dead-letter or delete", c.OnReject)
+		return refuse(listenspec.SettingOnReject, string(c.OnReject), "must be dead-letter or delete")
 	}
 	if c.MaxMessageAge < 0 {
-		return bad("--max-message-age", "(%v) must not be negative", c.MaxMessageAge)
+		return refuse(listenspec.SettingMaxMessageAge, c.MaxMessageAge, "must not be negative")
 	}
 	if c.WaitTime < 0 || c.WaitTime > sqsspec.MaxWait {
-		return bad("", "receive wait time (%v) must be between 0 and 20s", c.WaitTime)
+		return refuse("", nil, fmt.Sprintf("receive wait time (%v) must be between 0 and 20s", c.WaitTime))
 	}
 	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
-		return bad("", "ack timeout must be positive and linger/gather not negative")
+		return refuse("", nil, "ack timeout must be positive and linger/gather not negative")
 	}
 	if c.RetryDelay < 0 || c.RetryDelay > sqsspec.MaxInFlight {
-		return bad("--retry-delay", "(%v) must be between 0 and 12h", c.RetryDelay)
+		return refuse(listenspec.SettingRetryDelay, c.RetryDelay, "must be between 0 and 12h")
 	}
 	if c.HealthGrace < time.Second || c.HealthGrace > time.Hour {
-		return bad("--health-grace", "(%v) must be between 1s and 1h", c.HealthGrace)
+		return refuse(listenspec.SettingHealthGrace, c.HealthGrace, "must be between 1s and 1h")
 	}
 	if c.ProtectionIdle < 0 || c.ProtectionIdle > MaxProtectionIdle {
-		return bad("--scale-in-protection-idle", "(%v) must be between 0 and %v", c.ProtectionIdle, MaxProtectionIdle)
+		return refuse(listenspec.SettingProtectionIdle, c.ProtectionIdle, fmt.Sprintf("must be between 0 and %v", MaxProtectionIdle))
 	}
 	return nil
 }
@@ -209,97 +207,6 @@ func (c Config) protectionExpiry() time.Duration {
 		d = min(d, c.MaxJobDuration)
 	}
 	return min(max(d+time.Minute, ecsagent.MinExpiry), ecsagent.MaxExpiry)
-}
-
-// The rules below are listen's, shared with `watchbot template`, which must never generate a
-// listen command that refuses to start. Each returns a ConfigError naming listen's flag, or nil.
-
-// Limits of listen's own, beyond SQS's.
-const (
-	// MaxConcurrency is the most worker processes one listen runs at once.
-	MaxConcurrency = 1000
-	// MaxAttempts is the most attempts --max-attempts allows (SQS's most maxReceiveCount).
-	MaxAttempts = 1000
-	// MaxBatchSize is the most messages one batch-mode worker run takes.
-	MaxBatchSize = 100
-	// MaxBatchWindow is the longest a batch waits to fill.
-	MaxBatchWindow = 30 * time.Second
-)
-
-// CheckConcurrency checks --concurrency.
-func CheckConcurrency(n int) error {
-	if n < 1 || n > MaxConcurrency {
-		return ConfigError{Flag: "--concurrency", Msg: fmt.Sprintf("(%d) must be between 1 and %d", n, MaxConcurrency)}
-	}
-	return nil
-}
-
-// CheckMaxAttempts checks --max-attempts; 0 stands for the queue's maxReceiveCount.
-func CheckMaxAttempts(n int) error {
-	if n < 0 || n > MaxAttempts {
-		return ConfigError{Flag: "--max-attempts", Msg: fmt.Sprintf("(%d) must be between 1 and %d (0 = the queue's maxReceiveCount)", n, MaxAttempts)}
-	}
-	return nil
-}
-
-// CheckBackoff checks the --backoff-* flags.
-func CheckBackoff(b backoff.Exponential) error {
-	if err := b.Validate(); err != nil {
-		return ConfigError{Msg: err.Error()}
-	}
-	return nil
-}
-
-// CheckLease checks --visibility-timeout and --heartbeat-interval (0 means half the
-// visibility timeout).
-func CheckLease(visibility, heartbeat time.Duration) error {
-	if visibility < time.Second || visibility > sqsspec.MaxInFlight {
-		return ConfigError{Flag: "--visibility-timeout", Msg: fmt.Sprintf("(%v) must be between 1s and 12h", visibility)}
-	}
-	if heartbeat == 0 {
-		heartbeat = visibility / 2
-	}
-	if heartbeat <= 0 || heartbeat >= visibility {
-		return ConfigError{Flag: "--heartbeat-interval", Msg: fmt.Sprintf("(%v) must be shorter than --visibility-timeout (%v)", heartbeat, visibility)}
-	}
-	return nil
-}
-
-// CheckJobDuration checks --max-job-duration (0: no limit).
-func CheckJobDuration(d time.Duration) error {
-	switch {
-	case d < 0:
-		return ConfigError{Flag: "--max-job-duration", Msg: fmt.Sprintf("(%v) must not be negative", d)}
-	case d > sqsspec.MaxInFlight:
-		return ConfigError{Flag: "--max-job-duration", Msg: fmt.Sprintf("(%v) must not exceed 12h, SQS's longest time in flight", d)}
-	}
-	return nil
-}
-
-// CheckBatch checks --batch-size and --batch-window.
-func CheckBatch(size int, window time.Duration) error {
-	switch {
-	case size < 1 || size > MaxBatchSize:
-		return ConfigError{Flag: "--batch-size", Msg: fmt.Sprintf("(%d) must be between 1 and %d", size, MaxBatchSize)}
-	case window < 0 || window > MaxBatchWindow:
-		return ConfigError{Flag: "--batch-window", Msg: fmt.Sprintf("(%v) must be between 0 and %v", window, MaxBatchWindow)}
-	case window > 0 && size == 1:
-		return ConfigError{Flag: "--batch-window", Msg: fmt.Sprintf("(%v) needs --batch-size above 1", window)}
-	}
-	return nil
-}
-
-// CheckVolumes checks --volumes (Watchbot's Volumes) against --concurrency.
-func CheckVolumes(volumes []string, concurrency int) error {
-	for _, v := range volumes {
-		if err := checkVolume(v); err != nil {
-			return ConfigError{Flag: "--volumes", Msg: err.Error()}
-		}
-	}
-	if len(volumes) > 0 && concurrency > 1 {
-		return ConfigError{Flag: "--volumes", Msg: "needs --concurrency 1: emptying them after one job would delete the files of the others still running"}
-	}
-	return nil
 }
 
 // minRenewWindow is the least time a receive's lease leaves, beyond --kill-grace and the
@@ -321,24 +228,4 @@ func (c Config) heartbeat() time.Duration {
 		return c.VisibilityTimeout / 2
 	}
 	return c.HeartbeatInterval
-}
-
-// checkVolume refuses paths that must never be emptied.
-func checkVolume(v string) error {
-	if v == "" || !filepath.IsAbs(v) {
-		return fmt.Errorf("%q must be an absolute directory path", v)
-	}
-	clean := filepath.Clean(v)
-	if clean == "/" || strings.Count(clean, "/") == 1 && isSystemDir(clean) {
-		return fmt.Errorf("refusing to empty %q after every job", v)
-	}
-	return nil
-}
-
-func isSystemDir(p string) bool {
-	switch p {
-	case "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/proc", "/root", "/sbin", "/sys", "/usr", "/var":
-		return true
-	}
-	return false
 }

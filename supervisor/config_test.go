@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -20,40 +22,40 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"missing queue", func(c *Config) { c.QueueURL = "" }, "--queue-url: is required (or set WATCHBOT_QUEUE_URL / QueueUrl)"},
-		{"queue not a URL", func(c *Config) { c.QueueURL = "jobs" }, `--queue-url: "jobs" is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)`},
-		{"no command", func(c *Config) { c.Command = nil }, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or --http-worker URL"},
-		{"command and HTTP worker", func(c *Config) { c.HTTP.URL = "http://127.0.0.1:8080/" }, "--http-worker: cannot be combined with a worker command after --: give one or the other"},
-		{"HTTP worker not a URL", func(c *Config) { c.Command, c.HTTP.URL = nil, "localhost:8080" }, `--http-worker: ("localhost:8080") must be an http:// or https:// URL with a host`},
-		{"HTTP timeout", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.Timeout = nil, "http://127.0.0.1:8080/", 0 }, "--http-timeout: (0s) must be between 1ns and 12h"},
-		{"HTTP health path", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.HealthPath = nil, "http://127.0.0.1:8080/", "health" }, `--http-health-path: ("health") must start with /`},
-		{"health grace", func(c *Config) { c.HealthGrace = 0 }, "--health-grace: (0s) must be between 1s and 1h"},
-		{"concurrency 0", func(c *Config) { c.Concurrency = 0 }, "--concurrency: (0) must be between 1 and 1000"},
-		{"concurrency 1001", func(c *Config) { c.Concurrency = 1001 }, "--concurrency: (1001) must be between 1 and 1000"},
-		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "--max-attempts: (-1) must be between 1 and 1000 (0 = the queue's maxReceiveCount)"},
+		{"missing queue", func(c *Config) { c.QueueURL = "" }, "QueueURL: is required (or set WATCHBOT_QUEUE_URL / QueueUrl)"},
+		{"queue not a URL", func(c *Config) { c.QueueURL = "jobs" }, `QueueURL: "jobs" is not a queue URL (want https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)`},
+		{"no command", func(c *Config) { c.Command = nil }, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or HTTP.URL URL"},
+		{"command and HTTP worker", func(c *Config) { c.HTTP.URL = "http://127.0.0.1:8080/" }, "HTTP.URL: cannot be combined with a worker command after --: give one or the other"},
+		{"HTTP worker not a URL", func(c *Config) { c.Command, c.HTTP.URL = nil, "localhost:8080" }, `HTTP.URL ("localhost:8080") must be an http:// or https:// URL with a host`},
+		{"HTTP timeout", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.Timeout = nil, "http://127.0.0.1:8080/", 0 }, "HTTP.Timeout (0s) must be between 1ns and 12h"},
+		{"HTTP health path", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.HealthPath = nil, "http://127.0.0.1:8080/", "health" }, `HTTP.HealthPath ("health") must start with /`},
+		{"health grace", func(c *Config) { c.HealthGrace = 0 }, "HealthGrace (0s) must be between 1s and 1h"},
+		{"concurrency 0", func(c *Config) { c.Concurrency = 0 }, "Concurrency (0) must be between 1 and 1000"},
+		{"concurrency 1001", func(c *Config) { c.Concurrency = 1001 }, "Concurrency (1001) must be between 1 and 1000"},
+		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "MaxAttempts (-1) must be between 1 and 1000 (0 = the queue's maxReceiveCount)"},
 		{"heartbeat equal to visibility", func(c *Config) { c.VisibilityTimeout = time.Minute; c.HeartbeatInterval = time.Minute },
-			"--heartbeat-interval: (1m0s) must be shorter than --visibility-timeout (1m0s)"},
+			"HeartbeatInterval (1m0s) must be shorter than VisibilityTimeout (1m0s)"},
 		{"heartbeat above visibility", func(c *Config) { c.VisibilityTimeout = time.Minute; c.HeartbeatInterval = 2 * time.Minute },
-			"--heartbeat-interval: (2m0s) must be shorter than --visibility-timeout (1m0s)"},
-		{"visibility above 12h", func(c *Config) { c.VisibilityTimeout = 13 * time.Hour }, "--visibility-timeout: (13h0m0s) must be between 1s and 12h"},
-		{"visibility below 1s", func(c *Config) { c.VisibilityTimeout = 500 * time.Millisecond }, "--visibility-timeout: (500ms) must be between 1s and 12h"},
-		{"backoff", func(c *Config) { c.Backoff.Base = 0 }, "--backoff-base (0s) must be positive"},
-		{"on-reject", func(c *Config) { c.OnReject = "keep" }, `--on-reject: ("keep") must be dead-letter or delete`},
-		{"negative max job duration", func(c *Config) { c.MaxJobDuration = -time.Second }, "--max-job-duration: (-1s) must not be negative"},
-		{"max job duration above 12h", func(c *Config) { c.MaxJobDuration = 13 * time.Hour }, "--max-job-duration: (13h0m0s) must not exceed 12h, SQS's longest time in flight"},
-		{"negative kill grace", func(c *Config) { c.KillGrace = -1 }, "--kill-grace: (-1ns) must not be negative"},
-		{"negative shutdown", func(c *Config) { c.ShutdownTimeout = -1 }, "--shutdown-timeout: (-1ns) must not be negative"},
-		{"negative message age", func(c *Config) { c.MaxMessageAge = -1 }, "--max-message-age: (-1ns) must not be negative"},
-		{"volume root", func(c *Config) { c.Volumes = []string{"/"} }, `--volumes: refusing to empty "/" after every job`},
-		{"volume /etc", func(c *Config) { c.Volumes = []string{"/etc/"} }, `--volumes: refusing to empty "/etc/" after every job`},
-		{"volume relative", func(c *Config) { c.Volumes = []string{"data"} }, `--volumes: "data" must be an absolute directory path`},
+			"HeartbeatInterval (2m0s) must be shorter than VisibilityTimeout (1m0s)"},
+		{"visibility above 12h", func(c *Config) { c.VisibilityTimeout = 13 * time.Hour }, "VisibilityTimeout (13h0m0s) must be between 1s and 12h"},
+		{"visibility below 1s", func(c *Config) { c.VisibilityTimeout = 500 * time.Millisecond }, "VisibilityTimeout (500ms) must be between 1s and 12h"},
+		{"backoff", func(c *Config) { c.Backoff.Base = 0 }, "Backoff.Base (0s) must be positive"},
+		{"on-reject", func(c *Config) { c.OnReject = "keep" }, `OnReject ("keep") must be dead-letter or delete`},
+		{"negative max job duration", func(c *Config) { c.MaxJobDuration = -time.Second }, "MaxJobDuration (-1s) must not be negative"},
+		{"max job duration above 12h", func(c *Config) { c.MaxJobDuration = 13 * time.Hour }, "MaxJobDuration (13h0m0s) must not exceed 12h, SQS's longest time in flight"},
+		{"negative kill grace", func(c *Config) { c.KillGrace = -1 }, "KillGrace (-1ns) must not be negative"},
+		{"negative shutdown", func(c *Config) { c.ShutdownTimeout = -1 }, "ShutdownTimeout (-1ns) must not be negative"},
+		{"negative message age", func(c *Config) { c.MaxMessageAge = -1 }, "MaxMessageAge (-1ns) must not be negative"},
+		{"volume root", func(c *Config) { c.Volumes = []string{"/"} }, `Volumes ("/") is a system directory, which must never be emptied after every job`},
+		{"volume /etc", func(c *Config) { c.Volumes = []string{"/etc/"} }, `Volumes ("/etc/") is a system directory, which must never be emptied after every job`},
+		{"volume relative", func(c *Config) { c.Volumes = []string{"data"} }, `Volumes ("data") must be an absolute directory path`},
 		{"volumes with concurrency", func(c *Config) { c.Volumes = []string{"/scratch"}; c.Concurrency = 2 },
-			"--volumes: needs --concurrency 1: emptying them after one job would delete the files of the others still running"},
-		{"batch size 0", func(c *Config) { c.BatchSize = 0 }, "--batch-size: (0) must be between 1 and 100"},
+			"Volumes: needs Concurrency 1: emptying them after one job would delete the files of the others still running"},
+		{"batch size 0", func(c *Config) { c.BatchSize = 0 }, "BatchSize (0) must be between 1 and 100"},
 		{"batch size 100", func(c *Config) { c.BatchSize = 100; c.BatchWindow = 30 * time.Second }, ""},
-		{"batch window 31s", func(c *Config) { c.BatchSize = 10; c.BatchWindow = 31 * time.Second }, "--batch-window: (31s) must be between 0 and 30s"},
-		{"batch window alone", func(c *Config) { c.BatchWindow = time.Second }, "--batch-window: (1s) needs --batch-size above 1"},
-		{"retry delay above 12h", func(c *Config) { c.RetryDelay = 13 * time.Hour }, "--retry-delay: (13h0m0s) must be between 0 and 12h"},
+		{"batch window 31s", func(c *Config) { c.BatchSize = 10; c.BatchWindow = 31 * time.Second }, "BatchWindow (31s) must be between 0 and 30s"},
+		{"batch window alone", func(c *Config) { c.BatchWindow = time.Second }, "BatchWindow (1s) needs BatchSize above 1"},
+		{"retry delay above 12h", func(c *Config) { c.RetryDelay = 13 * time.Hour }, "RetryDelay (13h0m0s) must be between 0 and 12h"},
 		{"volume ok", func(c *Config) { c.Volumes = []string{"/scratch", "/tmp/work"} }, ""},
 	}
 	for _, tt := range tests {
@@ -93,8 +95,8 @@ func TestStartupRefusesFIFOQueueWithStandardDLQ(t *testing.T) {
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:orders-dlq","maxReceiveCount":"3"}`,
 	}}
 	err := Run(t.Context(), cfg, Deps{SQS: api})
-	var ce ConfigError
-	if !errors.As(err, &ce) || ce.Flag != "--queue-url" || !strings.Contains(err.Error(), "FIFO queue orders.fifo has a dead-letter queue that is not FIFO (orders-dlq)") {
-		t.Fatalf("Run = %v, want a --queue-url error naming both queues", err)
+	var ce listenspec.Error
+	if !errors.As(err, &ce) || ce.Setting != listenspec.SettingQueueURL || !strings.Contains(err.Error(), "FIFO queue orders.fifo has a dead-letter queue that is not FIFO (orders-dlq)") {
+		t.Fatalf("Run = %v, want a QueueURL error naming both queues", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -36,16 +37,16 @@ type DedupeConfig struct {
 // redeliveries it is meant to catch.
 const MinDedupeTTL = time.Minute
 
-// CheckDedupe checks --dedupe-key and --dedupe-ttl, with --dedupe-table set.
+// CheckDedupe checks the dedupe key and TTL, when a dedupe table is set.
 func CheckDedupe(d DedupeConfig) error {
 	if d.Table == "" {
 		return nil
 	}
 	if _, err := dedupe.ParseKeySource(d.Key); err != nil {
-		return ConfigError{Flag: "--dedupe-key", Msg: err.Error()}
+		return listenspec.Refuse(listenspec.SettingDedupeKey, nil, err.Error())
 	}
 	if d.TTL != 0 && d.TTL < MinDedupeTTL {
-		return ConfigError{Flag: "--dedupe-ttl", Msg: fmt.Sprintf("(%v) must be at least %v (0: the queue's message retention period)", d.TTL, MinDedupeTTL)}
+		return listenspec.Refuse(listenspec.SettingDedupeTTL, d.TTL, fmt.Sprintf("must be at least %v (0: the queue's message retention period)", MinDedupeTTL))
 	}
 	return nil
 }
@@ -150,9 +151,9 @@ func (d *deduper) check(ctx context.Context, cfg DedupeConfig, info queueattr.In
 	ttlStatus, err := d.api.Check(ctx)
 	switch {
 	case errors.Is(err, dedupe.ErrTableNotFound), errors.Is(err, dedupe.ErrKeySchema):
-		return ConfigError{Flag: "--dedupe-table", Msg: err.Error()}
+		return listenspec.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
 	case err != nil:
-		return fmt.Errorf("--dedupe-table: table not reachable: %w", err)
+		return listenspec.Error{Setting: listenspec.SettingDedupeTable, Reason: "table not reachable", Err: err}
 	}
 	retention := cmpOr(info.RetentionPeriod, defaultRetention)
 	d.ttl = cmpOr(cfg.TTL, retention)

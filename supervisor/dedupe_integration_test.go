@@ -266,8 +266,8 @@ func TestDedupeUnreachableTableAtStartup(t *testing.T) {
 	cfg := h.config("true")
 	store := dedupe.NewStore(testenv.DynamoClientFor("http://"+closed.addr()), h.table, "q")
 	err := Run(t.Context(), cfg, Deps{SQS: h.c, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Dedupe: store})
-	if err == nil || !strings.Contains(err.Error(), "--dedupe-table: table not reachable") {
-		t.Fatalf("Run = %v, want --dedupe-table: table not reachable", err)
+	if err == nil || !strings.Contains(err.Error(), "Dedupe.Table: table not reachable") {
+		t.Fatalf("Run = %v, want Dedupe.Table: table not reachable", err)
 	}
 	out, rerr := h.c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(h.q.URL), WaitTimeSeconds: 1,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount}})

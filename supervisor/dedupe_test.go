@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -744,9 +745,9 @@ func TestCheckDedupe(t *testing.T) {
 		{"off, whatever the key", DedupeConfig{Key: "nonsense"}, ""},
 		{"message id", DedupeConfig{Table: "t", Key: "message-id"}, ""},
 		{"an attribute", DedupeConfig{Table: "t", Key: "attr:idempotency-key", TTL: 24 * time.Hour}, ""},
-		{"a bad key", DedupeConfig{Table: "t", Key: "body"}, `--dedupe-key: ("body") must be message-id or attr:NAME`},
-		{"an attribute without a name", DedupeConfig{Table: "t", Key: "attr:"}, "--dedupe-key: "},
-		{"a TTL too short", DedupeConfig{Table: "t", Key: "message-id", TTL: time.Second}, "--dedupe-ttl: (1s) must be at least 1m0s"},
+		{"a bad key", DedupeConfig{Table: "t", Key: "body"}, `Dedupe.Key: ("body") must be message-id or attr:NAME`},
+		{"an attribute without a name", DedupeConfig{Table: "t", Key: "attr:"}, "Dedupe.Key: "},
+		{"a TTL too short", DedupeConfig{Table: "t", Key: "message-id", TTL: time.Second}, "Dedupe.TTL (1s) must be at least 1m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -757,17 +758,17 @@ func TestCheckDedupe(t *testing.T) {
 				}
 				return
 			}
-			var ce ConfigError
+			var ce listenspec.Error
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("CheckDedupe = %v, want a ConfigError containing %q", err, tt.want)
+				t.Fatalf("CheckDedupe = %v, want a listenspec.Error containing %q", err, tt.want)
 			}
 		})
 	}
 	cfg := DefaultConfig()
 	cfg.QueueURL, cfg.Command = "https://sqs.us-east-1.amazonaws.com/1/q", []string{"true"}
 	cfg.Dedupe.Table, cfg.Dedupe.Key = "t", "attr:"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--dedupe-key") {
-		t.Errorf("Validate = %v, want the --dedupe-key error", err)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "Dedupe.Key") {
+		t.Errorf("Validate = %v, want the Dedupe.Key error", err)
 	}
 }
 
@@ -776,7 +777,7 @@ func TestDedupeStartupChecks(t *testing.T) {
 		name      string
 		table     string
 		db        func() DedupeAPI
-		config    bool // a ConfigError (exit 2)
+		config    bool // a refusal (exit 2), not a failed call
 		want      string
 		receiveOK bool
 	}{
@@ -785,17 +786,17 @@ func TestDedupeStartupChecks(t *testing.T) {
 			f := newFakeDedupe()
 			f.checkErr = fmt.Errorf("dedupe describe in table t: %w", dedupe.ErrTableNotFound)
 			return f
-		}, true, "--dedupe-table: dedupe describe in table t: table not found", false},
+		}, true, "Dedupe.Table: dedupe describe in table t: table not found", false},
 		{"wrong key", "t", func() DedupeAPI {
 			f := newFakeDedupe()
 			f.checkErr = fmt.Errorf("dedupe table t: %w", dedupe.ErrKeySchema)
 			return f
-		}, true, `--dedupe-table: dedupe table t: the table's key must be "key" alone`, false},
+		}, true, `Dedupe.Table: dedupe table t: the table's key must be "key" alone`, false},
 		{"unreachable", "t", func() DedupeAPI {
 			f := newFakeDedupe()
 			f.down = errors.New("connection refused")
 			return f
-		}, false, "--dedupe-table: table not reachable: dedupe Check: connection refused", false},
+		}, false, "Dedupe.Table: table not reachable: dedupe Check: connection refused", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -805,9 +806,10 @@ func TestDedupeStartupChecks(t *testing.T) {
 			cfg.QueueURL, cfg.Command, cfg.AllowNoDLQ, cfg.TempDir = "https://sqs.us-east-1.amazonaws.com/1/q", []string{"true"}, true, t.TempDir()
 			cfg.Dedupe.Table = tt.table
 			err := Run(t.Context(), cfg, Deps{SQS: q, Dedupe: tt.db()})
-			var ce ConfigError
-			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &ce) != tt.config {
-				t.Fatalf("Run = %v, want an error containing %q (a ConfigError: %v)", err, tt.want, tt.config)
+			var ce listenspec.Error
+			refused := errors.As(err, &ce) && ce.Err == nil
+			if err == nil || !strings.Contains(err.Error(), tt.want) || refused != tt.config {
+				t.Fatalf("Run = %v, want an error containing %q (refused: %v)", err, tt.want, tt.config)
 			}
 			if n := q.count("ReceiveMessage"); n != 0 {
 				t.Errorf("%d receives before the startup checks passed", n)

@@ -1,20 +1,16 @@
 package supervisor
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
+)
 
 // ErrAborted is returned by Run when a second stop request ended the drain at once.
 var ErrAborted = errors.New("stopped at once by a second signal")
 
-// ConfigError is a configuration value that Validate or a startup check refused. Flag names
-// the flag the user typed (e.g. "--heartbeat-interval").
-type ConfigError struct {
-	Flag string
-	Msg  string
-}
-
-func (e ConfigError) Error() string {
-	if e.Flag == "" {
-		return e.Msg
-	}
-	return e.Flag + ": " + e.Msg
+// commandError is the startup error of a worker command that cannot be run.
+func commandError(command string, err error) error {
+	return listenspec.Refuse("", nil, fmt.Sprintf("worker command %q: %v", command, unwrapExec(err)))
 }

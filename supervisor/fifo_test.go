@@ -20,7 +20,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -560,7 +560,7 @@ func TestFIFORejectLetsTheGroupGoOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
-			reasons = append(reasons, aws.ToString(m.Body)+": "+aws.ToString(m.MessageAttributes[deadletter.AttrReason].StringValue))
+			reasons = append(reasons, aws.ToString(m.Body)+": "+aws.ToString(m.MessageAttributes[dlqattr.Reason].StringValue))
 		}
 		if want := []string{"a1: worker rejected the message (exit 3)", "a2: tenant gone"}; !slices.Equal(reasons, want) {
 			t.Errorf("DLQ %v, want %v", reasons, want)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -44,36 +45,25 @@ func DefaultHTTPWorker() HTTPWorker {
 
 // check validates an HTTP worker's settings.
 func (h HTTPWorker) check() error {
-	bad := func(flag, format string, args ...any) error {
-		return ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
-	}
 	u, err := url.Parse(h.URL)
 	switch {
 	case err != nil:
-		return bad("--http-worker", "(%q) is not a URL: %v", h.URL, err)
+		return listenspec.Refuse(listenspec.SettingHTTPWorker, h.URL, "is not a URL: "+err.Error())
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return bad("--http-worker", "(%q) must be an http:// or https:// URL with a host", h.URL)
+		return listenspec.Refuse(listenspec.SettingHTTPWorker, h.URL, "must be an http:// or https:// URL with a host")
 	case strings.TrimSpace(h.ContentType) == "":
-		return bad("--http-content-type", "must not be empty")
+		return listenspec.Refuse(listenspec.SettingHTTPContentType, nil, "must not be empty")
 	case h.Timeout <= 0 || h.Timeout > 12*time.Hour:
-		return bad("--http-timeout", "(%v) must be between 1ns and 12h", h.Timeout)
+		return listenspec.Refuse(listenspec.SettingHTTPTimeout, h.Timeout, "must be between 1ns and 12h")
 	case h.ConnectTimeout <= 0 || h.ConnectTimeout > time.Minute:
-		return bad("--http-connect-timeout", "(%v) must be positive and at most 1m", h.ConnectTimeout)
+		return listenspec.Refuse(listenspec.SettingHTTPConnect, h.ConnectTimeout, "must be positive and at most 1m")
 	case h.StartupTimeout <= 0 || h.StartupTimeout > time.Hour:
-		return bad("--http-startup-timeout", "(%v) must be positive and at most 1h", h.StartupTimeout)
+		return listenspec.Refuse(listenspec.SettingHTTPStartup, h.StartupTimeout, "must be positive and at most 1h")
 	case h.HealthPath != "" && !strings.HasPrefix(h.HealthPath, "/"):
-		return bad("--http-health-path", "(%q) must start with /", h.HealthPath)
+		return listenspec.Refuse(listenspec.SettingHTTPHealthPath, h.HealthPath, "must start with /")
 	}
 	return nil
 }
-
-// The message attributes that make a message a scheduled task (sent by the stack's
-// schedules); they become sqsd's task headers, and the path the POST goes to.
-const (
-	AttrTaskName    = "watchbot-task-name"
-	AttrScheduledAt = "watchbot-scheduled-at"
-	AttrTaskPath    = "watchbot-path"
-)
 
 // httpWorker POSTs messages to the application.
 type httpWorker struct {
@@ -120,7 +110,8 @@ func (w *httpWorker) waitReady(ctx context.Context, log *slog.Logger) error {
 			if errors.Is(context.Cause(ctx), context.Canceled) {
 				return ctx.Err()
 			}
-			return ConfigError{Flag: "--http-worker", Msg: fmt.Sprintf("(%s) did not accept requests within --http-startup-timeout (%v): %v", w.cfg.URL, w.cfg.StartupTimeout, last)}
+			return listenspec.Refuse(listenspec.SettingHTTPWorker, w.cfg.URL, fmt.Sprintf("did not accept requests within %s (%v): %v",
+				listenspec.Ref(listenspec.SettingHTTPStartup), w.cfg.StartupTimeout, last))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -181,7 +172,7 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 		body = []byte(m.Raw)
 		w.sqsdHeaders(header, m)
 		header.Set("X-Watchbot-Attempt", strconv.Itoa(attempt))
-		if p := stringAttributes(m)[AttrTaskPath]; p != "" {
+		if p := stringAttributes(m)[listenspec.AttrTaskPath]; p != "" {
 			if ref, err := url.Parse(p); err == nil && strings.HasPrefix(p, "/") {
 				target = *w.base.ResolveReference(ref)
 			}
@@ -262,11 +253,11 @@ func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 	}
 	for name, v := range stringAttributes(m) {
 		switch name {
-		case AttrTaskName:
+		case listenspec.AttrTaskName:
 			h.Set("X-Aws-Sqsd-Taskname", v)
-		case AttrScheduledAt:
+		case listenspec.AttrScheduledAt:
 			h.Set("X-Aws-Sqsd-Scheduled-At", v)
-		case AttrTaskPath:
+		case listenspec.AttrTaskPath:
 			h.Set("X-Aws-Sqsd-Path", v)
 		default:
 			h.Set("X-Aws-Sqsd-Attr-"+name, v)

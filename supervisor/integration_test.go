@@ -21,7 +21,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -201,11 +201,11 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 		t.Errorf("DLQ body = %q", aws.ToString(m.Body))
 	}
 	want := map[string]string{
-		"tenant":                   "acme",
-		deadletter.AttrReason:      "worker rejected the message (exit 3)",
-		deadletter.AttrSourceQueue: h.q.URL,
-		deadletter.AttrAttempts:    "1",
-		deadletter.AttrOriginalID:  id,
+		"tenant":                  "acme",
+		dlqattr.Reason:            "worker rejected the message (exit 3)",
+		dlqattr.SourceQueue:       h.q.URL,
+		dlqattr.Attempts:          "1",
+		dlqattr.OriginalMessageID: id,
 	}
 	for k, v := range want {
 		if got := aws.ToString(m.MessageAttributes[k].StringValue); got != v {
@@ -277,7 +277,7 @@ esac`)
 		dlq = append(dlq, h.receiveDLQ()...)
 		return len(dlq) == 1 && h.empty(h.q.URL)
 	})
-	if got := aws.ToString(dlq[0].MessageAttributes[deadletter.AttrReason].StringValue); got != "tenant deleted" {
+	if got := aws.ToString(dlq[0].MessageAttributes[dlqattr.Reason].StringValue); got != "tenant deleted" {
 		t.Errorf("dead-letter reason = %q, want the worker's", got)
 	}
 	runs := h.readFile("runs")
@@ -454,7 +454,7 @@ func TestMaxMessageAgeDeadLettersWithoutRunning(t *testing.T) {
 	if fileExists(filepath.Join(h.dir, "ran")) {
 		t.Error("worker ran for a message older than --max-message-age")
 	}
-	if got := aws.ToString(dlq[0].MessageAttributes[deadletter.AttrReason].StringValue); !strings.Contains(got, "max-message-age") {
+	if got := aws.ToString(dlq[0].MessageAttributes[dlqattr.Reason].StringValue); !strings.Contains(got, "max-message-age") {
 		t.Errorf("reason = %q", got)
 	}
 }
@@ -496,10 +496,10 @@ func TestStartupChecks(t *testing.T) {
 		want string
 	}{
 		{"no redrive policy", func(c *Config) { c.QueueURL = noDLQ.URL }, "no redrive policy"},
-		{"max attempts above maxReceiveCount", func(c *Config) { c.MaxAttempts = 4 }, "--max-attempts: (4) is above the queue's maxReceiveCount (3)"},
+		{"max attempts above maxReceiveCount", func(c *Config) { c.MaxAttempts = 4 }, "MaxAttempts (4) is above the queue's maxReceiveCount (3)"},
 		{"missing command", func(c *Config) { c.Command = []string{"/nonexistent/worker"} }, `worker command "/nonexistent/worker"`},
-		{"missing queue", func(c *Config) { c.QueueURL = h.q.URL + "-nope" }, "--queue-url: queue not reachable"},
-		{"volume not a directory", func(c *Config) { c.Volumes = []string{"/etc/hostname"} }, `--volumes: "/etc/hostname" is not a directory`},
+		{"missing queue", func(c *Config) { c.QueueURL = h.q.URL + "-nope" }, "QueueURL: queue not reachable"},
+		{"volume not a directory", func(c *Config) { c.Volumes = []string{"/etc/hostname"} }, `Volumes ("/etc/hostname") is not a directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

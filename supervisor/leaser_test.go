@@ -479,8 +479,8 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
-			if err != nil && !strings.Contains(err.Error(), "--receive-visibility") {
-				t.Errorf("error %q does not name --receive-visibility", err)
+			if err != nil && !strings.Contains(err.Error(), "ReceiveVisibility") {
+				t.Errorf("error %q does not name ReceiveVisibility", err)
 			}
 		})
 	}

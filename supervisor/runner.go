@@ -21,7 +21,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -510,11 +510,11 @@ func (r *runner) setVisibility(dl delivery, log *slog.Logger, delay time.Duratio
 // its message id is the deduplication id, so a send retried after a lost answer is stored once.
 func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 	m := j.msg
-	cause := deadletter.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt, Lineage: deadletter.Lineage{
-		OriginalMessageID: deadletter.OriginalID(m.ID, m.SQSAttributes),
-		ReplayedFrom:      deadletter.LineageOf(m.SQSAttributes).ReplayedFrom,
+	cause := dlqattr.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt, Lineage: dlqattr.Lineage{
+		OriginalMessageID: dlqattr.OriginalID(m.ID, m.SQSAttributes),
+		ReplayedFrom:      dlqattr.ReadLineage(m.SQSAttributes).ReplayedFrom,
 	}}
-	attrs, ok := deadletter.WithCause(m.SQSAttributes, cause)
+	attrs, ok := dlqattr.With(m.SQSAttributes, cause)
 	if !ok {
 		j.log.Warn("message has all its attribute slots taken, no room for watchbot's: the dead-letter reason is only in this log",
 			"reason", reason, "attributes", len(m.SQSAttributes))

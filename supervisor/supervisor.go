@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -112,7 +113,7 @@ type runEvent struct {
 
 // Run checks the queue and the command, then receives and supervises until ctx is done, and
 // drains: running workers may finish within cfg.ShutdownTimeout, then they are stopped and
-// their messages released. It returns nil after a clean drain, a ConfigError when a startup
+// their messages released. It returns nil after a clean drain, a listenspec.Error when a startup
 // check fails (before any message is received), and ErrAborted when deps.Abort closed.
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := cfg.Validate(); err != nil {
@@ -200,42 +201,42 @@ func (s *Supervisor) check(ctx context.Context) error {
 	if s.cfg.HTTP.URL == "" {
 		path, err := exec.LookPath(s.cfg.Command[0])
 		if err != nil {
-			return ConfigError{Msg: fmt.Sprintf("worker command %q: %v", s.cfg.Command[0], unwrapExec(err))}
+			return commandError(s.cfg.Command[0], err)
 		}
 		r.command = append([]string{path}, s.cfg.Command[1:]...)
 	}
 	for _, v := range s.cfg.Volumes {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
-			return ConfigError{Flag: "--volumes", Msg: fmt.Sprintf("%q is not a directory", v)}
+			return listenspec.Refuse(listenspec.SettingVolumes, v, "is not a directory")
 		}
 	}
 	if s.cfg.TempDir != "" {
 		if fi, err := os.Stat(s.cfg.TempDir); err != nil || !fi.IsDir() {
-			return ConfigError{Msg: fmt.Sprintf("temporary directory %q is not a directory", s.cfg.TempDir)}
+			return listenspec.Refuse("", nil, fmt.Sprintf("temporary directory %q is not a directory", s.cfg.TempDir))
 		}
 	}
 	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)
 	if err != nil {
-		return fmt.Errorf("--queue-url: queue not reachable: %w", err)
+		return listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: err}
 	}
 	s.fifo, r.fifo = info.FIFO, info.FIFO
 	switch {
 	case info.Redrive != nil:
 		if arn, err := queueattr.ParseARN(info.Redrive.DeadLetterTargetARN); err == nil && info.FIFO && !strings.HasSuffix(arn.Resource, ".fifo") {
-			return ConfigError{Flag: "--queue-url", Msg: fmt.Sprintf("FIFO queue %s has a dead-letter queue that is not FIFO (%s); a FIFO queue needs a FIFO dead-letter queue",
-				queueattr.NameFromURL(s.cfg.QueueURL), arn.Resource)}
+			return listenspec.Refuse(listenspec.SettingQueueURL, nil, fmt.Sprintf("FIFO queue %s has a dead-letter queue that is not FIFO (%s); a FIFO queue needs a FIFO dead-letter queue",
+				queueattr.NameFromURL(s.cfg.QueueURL), arn.Resource))
 		}
 		r.maxReceiveCount = info.Redrive.MaxReceiveCount
 		r.dlqURL, err = queueattr.DeadLetterQueue(ctx, s.api, info)
 		if err != nil {
-			return fmt.Errorf("--queue-url: %w", err)
+			return listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
 		}
 		r.maxAttempts = s.cfg.MaxAttempts
 		if r.maxAttempts == 0 {
 			r.maxAttempts = r.maxReceiveCount
 		}
 		if r.maxAttempts > r.maxReceiveCount {
-			return ConfigError{Flag: "--max-attempts", Msg: fmt.Sprintf("(%d) is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", r.maxAttempts, r.maxReceiveCount)}
+			return listenspec.Refuse(listenspec.SettingMaxAttempts, r.maxAttempts, fmt.Sprintf("is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", r.maxReceiveCount))
 		}
 	case s.cfg.AllowNoDLQ:
 		r.maxAttempts = s.cfg.MaxAttempts
@@ -244,7 +245,7 @@ func (s *Supervisor) check(ctx context.Context) error {
 		}
 		s.log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
 	default:
-		return ConfigError{Flag: "--queue-url", Msg: "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq"}
+		return listenspec.Refuse(listenspec.SettingQueueURL, nil, "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq")
 	}
 	if err := r.dedupe.check(ctx, s.cfg.Dedupe, info); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // TryMessage is a message for Try: what a sender would have put on the queue.
@@ -77,18 +78,18 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 	}
 	switch {
 	case len(msgs) == 0:
-		return nil, ConfigError{Msg: "no message to try"}
+		return nil, listenspec.Refuse("", nil, "no message to try")
 	case len(msgs) > 1 && len(msgs) > cfg.BatchSize:
-		return nil, ConfigError{Flag: "--batch-size", Msg: fmt.Sprintf("(%d) is smaller than the %d messages given", cfg.BatchSize, len(msgs))}
+		return nil, listenspec.Refuse(listenspec.SettingBatchSize, cfg.BatchSize, fmt.Sprintf("is smaller than the %d messages given", len(msgs)))
 	case attempt < 1 || attempt > cfg.MaxAttempts:
-		return nil, ConfigError{Flag: "--attempt", Msg: fmt.Sprintf("(%d) must be between 1 and --max-attempts (%d)", attempt, cfg.MaxAttempts)}
+		return nil, listenspec.Refuse(listenspec.SettingAttempt, attempt, fmt.Sprintf("must be between 1 and %s (%d)", listenspec.Ref(listenspec.SettingMaxAttempts), cfg.MaxAttempts))
 	}
 	if cfg.HTTP.URL != "" {
-		return nil, ConfigError{Flag: "--http-worker", Msg: "try runs a worker command"}
+		return nil, listenspec.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
 	}
 	path, err := exec.LookPath(cfg.Command[0])
 	if err != nil {
-		return nil, ConfigError{Msg: fmt.Sprintf("worker command %q: %v", cfg.Command[0], unwrapExec(err))}
+		return nil, commandError(cfg.Command[0], err)
 	}
 	r := &runner{cfg: cfg, command: append([]string{path}, cfg.Command[1:]...), maxAttempts: cfg.MaxAttempts,
 		maxReceiveCount: cfg.MaxAttempts, dlqURL: "the dead-letter queue", metrics: alarms.Discard, log: log,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
@@ -21,7 +22,7 @@ func dedupeTable(raw string) (progress.Table, error) {
 	}
 	t, err := progress.ParseTable(raw)
 	if err != nil {
-		return progress.Table{}, supervisor.ConfigError{Flag: "--dedupe-table", Msg: err.Error()}
+		return progress.Table{}, listenspec.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
 	}
 	return t, nil
 }

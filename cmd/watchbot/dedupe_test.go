@@ -61,7 +61,7 @@ func TestListenDedupeBadFlagValues(t *testing.T) {
 	}{
 		{"a bad key", []string{"--dedupe-table", "t1x", "--dedupe-key", "body"}, `--dedupe-key: ("body") must be message-id or attr:NAME`},
 		{"an attribute without a name", []string{"--dedupe-table", "t1x", "--dedupe-key", "attr:"}, `--dedupe-key: ("attr:"): "" is not a message attribute name`},
-		{"a TTL too short", []string{"--dedupe-table", "t1x", "--dedupe-ttl", "30s"}, "--dedupe-ttl: (30s) must be at least 1m0s"},
+		{"a TTL too short", []string{"--dedupe-table", "t1x", "--dedupe-ttl", "30s"}, "--dedupe-ttl (30s) must be at least 1m0s"},
 		{"a bad table name", []string{"--dedupe-table", "a b"}, `--dedupe-table: "a b" is neither a table name`},
 		{"an ARN of something else", []string{"--dedupe-table", "arn:aws:sqs:us-east-1:1:q"}, "--dedupe-table: "},
 	}

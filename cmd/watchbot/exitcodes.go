@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -32,8 +33,8 @@ var exitCodes = []struct {
 	}},
 	{2, "bad usage or configuration: unknown flag, missing or invalid value, failed startup check", func(err error) bool {
 		var u usageError
-		var c supervisor.ConfigError
-		return errors.As(err, &u) || errors.As(err, &c)
+		var c listenspec.Error
+		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil
 	}},
 	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/ecsagent"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -213,7 +214,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	case "off":
 		cfg.Brake = supervisor.BrakeConfig{}
 	default:
-		return cfg, supervisor.ConfigError{Flag: "--brake", Msg: fmt.Sprintf("(%q) must be on or off", c.String("brake"))}
+		return cfg, listenspec.Refuse(listenspec.SettingBrake, c.String("brake"), "must be on or off")
 	}
 	return cfg, cfg.Validate()
 }

@@ -100,18 +100,18 @@ func TestListenBadFlagValues(t *testing.T) {
 		{"missing queue url", []string{"--", "true"}, "--queue-url: is required"},
 		{"bad duration", append(base, "--visibility-timeout", "soon", "--", "true"), `"soon" is not a duration`},
 		{"heartbeat not shorter than visibility", append(base, "--visibility-timeout", "1m", "--heartbeat-interval", "1m", "--", "true"),
-			"--heartbeat-interval: (1m0s) must be shorter than --visibility-timeout (1m0s)"},
-		{"concurrency 0", append(base, "--concurrency", "0", "--", "true"), "--concurrency: (0) must be between 1 and 1000"},
+			"--heartbeat-interval (1m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"concurrency 0", append(base, "--concurrency", "0", "--", "true"), "--concurrency (0) must be between 1 and 1000"},
 		{"bad jitter", append(base, "--backoff-jitter", "lots", "--", "true"), `--backoff-jitter: unknown jitter "lots"`},
 		{"no command", base, "no worker command"},
-		{"batch size 0", append(base, "--batch-size", "0", "--", "true"), "--batch-size: (0) must be between 1 and 100"},
-		{"batch size 101", append(base, "--batch-size", "101", "--", "true"), "--batch-size: (101) must be between 1 and 100"},
-		{"batch window above 30s", append(base, "--batch-size", "10", "--batch-window", "31s", "--", "true"), "--batch-window: (31s) must be between 0 and 30s"},
-		{"batch window without batches", append(base, "--batch-window", "5s", "--", "true"), "--batch-window: (5s) needs --batch-size above 1"},
+		{"batch size 0", append(base, "--batch-size", "0", "--", "true"), "--batch-size (0) must be between 1 and 100"},
+		{"batch size 101", append(base, "--batch-size", "101", "--", "true"), "--batch-size (101) must be between 1 and 100"},
+		{"batch window above 30s", append(base, "--batch-size", "10", "--batch-window", "31s", "--", "true"), "--batch-window (31s) must be between 0 and 30s"},
+		{"batch window without batches", append(base, "--batch-window", "5s", "--", "true"), "--batch-window (5s) needs --batch-size above 1"},
 		{"receive visibility below kill grace + 3s", append(base, "--kill-grace", "5s", "--receive-visibility", "7s", "--", "true"),
-			"--receive-visibility: (7s) must be between --kill-grace + 3s (8s) and --visibility-timeout (3m0s)"},
+			"--receive-visibility (7s) must be between --kill-grace + 3s (8s) and --visibility-timeout (3m0s)"},
 		{"receive visibility past the lease", append(base, "--visibility-timeout", "30s", "--receive-visibility", "31s", "--", "true"),
-			"--receive-visibility: (31s) must be between --kill-grace + 3s (8s) and --visibility-timeout (30s)"},
+			"--receive-visibility (31s) must be between --kill-grace + 3s (8s) and --visibility-timeout (30s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "--queue-url: queue not reachable"},
 		{"no redrive policy", noDLQ, []string{"--queue-url", noDLQ.URL, "--", "true"}, 2, "the queue has no redrive policy"},
 		{"command does not exist", withDLQ, []string{"--queue-url", withDLQ.URL, "--", filepath.Join(dir, "missing.sh")}, 2, "missing.sh"},
-		{"max attempts above maxReceiveCount", withDLQ, []string{"--queue-url", withDLQ.URL, "--max-attempts", "5", "--", "true"}, 2, "--max-attempts: (5) is above the queue's maxReceiveCount (3)"},
+		{"max attempts above maxReceiveCount", withDLQ, []string{"--queue-url", withDLQ.URL, "--max-attempts", "5", "--", "true"}, 2, "--max-attempts (5) is above the queue's maxReceiveCount (3)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,7 +36,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	app := newApp(stdin, stdout, stderr, abort)
 	err := app.RunContext(ctx, args)
-	return exitCode(err, stderr)
+	return exitCode(withFlags(err, nil), stderr)
 }
 
 // abortOnSecondSignal closes abort when SIGINT or SIGTERM comes again after the first one

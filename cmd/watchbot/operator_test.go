@@ -20,6 +20,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -121,10 +122,10 @@ func deadLetterDirectly(t *testing.T, c *sqs.Client, q testenv.Queue, n int, kin
 		if kind != nil {
 			k = kind(i)
 		}
-		attrs, _ := deadletter.WithCause(map[string]types.MessageAttributeValue{
+		attrs, _ := dlqattr.With(map[string]types.MessageAttributeValue{
 			"kind": {DataType: aws.String("String"), StringValue: aws.String(k)},
 			"blob": {DataType: aws.String("Binary"), BinaryValue: []byte{0xde, 0xad, byte(i)}},
-		}, deadletter.Cause{Reason: "worker exited 3", SourceQueue: q.URL, Attempts: 3, Lineage: deadletter.Lineage{OriginalMessageID: fmt.Sprintf("orig-%d", i)}})
+		}, dlqattr.Cause{Reason: "worker exited 3", SourceQueue: q.URL, Attempts: 3, Lineage: dlqattr.Lineage{OriginalMessageID: fmt.Sprintf("orig-%d", i)}})
 		letters = append(letters, testenv.Letter{Body: fmt.Sprintf("job %d — ünïcødé", i), Attributes: attrs})
 		bodies[letters[i].Body] = true
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/cloudformation"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -65,7 +66,8 @@ func templateCommand() *cli.Command {
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageError{err}
+				// The template passes Volumes to listen in the container's environment.
+				return usageError{withFlags(err, map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"})}
 			}
 			tpl, err := cloudformation.Generate(o)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -66,7 +67,7 @@ func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				return err
 			}
 			if len(msgs) > 1 && !c.IsSet("batch-size") {
-				cfg.BatchSize = min(len(msgs), supervisor.MaxBatchSize)
+				cfg.BatchSize = min(len(msgs), listenspec.MaxBatchSize)
 			}
 			log, err := newLogger(c, "text", "info")
 			if err != nil {

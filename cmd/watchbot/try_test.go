@@ -158,7 +158,7 @@ func TestTryBadInput(t *testing.T) {
 		{[]string{"--body", "x", "--file", "f", "--", "true"}, "give the message one way"},
 		{[]string{"--file", "/nonexistent", "--", "true"}, "--file: open /nonexistent"},
 		{[]string{"--body", "x", "--attr", "novalue", "--", "true"}, `--attr ("novalue") must be NAME=VALUE`},
-		{[]string{"--body", "x", "--attempt", "11", "--", "true"}, "--attempt: (11) must be between 1 and --max-attempts (10)"},
+		{[]string{"--body", "x", "--attempt", "11", "--", "true"}, "--attempt (11) must be between 1 and --max-attempts (10)"},
 		{[]string{"--body", "x"}, "no worker command"},
 		{[]string{"--body", "x", "--", "/nonexistent/worker"}, `worker command "/nonexistent/worker"`},
 	} {

@@ -212,7 +212,7 @@ func Drain(tb testing.TB, c *sqs.Client, url string, limit time.Duration) []type
 }
 
 // Letter is a message for DeadLetter. Its Attributes are the message's own plus its
-// dead-letter cause, written by deadletter.WithCause as the supervisor writes them (testenv
+// dead-letter cause, written by dlqattr.With as the supervisor writes them (testenv
 // cannot call it: the tests of deadletter and of the packages it imports use testenv).
 type Letter struct {
 	Body       string

@@ -1,4 +1,4 @@
-package deadletter
+package dlqattr
 
 import (
 	"strconv"
@@ -38,8 +38,8 @@ func TestWithCauseRoundTrip(t *testing.T) {
 		{"a replayed copy with six: packed", attrs(6), &replayed, true, 7, true},
 		{"old watchbot attributes are replaced", func() map[string]types.MessageAttributeValue {
 			m := attrs(2)
-			m[AttrReason] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("older reason")}
-			m[AttrPacked] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(`{"reason":"older"}`)}
+			m[Reason] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("older reason")}
+			m[Packed] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(`{"reason":"older"}`)}
 			return m
 		}(), nil, true, 6, false},
 	}
@@ -49,16 +49,16 @@ func TestWithCauseRoundTrip(t *testing.T) {
 			if tt.cause != nil {
 				cause = *tt.cause
 			}
-			out, ok := WithCause(tt.in, cause)
+			out, ok := With(tt.in, cause)
 			if ok != tt.wantOK || len(out) != tt.wantCount {
 				t.Fatalf("ok %v, %d attributes; want %v, %d", ok, len(out), tt.wantOK, tt.wantCount)
 			}
-			if _, isPacked := out[AttrPacked]; isPacked != tt.packed {
+			if _, isPacked := out[Packed]; isPacked != tt.packed {
 				t.Fatalf("packed = %v, want %v", isPacked, tt.packed)
 			}
-			got, found := CauseOf(out)
+			got, found := Read(out)
 			if found != tt.wantOK || (ok && got != cause) {
-				t.Fatalf("CauseOf = %+v, %v; want %+v", got, found, cause)
+				t.Fatalf("Read = %+v, %v; want %+v", got, found, cause)
 			}
 		})
 	}
@@ -74,15 +74,15 @@ func TestLineageOf(t *testing.T) {
 		want  Lineage
 	}{
 		{"none", attrs(2), Lineage{}},
-		{"separate", map[string]types.MessageAttributeValue{AttrOriginalID: str("o"), AttrReplayedFrom: str("d"), AttrReplayedAt: str("t")}, Lineage{"o", "d", "t"}},
-		{"packed by a dead-letter", map[string]types.MessageAttributeValue{AttrPacked: str(`{"reason":"r","originalMessageId":"o","replayedFrom":"d"}`)}, Lineage{OriginalMessageID: "o", ReplayedFrom: "d"}},
-		{"packed by a replay", map[string]types.MessageAttributeValue{AttrReplayPacked: str(`{"originalMessageId":"o","replayedFrom":"d","replayedAt":"t"}`)}, Lineage{"o", "d", "t"}},
-		{"packed but not JSON", map[string]types.MessageAttributeValue{AttrReplayPacked: str(`{`)}, Lineage{}},
+		{"separate", map[string]types.MessageAttributeValue{OriginalMessageID: str("o"), ReplayedFrom: str("d"), ReplayedAt: str("t")}, Lineage{"o", "d", "t"}},
+		{"packed by a dead-letter", map[string]types.MessageAttributeValue{Packed: str(`{"reason":"r","originalMessageId":"o","replayedFrom":"d"}`)}, Lineage{OriginalMessageID: "o", ReplayedFrom: "d"}},
+		{"packed by a replay", map[string]types.MessageAttributeValue{ReplayPacked: str(`{"originalMessageId":"o","replayedFrom":"d","replayedAt":"t"}`)}, Lineage{"o", "d", "t"}},
+		{"packed but not JSON", map[string]types.MessageAttributeValue{ReplayPacked: str(`{`)}, Lineage{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := LineageOf(tt.attrs); got != tt.want {
-				t.Errorf("LineageOf = %+v, want %+v", got, tt.want)
+			if got := ReadLineage(tt.attrs); got != tt.want {
+				t.Errorf("ReadLineage = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
+)
+
+// settingFlags names each of listen's settings by the flag that sets it. The packages return
+// listenspec.Errors naming settings; this table is the one place where they become flags.
+var settingFlags = map[listenspec.Setting]string{
+	listenspec.SettingQueueURL:          "--queue-url",
+	listenspec.SettingCommand:           "the worker command",
+	listenspec.SettingConcurrency:       "--concurrency",
+	listenspec.SettingMaxAttempts:       "--max-attempts",
+	listenspec.SettingVisibilityTimeout: "--visibility-timeout",
+	listenspec.SettingReceiveVisibility: "--receive-visibility",
+	listenspec.SettingHeartbeatInterval: "--heartbeat-interval",
+	listenspec.SettingMaxJobDuration:    "--max-job-duration",
+	listenspec.SettingKillGrace:         "--kill-grace",
+	listenspec.SettingShutdownTimeout:   "--shutdown-timeout",
+	listenspec.SettingOnReject:          "--on-reject",
+	listenspec.SettingMaxMessageAge:     "--max-message-age",
+	listenspec.SettingVolumes:           "--volumes",
+	listenspec.SettingBatchSize:         "--batch-size",
+	listenspec.SettingBatchWindow:       "--batch-window",
+	listenspec.SettingRetryDelay:        "--retry-delay",
+	listenspec.SettingTempDir:           "--temp-dir",
+	listenspec.SettingProtectionIdle:    "--scale-in-protection-idle",
+	listenspec.SettingHealthGrace:       "--health-grace",
+	listenspec.SettingBackoffBase:       "--backoff-base",
+	listenspec.SettingBackoffMin:        "--backoff-min",
+	listenspec.SettingBackoffMax:        "--backoff-max",
+	listenspec.SettingBackoffJitter:     "--backoff-jitter",
+	listenspec.SettingBrake:             "--brake",
+	listenspec.SettingBrakeThreshold:    "--brake-threshold",
+	listenspec.SettingBrakeWindow:       "--brake-window",
+	listenspec.SettingBrakeMinRuns:      "--brake-min-runs",
+	listenspec.SettingBrakeProbeMax:     "--brake-probe-max",
+	listenspec.SettingHTTPWorker:        "--http-worker",
+	listenspec.SettingHTTPContentType:   "--http-content-type",
+	listenspec.SettingHTTPTimeout:       "--http-timeout",
+	listenspec.SettingHTTPConnect:       "--http-connect-timeout",
+	listenspec.SettingHTTPStartup:       "--http-startup-timeout",
+	listenspec.SettingHTTPHealthPath:    "--http-health-path",
+	listenspec.SettingDedupeTable:       "--dedupe-table",
+	listenspec.SettingDedupeKey:         "--dedupe-key",
+	listenspec.SettingDedupeTTL:         "--dedupe-ttl",
+	listenspec.SettingAttempt:           "--attempt",
+}
+
+// flagOf names setting s by its flag, or by its own name if it has none.
+func flagOf(s listenspec.Setting) string {
+	if f, ok := settingFlags[s]; ok {
+		return f
+	}
+	return string(s)
+}
+
+// withFlags returns err with the listenspec.Error in it, if any, worded with the flags of
+// names (settingFlags where names has none). What err wraps stays reachable with errors.As.
+func withFlags(err error, names map[listenspec.Setting]string) error {
+	var e listenspec.Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	named := e.Render(func(s listenspec.Setting) string {
+		if f, ok := names[s]; ok {
+			return f
+		}
+		return flagOf(s)
+	})
+	return flagged{err: err, text: strings.Replace(err.Error(), e.Error(), named, 1)}
+}
+
+// flagged is an error reworded with flag names.
+type flagged struct {
+	err  error
+	text string
+}
+
+func (f flagged) Error() string { return f.text }
+func (f flagged) Unwrap() error { return f.err }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
+)
+
+// Every setting a package may refuse is named by a flag that listen (or try) really has.
+func TestSettingFlags(t *testing.T) {
+	var flags []string
+	for _, cmd := range []string{"listen", "try"} {
+		for _, f := range newApp(nil, nil, nil, nil).Command(cmd).Flags {
+			for _, n := range f.Names() {
+				flags = append(flags, "--"+n)
+			}
+		}
+	}
+	for _, s := range listenspec.Settings {
+		f, ok := settingFlags[s]
+		switch {
+		case !ok:
+			t.Errorf("setting %s has no flag", s)
+		case strings.HasPrefix(f, "--") && !slices.Contains(flags, f):
+			t.Errorf("setting %s: %s is no flag of listen or try", s, f)
+		}
+	}
+}
+
+func TestWithFlags(t *testing.T) {
+	lease := listenspec.Lease(time.Minute, 2*time.Minute)
+	tests := []struct {
+		name  string
+		err   error
+		names map[listenspec.Setting]string
+		want  string
+	}{
+		{"a rule", lease, nil, "--heartbeat-interval (2m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"wrapped", fmt.Errorf("start: %w", lease), nil, "start: --heartbeat-interval (2m0s) must be shorter than --visibility-timeout (1m0s)"},
+		{"a command's own name", listenspec.Volumes([]string{"tmp"}, 1), map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"},
+			`--env Volumes ("tmp") must be an absolute directory path`},
+		{"a failed call", listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: errors.New("timeout")}, nil,
+			"--queue-url: queue not reachable: timeout"},
+		{"no setting", errors.New("other"), nil, "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := withFlags(tt.err, tt.names)
+			if got.Error() != tt.want {
+				t.Errorf("withFlags = %q, want %q", got, tt.want)
+			}
+			if !errors.Is(got, tt.err) {
+				t.Errorf("withFlags(%v) does not wrap it", tt.err)
+			}
+		})
+	}
+}

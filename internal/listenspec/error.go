@@ -1,0 +1,141 @@
+package listenspec
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+)
+
+// Setting names one of listen's settings by its supervisor.Config field. The libraries
+// speak of settings; only the command line knows them as flags (--heartbeat-interval) or
+// environment variables, and turns one into the other when it prints an Error.
+type Setting string
+
+// The settings a rule may refuse.
+const (
+	SettingQueueURL          Setting = "QueueURL"
+	SettingCommand           Setting = "Command"
+	SettingConcurrency       Setting = "Concurrency"
+	SettingMaxAttempts       Setting = "MaxAttempts"
+	SettingVisibilityTimeout Setting = "VisibilityTimeout"
+	SettingReceiveVisibility Setting = "ReceiveVisibility"
+	SettingHeartbeatInterval Setting = "HeartbeatInterval"
+	SettingMaxJobDuration    Setting = "MaxJobDuration"
+	SettingKillGrace         Setting = "KillGrace"
+	SettingShutdownTimeout   Setting = "ShutdownTimeout"
+	SettingOnReject          Setting = "OnReject"
+	SettingMaxMessageAge     Setting = "MaxMessageAge"
+	SettingVolumes           Setting = "Volumes"
+	SettingBatchSize         Setting = "BatchSize"
+	SettingBatchWindow       Setting = "BatchWindow"
+	SettingRetryDelay        Setting = "RetryDelay"
+	SettingTempDir           Setting = "TempDir"
+	SettingProtectionIdle    Setting = "ProtectionIdle"
+	SettingHealthGrace       Setting = "HealthGrace"
+	SettingBackoffBase       Setting = "Backoff.Base"
+	SettingBackoffMin        Setting = "Backoff.Min"
+	SettingBackoffMax        Setting = "Backoff.Max"
+	SettingBackoffJitter     Setting = "Backoff.Jitter"
+	SettingBrake             Setting = "Brake"
+	SettingBrakeThreshold    Setting = "Brake.Threshold"
+	SettingBrakeWindow       Setting = "Brake.Window"
+	SettingBrakeMinRuns      Setting = "Brake.MinRuns"
+	SettingBrakeProbeMax     Setting = "Brake.ProbeMax"
+	SettingHTTPWorker        Setting = "HTTP.URL"
+	SettingHTTPContentType   Setting = "HTTP.ContentType"
+	SettingHTTPTimeout       Setting = "HTTP.Timeout"
+	SettingHTTPConnect       Setting = "HTTP.ConnectTimeout"
+	SettingHTTPStartup       Setting = "HTTP.StartupTimeout"
+	SettingHTTPHealthPath    Setting = "HTTP.HealthPath"
+	SettingDedupeTable       Setting = "Dedupe.Table"
+	SettingDedupeKey         Setting = "Dedupe.Key"
+	SettingDedupeTTL         Setting = "Dedupe.TTL"
+	// SettingAttempt is `watchbot try`'s attempt number, which listen learns from SQS.
+	SettingAttempt Setting = "Attempt"
+)
+
+// Settings lists every Setting, so the command line can check it names each one.
+var Settings = []Setting{
+	SettingQueueURL, SettingCommand, SettingConcurrency, SettingMaxAttempts, SettingVisibilityTimeout,
+	SettingReceiveVisibility, SettingHeartbeatInterval, SettingMaxJobDuration, SettingKillGrace,
+	SettingShutdownTimeout, SettingOnReject, SettingMaxMessageAge, SettingVolumes, SettingBatchSize,
+	SettingBatchWindow, SettingRetryDelay, SettingTempDir, SettingProtectionIdle, SettingHealthGrace,
+	SettingBackoffBase, SettingBackoffMin, SettingBackoffMax, SettingBackoffJitter, SettingBrake,
+	SettingBrakeThreshold, SettingBrakeWindow, SettingBrakeMinRuns, SettingBrakeProbeMax,
+	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
+	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingAttempt,
+}
+
+// Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
+// a startup call that the setting led to and that failed (the queue it names is not
+// reachable: the setting may be right and the service down).
+type Error struct {
+	// Setting is the setting refused; "" when the rule is about no one setting.
+	Setting Setting
+	// Value is the refused value, or nil when Reason says it all ("is required").
+	Value any
+	// Reason says what the value must be ("must be between 1 and 1000"). Other settings
+	// appear in it as Ref placeholders, which Render replaces with their names.
+	Reason string
+	// Err is the failed call, if any.
+	Err error
+}
+
+// Refuse returns the Error of a setting whose value breaks a rule.
+func Refuse(s Setting, value any, reason string) Error {
+	return Error{Setting: s, Value: value, Reason: reason}
+}
+
+// Ref stands for setting s inside a Reason, until Render names it.
+func Ref(s Setting) string { return "{" + string(s) + "}" }
+
+var refPattern = regexp.MustCompile(`\{[A-Za-z.]+\}`)
+
+// Error renders e with the settings' own names (HeartbeatInterval).
+func (e Error) Error() string {
+	return e.Render(func(s Setting) string { return string(s) })
+}
+
+// Unwrap returns the failed call, if any.
+func (e Error) Unwrap() error { return e.Err }
+
+// Render writes e with name giving each setting's name as the user knows it: "NAME (VALUE)
+// REASON", or "NAME: REASON" without a value; then ": ERR" when a call failed.
+func (e Error) Render(name func(Setting) string) string {
+	reason := refPattern.ReplaceAllStringFunc(e.Reason, func(ref string) string {
+		s := Setting(ref[1 : len(ref)-1])
+		for _, known := range Settings {
+			if s == known {
+				return name(s)
+			}
+		}
+		return ref
+	})
+	out := name(e.Setting)
+	switch {
+	case e.Setting == "":
+		out = reason
+	case e.Value != nil:
+		out += " (" + showValue(e.Value) + ")"
+		if reason != "" {
+			out += " " + reason
+		}
+	case reason != "":
+		out += ": " + reason
+	}
+	if e.Err != nil {
+		if out != "" {
+			out += ": "
+		}
+		out += e.Err.Error()
+	}
+	return out
+}
+
+// showValue quotes strings, so that an empty or spaced value is seen as typed.
+func showValue(v any) string {
+	if reflect.ValueOf(v).Kind() == reflect.String {
+		return fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprint(v)
+}
