@@ -322,3 +322,40 @@ func subshells(s string) [][]string {
 		s = s[i+j+1:]
 	}
 }
+
+var backquotedFlag = regexp.MustCompile("`--([a-z0-9][a-z0-9-]*)")
+
+// TestDocsNameRealFlags checks that every flag the README and docs/ name in backquotes, in
+// prose and in hand-written tables, is a flag of some watchbot command, so a renamed or
+// removed flag cannot linger in the docs. `--brake-*` names the flags with that prefix.
+func TestDocsNameRealFlags(t *testing.T) {
+	known := map[string]bool{}
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					known[n] = true
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(newApp(nil, io.Discard, io.Discard, nil).Commands)
+	for p, text := range docPages(t) {
+		for _, m := range backquotedFlag.FindAllStringSubmatch(withoutCode(text), -1) {
+			if !known[m[1]] && !(strings.HasSuffix(m[1], "-") && hasPrefixed(known, m[1])) {
+				t.Errorf("%s names --%s, which no watchbot command has", p, m[1])
+			}
+		}
+	}
+}
+
+func hasPrefixed(known map[string]bool, prefix string) bool {
+	for name := range known {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
