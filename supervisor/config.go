@@ -100,7 +100,7 @@ type Config struct {
 	Dedupe DedupeConfig
 }
 
-// DefaultConfig returns listen's defaults, as the README's flag table lists them.
+// DefaultConfig returns listen's defaults, as docs/listen.md's flag table lists them.
 func DefaultConfig() Config {
 	return Config{
 		Concurrency:       listenspec.DefaultConcurrency,

@@ -274,10 +274,10 @@ type claimFound struct {
 	now   time.Time
 }
 
-// claimDecision is the duplicate check's table, which the README's "Duplicate suppression"
-// table mirrors: what becomes of a message given what its claim found. A retry is then
-// decided by outcomeFor as any retry: the last attempt is left to the redrive policy or
-// dead-lettered, and on a FIFO queue the retry is its FIFO form, a wait in place.
+// claimDecision is the duplicate check's table, which the table of docs/dedupe.md, "What
+// becomes of a message", mirrors: what becomes of a message given what its claim found. A
+// retry is then decided by outcomeFor as any retry: the last attempt is left to the redrive
+// policy or dead-lettered, and on a FIFO queue the retry is its FIFO form, a wait in place.
 //
 //	found                       outcome                                 on a FIFO queue
 //	no key (attr:NAME missing)  dead-lettered without running           the same

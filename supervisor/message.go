@@ -125,7 +125,7 @@ type jobEnv struct {
 	Deadline    time.Time // zero: none
 }
 
-// buildEnv returns the worker's variables (the README's worker contract), to be appended to
+// buildEnv returns the worker's variables (docs/worker-contract.md), to be appended to
 // the supervisor's own environment. Values never pass through a shell.
 func buildEnv(m message, j jobEnv) []string {
 	env := []string{

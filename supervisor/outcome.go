@@ -9,7 +9,7 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-// Exit codes with a meaning of their own (the README's outcome table).
+// Exit codes with a meaning of their own (docs/outcomes.md).
 const (
 	exitReject  = 3
 	exitRelease = 4
@@ -96,7 +96,7 @@ type outcome struct {
 	Duplicate bool
 }
 
-// outcomeFor is watchbot's outcome table, one decision per message and run. The README's
+// outcomeFor is watchbot's outcome table, one decision per message and run. docs/outcomes.md's
 // outcome table is this function, row by row. On a FIFO queue a retry happens in place, so
 // the message keeps its group's place and its successors' receive counts stay as they are;
 // exit 4 hands the message back to SQS instead, and the last attempt is dead-lettered by

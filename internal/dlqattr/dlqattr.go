@@ -1,6 +1,6 @@
 // Package dlqattr is the format of a message that watchbot dead-lettered or replayed: the
 // message attributes the supervisor adds when it sends a message to the dead-letter queue
-// (the README's outcome table), and those replay adds to the copy it sends back. The
+// (docs/outcomes.md), and those replay adds to the copy it sends back. The
 // supervisor writes them and the dead-letter tools read and write them; neither imports the
 // other, and both import this leaf.
 package dlqattr
@@ -17,8 +17,8 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-// The attribute names: those the supervisor adds when it dead-letters a message (the
-// README's outcome table), and those replay adds.
+// The attribute names: those the supervisor adds when it dead-letters a message
+// (docs/outcomes.md), and those replay adds.
 const (
 	Reason      = "watchbot-reason"
 	SourceQueue = "watchbot-source-queue"
