@@ -43,6 +43,13 @@ demo-http: build node_modules/.package-lock.json
 demo-mapreduce: build node_modules/.package-lock.json
 	scripts/demo-mapreduce
 
+## smoke: the built binary as a user runs it, under env -i with only the documented variables,
+## against the local emulator: send, listen (success, retry, dead-letter), status, dead-letter
+## count, a SIGTERM drain; any panic fails it. CI ends with it
+.PHONY: smoke
+smoke: build node_modules/.package-lock.json
+	scripts/smoke
+
 ## bench: watchbot against a minimal receive-spawn-delete loop on the same emulator
 bench: build node_modules/.package-lock.json
 	scripts/bench
