@@ -205,7 +205,7 @@ func dlqReplayCommand() *cli.Command {
 		Usage: "send matching messages back to the source queue, deleting each from the DLQ after its send succeeded",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Aliases: []string{"max"}, Usage: "replay at most `N` messages", DefaultText: "all that match"},
-			&cli.GenericFlag{Name: "id", Value: &opRepeated{}, Usage: "replay only the message with this `ID`: its dead-letter queue id or its original id, as peek shows them (repeatable)"},
+			&cli.GenericFlag{Name: "id", Value: &opRepeated{}, Usage: "replay only this `ID`: a DLQ id or an original id, as peek shows (repeatable)"},
 			&cli.StringFlag{Name: "match-body", Usage: "replay only messages whose body matches `REGEX` (RE2 syntax)"},
 			&cli.GenericFlag{Name: "match-attr", Value: &opRepeated{}, Usage: "replay only messages with attribute `NAME=VALUE` (repeatable; all must match)"},
 			&cli.Float64Flag{Name: "rate", Usage: "send at most `N` messages per second (a positive number)", DefaultText: "no limit"},

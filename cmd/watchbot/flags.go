@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
 // duration is a flag value that takes a Go duration ("90s", "5m") or a plain integer meaning
@@ -86,7 +88,9 @@ func newLogger(c *cli.Context, format, level string) (*slog.Logger, error) {
 	return nil, usagef("--log-format: %q is not json or text", format)
 }
 
-// logFormat returns --log-format, or Watchbot's structuredLogging when the flag is not set.
+// logFormat returns --log-format, or Watchbot's structuredLogging when the flag is not set, or
+// else text when stderr is a terminal (a person reads it) and JSON otherwise (a log pipeline
+// does).
 func logFormat(c *cli.Context) string {
 	if c.IsSet("log-format") {
 		return c.String("log-format")
@@ -94,8 +98,45 @@ func logFormat(c *cli.Context) string {
 	switch strings.ToLower(os.Getenv("structuredLogging")) {
 	case "false", "0", "no":
 		return "text"
+	case "true", "1", "yes":
+		return "json"
 	}
-	return c.String("log-format")
+	if opTerminal(c.App.ErrWriter) {
+		return "text"
+	}
+	return "json"
+}
+
+// logFormatFlag is --log-format; logFormat reads it.
+func logFormatFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-format", Value: "json", DefaultText: "text on a terminal, else json",
+		Usage: "json or text (Watchbot's structuredLogging=false: text)"}
+}
+
+// queueURLFlag is --queue-url, taken from the environment as listen takes it.
+func queueURLFlag() cli.Flag {
+	return &cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}}
+}
+
+// requireQueueURL returns --queue-url, checked, or a one-line usage error saying how to give it.
+func requireQueueURL(c *cli.Context) (string, error) {
+	url := strings.TrimSpace(c.String("queue-url"))
+	if url == "" {
+		return "", usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
+	}
+	if err := queueattr.ValidateURL(url); err != nil {
+		return "", usagef("--queue-url: %v", err)
+	}
+	return url, nil
+}
+
+// quoteArgs quotes arguments for an error message.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return strings.Join(q, " ")
 }
 
 func withDefaultText(f *cli.GenericFlag, text string) *cli.GenericFlag {

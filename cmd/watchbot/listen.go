@@ -44,7 +44,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			withDefaultText(durationFlag("retry-delay", 0, "one delay for every retry the worker does not time, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "volumes", Usage: "comma-separated directories emptied after every job (needs --concurrency 1)", EnvVars: []string{"Volumes"}},
 			&cli.BoolFlag{Name: "once", Usage: "process one message, then exit", EnvVars: []string{"writableFilesystem"}},
-			&cli.StringFlag{Name: "log-format", Value: "json", Usage: "json or text (Watchbot's structuredLogging=false: text)"},
+			logFormatFlag(),
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for the jobs' message and result files", DefaultText: "/dev/shm when usable, else $TMPDIR"},

@@ -80,7 +80,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			sendCommand(),
 			statusCommand(),
 			templateCommand(),
-			tryCommand(stdin, stdout),
+			tryCommand(stdout),
 			versionCommand(),
 		},
 		OnUsageError: onUsageError,

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -22,7 +23,7 @@ func sendCommand() *cli.Command {
 			"nothing. They are sent with SendMessageBatch (10 per call, 1 MiB at most). The message ids are\n" +
 			"printed one per line, in input order.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", Required: true},
+			queueURLFlag(),
 			&cli.StringFlag{Name: "body", Usage: "send one message with body `S`"},
 			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F`"},
 			&cli.GenericFlag{Name: "attr", Value: &opRepeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
@@ -31,7 +32,14 @@ func sendCommand() *cli.Command {
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			req := producer.Request{QueueURL: c.String("queue-url"), GroupID: c.String("group-id")}
+			if c.NArg() > 0 {
+				return usagef("send takes no arguments, but got %s: a message body goes in --body", quoteArgs(c.Args().Slice()))
+			}
+			queueURL, err := requireQueueURL(c)
+			if err != nil {
+				return err
+			}
+			req := producer.Request{QueueURL: queueURL, GroupID: c.String("group-id")}
 			if err := parseSendAttrs(c.Generic("attr").(*opRepeated).values, &req); err != nil {
 				return usageError{err}
 			}
@@ -54,9 +62,9 @@ func sendCommand() *cli.Command {
 				}
 				req.Bodies = []producer.Body{{Text: string(b), Source: "--file " + c.String("file")}}
 			default:
-				bodies, err := producer.ReadLines(c.App.Reader, "stdin")
-				if err != nil {
-					return usageError{err}
+				bodies, err := readStdin(c, func(r io.Reader) ([]producer.Body, error) { return producer.ReadLines(r, "stdin") })
+				if err := stdinError(err, "messages"); err != nil {
+					return err
 				}
 				if len(bodies) == 0 {
 					return usagef("nothing to send: stdin is empty (give --body, --file or lines on stdin)")

@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/deadletter"
-	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
 func statusCommand() *cli.Command {
@@ -17,14 +16,14 @@ func statusCommand() *cli.Command {
 			"not available from the SQS API without consuming messages; it is shown as n/a, with a pointer to\n" +
 			"the CloudWatch metric AWS/SQS ApproximateAgeOfOldestMessage.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", Required: true},
+			queueURLFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			url := c.String("queue-url")
-			if err := queueattr.ValidateURL(url); err != nil {
-				return usagef("--queue-url: %v", err)
+			url, err := requireQueueURL(c)
+			if err != nil {
+				return err
 			}
 			client, err := operatorSQS(c, url)
 			if err != nil {

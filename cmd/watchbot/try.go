@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,7 @@ type decided int
 
 func (d decided) Error() string { return "" }
 
-func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
+func tryCommand(stdout io.Writer) *cli.Command {
 	def := supervisor.DefaultConfig()
 	return &cli.Command{
 		Name:      "try",
@@ -51,6 +52,7 @@ func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
 			&cli.BoolFlag{Name: "json", Usage: "print the decision as JSON"},
+			logFormatFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			cfg := supervisor.DefaultConfig()
@@ -62,14 +64,14 @@ func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
 			cfg.RetryDelay = durationOf(c, "retry-delay")
 			cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
-			msgs, err := tryMessages(c, stdin)
+			msgs, err := tryMessages(c)
 			if err != nil {
 				return err
 			}
 			if len(msgs) > 1 && !c.IsSet("batch-size") {
 				cfg.BatchSize = min(len(msgs), listenspec.MaxBatchSize)
 			}
-			log, err := newLogger(c, "text", "info")
+			log, err := newLogger(c, logFormat(c), "info")
 			if err != nil {
 				return err
 			}
@@ -86,7 +88,7 @@ func tryCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 }
 
 // tryMessages reads the message, or the batch, from the flags or stdin.
-func tryMessages(c *cli.Context, stdin io.Reader) ([]supervisor.TryMessage, error) {
+func tryMessages(c *cli.Context) ([]supervisor.TryMessage, error) {
 	attrs := map[string]string{}
 	for _, kv := range c.StringSlice("attr") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -108,25 +110,30 @@ func tryMessages(c *cli.Context, stdin io.Reader) ([]supervisor.TryMessage, erro
 		}
 		bodies = []string{string(data)}
 	case c.Bool("batch"):
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			if line := sc.Text(); line != "" {
-				bodies = append(bodies, line)
+		lines, err := readStdin(c, func(r io.Reader) ([]string, error) {
+			var lines []string
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if line := sc.Text(); line != "" {
+					lines = append(lines, line)
+				}
 			}
+			return lines, sc.Err()
+		})
+		if err := stdinError(err, "the batch"); err != nil {
+			return nil, err
 		}
-		if err := sc.Err(); err != nil {
-			return nil, usagef("reading the batch from stdin: %v", err)
-		}
+		bodies = lines
 	default:
-		data, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
-		if err != nil {
-			return nil, usagef("reading the message from stdin: %v", err)
+		data, err := readStdin(c, func(r io.Reader) ([]byte, error) { return io.ReadAll(io.LimitReader(r, 1<<20+1)) })
+		if err := stdinError(err, "the message"); err != nil {
+			return nil, err
 		}
 		bodies = []string{strings.TrimSuffix(string(data), "\n")}
 	}
-	if len(bodies) == 0 {
-		return nil, usagef("no message: give --body, --file, or the body on stdin")
+	if len(bodies) == 0 || (len(bodies) == 1 && bodies[0] == "" && !c.IsSet("body")) {
+		return nil, usagef("no message: stdin or --file is empty (to try an empty message, give --body '' explicitly)")
 	}
 	msgs := make([]supervisor.TryMessage, len(bodies))
 	for i, b := range bodies {
@@ -139,6 +146,17 @@ func tryMessages(c *cli.Context, stdin io.Reader) ([]supervisor.TryMessage, erro
 		msgs[i] = supervisor.TryMessage{Body: b, Attributes: attrs}
 	}
 	return msgs, nil
+}
+
+// stdinError passes readStdin's refusals and interruptions on, and makes a failed read of what
+// a usage error.
+func stdinError(err error, what string) error {
+	var stop interrupted
+	var usage usageError
+	if err == nil || errors.As(err, &stop) || errors.As(err, &usage) {
+		return err
+	}
+	return usagef("reading %s from stdin: %v", what, err)
 }
 
 // printDecisions prints one line per message (prefixed by its id in a batch), or JSON: the
