@@ -628,7 +628,7 @@ type jobFiles struct {
 // slotFiles are the names of the work directory's job files, a message and a result file
 // per run at a time, used by one job after another. Creating and removing a file per job
 // changes the directory twice, under its lock, and costs several times more than writing a
-// file that is there (measured on /dev/shm: about 18 µs against 6); and looking for a result
+// file that is there (docs/performance.md); and looking for a result
 // file under a new name each time leaves the kernel a cached entry per job. A process a
 // worker left outside its process group, which outlives the worker, could still write to a
 // slot's files while a later job has them: a worker must not leave one doing so.
@@ -788,7 +788,7 @@ func (f *jobFiles) reopen(flags int) (fd int, size int64, err error) {
 
 // keptBody is the most of a body a kept message file holds on to while its slot waits.
 // Emptying the file frees its pages, and the next job allocates them again: that costs more
-// than the whole rest of writing a small message (on /dev/shm, about 10 µs a job), so a small
+// than the whole rest of writing a small message (docs/performance.md), so a small
 // body is written over instead, and only a larger one is emptied out.
 const keptBody = 64 * 1024
 
