@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -78,9 +76,6 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				return err
 			}
 			log = log.With("queue", queueattr.NameFromURL(cfg.QueueURL))
-			if len(cfg.Command) > 0 {
-				spareProcOnce.Do(func() { spareProc(os.Getenv("GOMAXPROCS")) })
-			}
 			protection, err := scaleInProtection(c.String("scale-in-protection"), os.Getenv(ecsagent.EnvURI))
 			if err != nil {
 				return err
@@ -259,21 +254,5 @@ func readTuning(c *cli.Context) tuning {
 		MaxJobDuration:    durationOf(c, "max-job-duration"),
 		BatchSize:         c.Int("batch-size"),
 		BatchWindow:       durationOf(c, "batch-window"),
-	}
-}
-
-// spareProcOnce raises GOMAXPROCS once per process, however often listen runs in it (tests).
-var spareProcOnce sync.Once
-
-// spareProc gives the Go runtime one processor (P) more than its default (the CPUs, or the
-// container's CPU limit, as read at start: the runtime no longer follows a changed limit),
-// unless GOMAXPROCS is set. Starting a worker holds a P without using a CPU until the child has exec'd
-// (os.StartProcess is a vfork, a raw system call the runtime cannot hand the P off from),
-// and starts are serialized, so one P is enough to cover it. Without it, on a small machine
-// that P is a large share of the supervisor's: exited workers, receives and the next starts
-// wait for it, and slots stand idle (docs/performance.md, the --concurrency 64 goal).
-func spareProc(env string) {
-	if env == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -19,7 +20,26 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "listen" {
+		spareProc(os.Getenv("GOMAXPROCS"))
+	}
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// spareProc gives the Go runtime one processor (P) more than its default (the CPUs, or the
+// container's CPU limit, as read at start: the runtime no longer follows a changed limit),
+// unless GOMAXPROCS is set. Starting a worker holds a P without using a CPU until the child
+// has exec'd (os.StartProcess is a vfork, a raw system call the runtime cannot hand the P off
+// from), and starts are serialized, so one P is enough to cover it. Without it, on a small
+// machine that P is a large share of the supervisor's: exited workers, receives and the next
+// starts wait for it, and slots stand idle (docs/performance.md has the figures). It is set
+// here, once for the process and before anything runs, for listen alone: the other commands
+// start no workers, and tests that run commands in-process leave the runtime as it is. A
+// listen with --http-worker starts no workers either, and leaves the extra P idle.
+func spareProc(env string) {
+	if env == "" {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	}
 }
 
 // run executes the CLI and returns the process exit code. The first SIGINT/SIGTERM cancels

@@ -40,31 +40,6 @@ func metricsConfig(c *cli.Context, queueURL string, log *slog.Logger) (alarms.Pu
 	return cfg, nil
 }
 
-// dlqDepth samples the visible messages of the queue's dead-letter queue, finding the DLQ
-// through the redrive policy on first use.
-func dlqDepth(api queueattr.API, queueURL string) func(ctx context.Context) (int64, error) {
-	var mu sync.Mutex
-	var dlq string
-	return func(ctx context.Context) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if dlq == "" {
-			info, err := queueattr.Describe(ctx, api, queueURL)
-			if err != nil {
-				return 0, err
-			}
-			if dlq, err = queueattr.DeadLetterQueue(ctx, api, info); err != nil {
-				return 0, err
-			}
-		}
-		info, err := queueattr.Describe(ctx, api, dlq)
-		if err != nil {
-			return 0, err
-		}
-		return info.Visible, nil
-	}
-}
-
 // startMetrics starts the publisher. stop ends it after a last flush and waits for it.
 func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
 	if cfg.Mode == alarms.ModeNone {
@@ -73,7 +48,7 @@ func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, awsCfg aws.Co
 	if cfg.Mode == alarms.ModeCloudWatch {
 		cfg.CloudWatch = cloudwatch.NewFromConfig(awsCfg)
 	}
-	cfg.DLQDepth = dlqDepth(api, queueURL)
+	cfg.DLQDepth = alarms.DLQDepth(api, queueURL)
 	p, err := alarms.NewPublisher(cfg)
 	if err != nil {
 		return nil, nil, usageError{err}
