@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/urfave/cli/v2"
@@ -358,4 +360,55 @@ func hasPrefixed(known map[string]bool, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// TestREADMEContainer runs the README's container recipe and ECS snippet through listen's
+// flag parsing and validation: the Dockerfile's ENTRYPOINT and CMD, with the environment the
+// task definition gives, is a listen that starts.
+func TestREADMEContainer(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fencedBlocks(string(b))
+	if len(blocks["dockerfile"]) != 1 || len(blocks["json"]) != 1 {
+		t.Fatalf("the README has %d Dockerfiles and %d JSON blocks, want 1 and 1", len(blocks["dockerfile"]), len(blocks["json"]))
+	}
+	var entrypoint, command []string
+	for _, line := range strings.Split(blocks["dockerfile"][0], "\n") {
+		if v, ok := strings.CutPrefix(line, "ENTRYPOINT "); ok {
+			if err := json.Unmarshal([]byte(v), &entrypoint); err != nil {
+				t.Fatalf("ENTRYPOINT: %v", err)
+			}
+		}
+		if v, ok := strings.CutPrefix(line, "CMD "); ok {
+			if err := json.Unmarshal([]byte(v), &command); err != nil {
+				t.Fatalf("CMD: %v", err)
+			}
+		}
+	}
+	if len(entrypoint) < 2 || entrypoint[0] != "/usr/local/bin/watchbot" || entrypoint[1] != "listen" || len(command) == 0 {
+		t.Fatalf("ENTRYPOINT %q, CMD %q: want watchbot listen and a worker", entrypoint, command)
+	}
+	var container struct {
+		Name, Image string
+		StopTimeout int
+		Environment []struct{ Name, Value string }
+	}
+	if err := json.Unmarshal([]byte(blocks["json"][0]), &container); err != nil {
+		t.Fatalf("the README's container definition: %v", err)
+	}
+	for _, e := range container.Environment {
+		t.Setenv(e.Name, e.Value)
+	}
+	cfg, err := parseListenCommand(append(entrypoint[1:], command...))
+	if err != nil {
+		t.Fatalf("listen would not start: %v", err)
+	}
+	if cfg.QueueURL == "" || !slices.Equal(cfg.Command, command) {
+		t.Errorf("listen reads queue %q and command %q, want the task's QueueUrl and CMD %q", cfg.QueueURL, cfg.Command, command)
+	}
+	if stop := time.Duration(container.StopTimeout) * time.Second; stop < cfg.ShutdownTimeout+cfg.KillGrace {
+		t.Errorf("stopTimeout %v is shorter than --shutdown-timeout + --kill-grace (%v)", stop, cfg.ShutdownTimeout+cfg.KillGrace)
+	}
 }
