@@ -194,3 +194,64 @@ func unquoteUsage(usage string) (string, string) {
 	}
 	return text, name
 }
+
+// TestHandWrittenFlagTables holds the flag tables of docs/ whose meanings are longer than
+// --help's lines to the CLI: each names every flag of its command and no other, and each
+// default it gives as a value is the flag's.
+func TestHandWrittenFlagTables(t *testing.T) {
+	for _, tt := range []struct {
+		page, section, command string
+		defaults               bool // the table's second column is the default
+	}{
+		{"template.md", "## Options (chosen when generating)", "template", true},
+		{"operator-tools.md", "## `watchbot dead-letter`", "dead-letter", false},
+		{"operator-tools.md", "## `watchbot send`", "send", false},
+	} {
+		t.Run(tt.page+" "+tt.command, func(t *testing.T) {
+			checkFlagTable(t, tt.page, tt.section, tt.command, tt.defaults)
+		})
+	}
+}
+
+func checkFlagTable(t *testing.T, page, heading, command string, defaults bool) {
+	b, err := os.ReadFile("../../docs/" + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), heading+"\n")
+	if !ok {
+		t.Fatalf("docs/%s has no section %q", page, heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	cmd := commandAt(newApp(nil, nil, nil, nil), command)
+	named := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `--") || len(cells) < 4 {
+			continue
+		}
+		names := backquotedFlag.FindAllStringSubmatch(cells[1], -1)
+		given := strings.Split(strings.TrimSpace(cells[2]), ", ")
+		for i, m := range names {
+			f := findFlag(cmd.Flags, m[1])
+			if f == nil {
+				t.Errorf("docs/%s lists --%s, which watchbot %s does not have", page, m[1], command)
+				continue
+			}
+			named[m[1]] = true
+			want := flagDefault(f)
+			if !defaults || len(given) != len(names) || !strings.HasPrefix(want, "`") {
+				continue // no default column, a default described in words, or one for several flags
+			}
+			got, _, _ := strings.Cut(strings.Trim(given[i], "` "), " (")
+			if got != strings.Trim(want, "`") {
+				t.Errorf("docs/%s gives --%s the default %q; the CLI's is %s", page, m[1], got, want)
+			}
+		}
+	}
+	for _, f := range cmd.Flags {
+		if name := f.Names()[0]; !named[name] && name != "help" {
+			t.Errorf("docs/%s's table of watchbot %s does not list --%s", page, command, name)
+		}
+	}
+}
