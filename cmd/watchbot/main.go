@@ -14,12 +14,19 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/internal/initproc"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	// As a container's PID 1, watchbot is first the container's init: it runs itself again
+	// as its child and reaps the orphans the container's processes leave (docs/containers.md).
+	if code, isInit := initproc.Run(os.Args, os.Environ(), os.Stderr); isInit {
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "listen" {
 		spareProc(os.Getenv("GOMAXPROCS"))
 	}

@@ -1,0 +1,142 @@
+package testenv
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RequireRoot skips tb unless it runs as root, or fails it under CI=true (CI runs as root), for
+// tests that make PID namespaces, mounts and users as a container runtime does. what names the
+// test's need in the message.
+func RequireRoot(tb testing.TB, what string) {
+	tb.Helper()
+	var err error
+	if os.Geteuid() != 0 {
+		err = errors.New("not running as root")
+	} else if _, lookErr := exec.LookPath("unshare"); lookErr != nil {
+		err = lookErr
+	}
+	Require(tb, what+" needs root and unshare(1) (util-linux)", err)
+}
+
+// AsPID1 returns the command that runs name with args as PID 1 of a new PID namespace, with
+// /proc mounted for that namespace, as a container runtime starts an entrypoint. The returned
+// command is unshare(1), which stays outside the namespace and waits for it; NamespaceInit
+// finds the process inside. Killing unshare kills that PID 1, and with it the namespace (so a
+// test's clean-up leaves nothing behind). Call RequireRoot first.
+func AsPID1(name string, args ...string) *exec.Cmd {
+	return exec.Command("unshare", append([]string{"--pid", "--fork", "--kill-child", "--mount-proc", name}, args...)...)
+}
+
+// NamespaceInit returns the pid, as this process sees it, of PID 1 of the namespace that the
+// unshare(1) process pid made: unshare's only child. It fails tb when there is none after limit.
+func NamespaceInit(tb testing.TB, pid int, limit time.Duration) int {
+	tb.Helper()
+	var init int
+	Eventually(tb, "the namespace's PID 1", limit, func() bool {
+		children := ProcTree()[pid]
+		if len(children) == 1 {
+			init = children[0].PID
+		}
+		return init != 0
+	})
+	return init
+}
+
+// Proc is a process as /proc shows it.
+type Proc struct {
+	PID, PPID int
+	// State is the one-letter state of /proc/PID/stat: R, S, D, Z...
+	State string
+}
+
+// ProcTree reads /proc and returns every process, keyed by its parent's pid. Processes that
+// end while it reads are left out.
+func ProcTree() map[int][]Proc {
+	entries, _ := os.ReadDir("/proc")
+	tree := map[int][]Proc{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		fields := strings.Fields(s[i+2:])
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		tree[ppid] = append(tree[ppid], Proc{PID: pid, PPID: ppid, State: fields[0]})
+	}
+	return tree
+}
+
+// Zombies returns the descendants of root (root excluded) that have exited and not been waited
+// for: those in state Z.
+func Zombies(root int) []Proc {
+	tree := ProcTree()
+	var zombies []Proc
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range tree[pid] {
+			if c.State == "Z" {
+				zombies = append(zombies, c)
+			}
+			queue = append(queue, c.PID)
+		}
+	}
+	return zombies
+}
+
+// ZombieSampler counts, every few milliseconds from Start until Stop, the zombies among a
+// process's descendants (Zombies), and keeps the highest count seen.
+type ZombieSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	max  int
+	n    int
+}
+
+// SampleZombies starts sampling the zombies among root's descendants. Stop ends it.
+func SampleZombies(root int) *ZombieSampler {
+	s := &ZombieSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			s.max = max(s.max, len(Zombies(root)))
+			s.n++
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends the sampling and returns the highest number of zombies seen at one time and the
+// number of samples taken. It may be called once.
+func (s *ZombieSampler) Stop() (most, samples int) {
+	close(s.stop)
+	<-s.done
+	return s.max, s.n
+}
