@@ -17,14 +17,14 @@ import (
 )
 
 // listenAsPID1 starts `watchbot listen ARGS` as PID 1 of a new PID namespace, as a container
-// runtime starts its entrypoint, with an environment built from nothing but PATH, HOME and
-// the emulator's. It returns the process (unshare, outside the namespace), watchbot's output
+// runtime starts its entrypoint, with an environment built from nothing (testenv.CleanEnv)
+// but the emulator's. It returns the process (unshare, outside the namespace), watchbot's output
 // and the pid, as this process sees it, of the namespace's PID 1.
 func listenAsPID1(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *testenv.Buffer, int) {
 	t.Helper()
 	testenv.RequireRoot(t, "running watchbot as PID 1 of a PID namespace")
 	cmd := testenv.AsPID1(testenv.Binary(t), append([]string{"listen"}, args...)...)
-	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir()}, emu.Env()...)
+	cmd.Env = testenv.CleanEnv(t, emu.Env()...)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p := testenv.Spawn(t, cmd)
