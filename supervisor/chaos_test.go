@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -45,16 +46,52 @@ type faultySQS struct {
 	mu        sync.Mutex
 	plan      func(op string, bodies []string) fault
 	byReceipt map[string]string // receipt handle -> body
-	// hangs and lostAnswers count the faults injected; renewalHung is when a renewal last
-	// hung (zero if none has).
-	hangs, lostAnswers int
-	renewalHung        time.Time
+	// hangs and lostAnswers count the faults injected; hungRenewals the renewals hanging now.
+	hangs, lostAnswers, hungRenewals int
+	// lastReceipt is each body's latest receipt handle, settling the handles a delete or a
+	// visibility change other than a renewal was sent for; lapsed counts the deliveries of a
+	// message whose previous receipt was never settled (its lease lapsed while watchbot held
+	// it), together those that came while a renewal hung.
+	lastReceipt      map[string]string
+	settling         map[string]bool
+	lapsed, together int
 }
 
 func (f *faultySQS) setPlan(plan func(op string, bodies []string) fault) {
 	f.mu.Lock()
-	f.plan = plan
+	f.setPlanLocked(plan)
 	f.mu.Unlock()
+}
+
+func (f *faultySQS) setPlanLocked(plan func(op string, bodies []string) fault) { f.plan = plan }
+
+// delivered records the messages a receive handed to watchbot.
+func (f *faultySQS) delivered(out *sqs.ReceiveMessageOutput) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range out.Messages {
+		body, h := aws.ToString(m.Body), aws.ToString(m.ReceiptHandle)
+		if prev := f.lastReceipt[body]; prev != "" && !f.settling[prev] {
+			f.lapsed++
+			if f.hungRenewals > 0 {
+				f.together++
+			}
+		}
+		f.lastReceipt[body] = h
+	}
+}
+
+// settles records receipt handles a settle was sent for: a delete, or a visibility change
+// other than a renewal's (which is the whole visibility timeout).
+func (f *faultySQS) settles(vis int32, handles ...*string) {
+	if vis == sqsspec.Seconds(DefaultConfig().VisibilityTimeout) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range handles {
+		f.settling[aws.ToString(h)] = true
+	}
 }
 
 // around runs call as the plan says for op on the messages of handles.
@@ -70,9 +107,6 @@ func (f *faultySQS) around(ctx context.Context, op string, handles []*string, ca
 	}
 	if ft.hang {
 		f.hangs++
-		if strings.HasPrefix(op, "ChangeMessageVisibility") {
-			f.renewalHung = time.Now()
-		}
 	}
 	if ft.lost {
 		f.lostAnswers++
@@ -86,7 +120,18 @@ func (f *faultySQS) around(ctx context.Context, op string, handles []*string, ca
 		}
 	}
 	if ft.hang {
+		renewal := strings.HasPrefix(op, "ChangeMessageVisibility")
+		f.mu.Lock()
+		if renewal {
+			f.hungRenewals++
+		}
+		f.mu.Unlock()
 		<-ctx.Done()
+		f.mu.Lock()
+		if renewal {
+			f.hungRenewals--
+		}
+		f.mu.Unlock()
 		return ctx.Err()
 	}
 	err := call()
@@ -108,10 +153,14 @@ func (f *faultySQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 		}
 		return err
 	})
+	if err == nil {
+		f.delivered(out)
+	}
 	return out, err
 }
 
 func (f *faultySQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (out *sqs.DeleteMessageOutput, err error) {
+	f.settles(-1, in.ReceiptHandle)
 	err = f.around(ctx, "DeleteMessage", []*string{in.ReceiptHandle}, func() (err error) { out, err = f.Server.DeleteMessage(ctx, in, opts...); return err })
 	return out, err
 }
@@ -121,11 +170,13 @@ func (f *faultySQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 	for i, e := range in.Entries {
 		handles[i] = e.ReceiptHandle
 	}
+	f.settles(-1, handles...)
 	err = f.around(ctx, "DeleteMessageBatch", handles, func() (err error) { out, err = f.Server.DeleteMessageBatch(ctx, in, opts...); return err })
 	return out, err
 }
 
 func (f *faultySQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (out *sqs.ChangeMessageVisibilityOutput, err error) {
+	f.settles(in.VisibilityTimeout, in.ReceiptHandle)
 	err = f.around(ctx, "ChangeMessageVisibility", []*string{in.ReceiptHandle}, func() (err error) {
 		out, err = f.Server.ChangeMessageVisibility(ctx, in, opts...)
 		return err
@@ -137,6 +188,7 @@ func (f *faultySQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Ch
 	handles := make([]*string, len(in.Entries))
 	for i, e := range in.Entries {
 		handles[i] = e.ReceiptHandle
+		f.settles(e.VisibilityTimeout, e.ReceiptHandle)
 	}
 	err = f.around(ctx, "ChangeMessageVisibilityBatch", handles, func() (err error) {
 		out, err = f.Server.ChangeMessageVisibilityBatch(ctx, in, opts...)
@@ -192,7 +244,7 @@ func newChaosRig(t *testing.T, fifo bool, maxReceiveCount int) *chaosRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &chaosRig{t: t, srv: srv, sqs: &faultySQS{Server: srv, byReceipt: map[string]string{}}, queue: aws.ToString(q.QueueUrl), dlq: aws.ToString(dlq.QueueUrl),
+	r := &chaosRig{t: t, srv: srv, sqs: &faultySQS{Server: srv, byReceipt: map[string]string{}, lastReceipt: map[string]string{}, settling: map[string]bool{}}, queue: aws.ToString(q.QueueUrl), dlq: aws.ToString(dlq.QueueUrl),
 		logs: &testenv.Buffer{}, running: map[string]int{}, runs: map[string]int{}, bodies: map[string]string{},
 		took: func(string) time.Duration { return time.Second }, exit: func(string) int { return 0 }}
 	cfg := DefaultConfig()
@@ -209,7 +261,7 @@ func (r *chaosRig) send(bodies ...string) {
 	for _, b := range bodies {
 		in := &sqs.SendMessageInput{QueueUrl: aws.String(r.queue), MessageBody: aws.String(b)}
 		if strings.HasSuffix(r.queue, ".fifo") {
-			in.MessageGroupId, in.MessageDeduplicationId = aws.String(b[:1]), aws.String(b)
+			in.MessageGroupId, in.MessageDeduplicationId = aws.String(b[:1]), aws.String(strings.ReplaceAll(b, " ", "-"))
 		}
 		if _, err := r.srv.SendMessage(context.Background(), in); err != nil {
 			r.t.Fatalf("send %s: %v", b, err)
@@ -225,12 +277,21 @@ func (r *chaosRig) start(deps Deps) (stop func() (time.Duration, error)) {
 	deps.SQS, deps.spawn = r.sqs, r.spawn
 	deps.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	go func() { done <- Run(ctx, r.cfg, deps) }()
-	return func() (time.Duration, error) {
-		asked := time.Now()
-		cancel()
-		err := <-done
-		return time.Since(asked), err
+	var once sync.Once
+	var took time.Duration
+	var err error
+	stop = func() (time.Duration, error) {
+		once.Do(func() {
+			asked := time.Now()
+			cancel()
+			err = <-done
+			took = time.Since(asked)
+		})
+		return took, err
 	}
+	// A test that fails early still stops the supervisor, so that the bubble can end.
+	r.t.Cleanup(func() { _, _ = stop() })
+	return stop
 }
 
 // spawn stands in for runWorker: it reads the message (or the batch) as a worker would,
@@ -342,14 +403,18 @@ func inBubble(t *testing.T, what string, limit time.Duration, f func(t *testing.
 		select {
 		case <-done:
 		case <-time.After(limit):
-			buf := make([]byte, 16<<20)
-			n := runtime.Stack(buf, true)
-			fmt.Fprintf(os.Stderr, "FROZEN BUBBLE: %s has not ended after %v of real time; its goroutines:\n%s\n", what, limit, buf[:n])
+			fmt.Fprintf(os.Stderr, "FROZEN BUBBLE: %s has not ended after %v of real time; its goroutines:\n%s\n", what, limit, allStacks())
 			panic("frozen bubble: " + what)
 		}
 	}()
 	synctest.Test(t, f)
 	close(done)
+}
+
+// allStacks returns every goroutine's stack.
+func allStacks() string {
+	buf := make([]byte, 16<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // seedRand returns a source for one seed's choices.

@@ -310,6 +310,9 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 		s.log.Info("stop requested: draining running jobs", "held", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
 	}
 	aborted := false
+	if ctx.Err() != nil {
+		s.acks.cutoff(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
+	}
 	window := time.NewTimer(s.cfg.ShutdownTimeout)
 	defer window.Stop()
 	select {
@@ -328,6 +331,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	}
 	if aborted {
 		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
+		s.acks.cutoff(time.Now().Add(releaseSlack))
 		stopJobs(errSecond)
 		stopPolls()
 		for _, j := range s.leaser.list() {
@@ -345,6 +349,11 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	}
 	return nil
 }
+
+// releaseSlack is how long after its drain window and --kill-grace a stop waits for SQS to
+// take the releases of the messages it held: every SQS call ends by then (acker.cutoff), so a
+// stop ends within --shutdown-timeout + --kill-grace + 2 s whatever SQS does.
+const releaseSlack = 1500 * time.Millisecond
 
 // shutdown stops what outlives the loop, in order: the heartbeat (so no renewal follows a
 // message's release), the runs' and hand-backs' goroutines, then the acknowledger, which
