@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,9 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite the generated flag tab
 //	| flag | env | default | meaning |
 //	...
 //	<!-- end flags -->
+//
+// "rest" instead of flags lists those no other table of docs/ lists, so each flag is
+// documented on one page: its topic's, or the command's.
 const (
 	flagsStart = "<!-- flags: "
 	flagsEnd   = "<!-- end flags -->"
@@ -35,13 +39,28 @@ func TestDocsFlagTables(t *testing.T) {
 		t.Fatalf("no pages in docs/: %v", err)
 	}
 	app := newApp(nil, nil, nil, nil)
-	tables := 0
+	texts := map[string]string{}
+	listed := map[string]string{} // "command --flag" to the page whose table lists it
 	for _, page := range pages {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, n, err := renderFlagTables(string(b), app)
+		texts[page] = string(b)
+		for _, spec := range flagSpecs(string(b)) {
+			for _, f := range spec[1:] {
+				key := spec[0] + " " + f
+				if other, ok := listed[key]; ok && f != "rest" {
+					t.Errorf("%s and %s both list %s: document each flag on one page", other, page, key)
+				}
+				listed[key] = page
+			}
+		}
+	}
+	tables := 0
+	for _, page := range pages {
+		got, n, err := renderFlagTables(texts[page], app, listed)
+		b := []byte(texts[page])
 		if err != nil {
 			t.Errorf("%s: %v", page, err)
 			continue
@@ -63,9 +82,23 @@ func TestDocsFlagTables(t *testing.T) {
 	}
 }
 
+// flagSpecs returns the start markers' words of page's generated tables: the command, then the
+// flags.
+func flagSpecs(page string) [][]string {
+	var specs [][]string
+	for _, part := range strings.Split(page, flagsStart)[1:] {
+		if spec, _, ok := strings.Cut(part, "-->"); ok {
+			if words := strings.Fields(spec); len(words) > 0 {
+				specs = append(specs, words)
+			}
+		}
+	}
+	return specs
+}
+
 // renderFlagTables returns page with every generated flag table rendered afresh, and how many
-// it holds.
-func renderFlagTables(page string, app *cli.App) (string, int, error) {
+// it holds. listed holds every "command --flag" some table lists, for "rest".
+func renderFlagTables(page string, app *cli.App, listed map[string]string) (string, int, error) {
 	var out strings.Builder
 	n := 0
 	for {
@@ -83,7 +116,11 @@ func renderFlagTables(page string, app *cli.App) (string, int, error) {
 		if len(spec) == 0 {
 			return "", 0, fmt.Errorf("a flag table names no command")
 		}
-		table, err := flagTable(app, spec[0], spec[1:])
+		only := spec[1:]
+		if slices.Equal(only, []string{"rest"}) {
+			only = restOf(app, spec[0], listed)
+		}
+		table, err := flagTable(app, spec[0], only)
 		if err != nil {
 			return "", 0, err
 		}
@@ -93,6 +130,20 @@ func renderFlagTables(page string, app *cli.App) (string, int, error) {
 		page = page[start+end+len(flagsEnd):]
 		n++
 	}
+}
+
+// restOf returns the flags of the command at path that no table in listed lists.
+func restOf(app *cli.App, path string, listed map[string]string) []string {
+	var rest []string
+	if cmd := commandAt(app, path); cmd != nil {
+		for _, f := range cmd.Flags {
+			name := "--" + f.Names()[0]
+			if _, ok := listed[path+" "+name]; !ok && name != "--help" {
+				rest = append(rest, name)
+			}
+		}
+	}
+	return rest
 }
 
 // flagTable renders the flags of the command at path ("listen", "dead-letter/replay"), or only
