@@ -79,6 +79,23 @@ var Metrics = []MetricDefinition{
 	{Name: DedupeErrors, Unit: Count, Kind: Counter, Meaning: "calls to the dedupe table that failed; a message whose key could not be claimed is retried after its backoff, never run unchecked"},
 }
 
+// Diagnostics are recorded like the metrics above but served only on listen's Prometheus
+// endpoint (--http-addr), never published: they say where the receive loop's time goes,
+// which no alarm watches. Their values are seconds.
+const (
+	// ReceiveDuration is how long each receive took: its long poll and the SDK's retries.
+	ReceiveDuration Metric = "ReceiveDuration"
+	// RetriedReceiveDuration is how long the receives took that the SDK retried or that
+	// failed, which the one receive loop waits out.
+	RetriedReceiveDuration Metric = "RetriedReceiveDuration"
+	// LeaseExtensionDuration is how long each extension of a short receive lease took, which
+	// the receive loop also waits for.
+	LeaseExtensionDuration Metric = "LeaseExtensionDuration"
+)
+
+// Diagnostics lists the diagnostic metrics.
+var Diagnostics = []Metric{ReceiveDuration, RetriedReceiveDuration, LeaseExtensionDuration}
+
 // Lookup returns the definition of m.
 func Lookup(m Metric) (MetricDefinition, bool) {
 	for _, d := range Metrics {

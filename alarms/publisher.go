@@ -286,6 +286,9 @@ func (p *Publisher) Add(m Metric, v float64) {
 	if p.cfg.Mode == ModeNone {
 		return
 	}
+	if slices.Contains(Diagnostics, m) {
+		return // Prometheus's alone
+	}
 	_, known := Lookup(m)
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -76,12 +77,15 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			sent := time.Now()
 			s.health.receiveStarted(sent)
 			msgs, retried, err = s.receive(s.recvCtx, ask, attemptID, quick)
+			took := time.Since(sent)
 			s.health.receiveEnded(time.Now(), err)
-			// Each receive at debug level: how long it took and whether the SDK had to retry it,
-			// which the fault lane of make bench reads to say where a drain's time went. Checked
-			// first, so that at other levels no receive builds the line's attributes.
+			s.runner.metrics.Add(alarms.ReceiveDuration, took.Seconds())
+			if retried || err != nil {
+				s.runner.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
+			}
+			// Checked first, so that at other levels no receive builds the line's attributes.
 			if s.log.Enabled(stop, slog.LevelDebug) {
-				s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", time.Since(sent).Milliseconds(),
+				s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", took.Milliseconds(),
 					"retried", retried, "failed", err != nil, "short_lease", quick > 0)
 			}
 			if (retried || err != nil) && s.recvCtx.Err() == nil {
@@ -180,7 +184,9 @@ const quickExtendBackoff = 100 * time.Millisecond
 // ends.
 func (s *Supervisor) extendQuick(msgs []types.Message) (kept []types.Message) {
 	defer func(start time.Time) {
-		s.log.Debug("short lease extension", "messages", len(msgs), "extended", len(kept), "took_ms", time.Since(start).Milliseconds())
+		took := time.Since(start)
+		s.runner.metrics.Add(alarms.LeaseExtensionDuration, took.Seconds())
+		s.log.Debug("short lease extension", "messages", len(msgs), "extended", len(kept), "took_ms", took.Milliseconds())
 	}(time.Now())
 	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)
 	defer cancel()
