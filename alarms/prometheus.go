@@ -32,7 +32,7 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: MessageAge, Name: "watchbot_message_age_seconds", Type: "histogram", Help: "Time from a message's send to the start of its worker."},
 	{Metric: ReceiveDuration, Name: "watchbot_receive_duration_seconds", Type: "histogram", Help: "Time each receive took, its long poll and the SDK's retries included."},
 	{Metric: RetriedReceiveDuration, Name: "watchbot_receive_retried_duration_seconds", Type: "histogram", Help: "Time taken by the receives that the SDK retried or that failed, which the receive loop waits out."},
-	{Metric: LeaseExtensionDuration, Name: "watchbot_lease_extension_duration_seconds", Type: "histogram", Help: "Time each extension of a short receive lease took, which the receive loop waits for."},
+	{Metric: LeaseExtensionDuration, Name: "watchbot_lease_extension_duration_seconds", Type: "histogram", Help: "Time each extension of a short receive lease took, which the receive loop also waits for."},
 	{Metric: WorkerSlots, Name: "watchbot_worker_slots", Type: "gauge", Help: "Worker slots (--concurrency)."},
 	{Metric: ConcurrencyLimit, Name: "watchbot_concurrency_limit", Type: "gauge", Help: "Runs allowed at once now: the slots, less while the brake is on."},
 	{Name: "watchbot_running_jobs", Type: "gauge", Help: "Worker runs under way."},

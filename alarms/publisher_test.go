@@ -504,6 +504,7 @@ func TestRefusedValues(t *testing.T) {
 	p.Add(MessageAge, math.Inf(-1))
 	p.Add(MessageAge, 1e200)
 	p.Add(Metric("NoSuchMetric"), 1)
+	p.Add(ReceiveDuration, 0.5) // Prometheus's alone: neither published nor refused
 	p.Add(WorkerDuration, 250)
 	if err := p.Flush(t.Context()); err != nil {
 		t.Fatal(err)

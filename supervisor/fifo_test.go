@@ -765,6 +765,13 @@ func TestFIFOLostReceiveAnswerCostsNothing(t *testing.T) {
 		if !strings.Contains(r.logs.String(), "receive failed") {
 			t.Error("the failed receive was not logged")
 		}
+		// Every receive is timed; the failed one also as a receive the loop waited out.
+		if n := r.metrics.get(alarms.ReceiveDuration); n < 2 {
+			t.Errorf("%v receives timed, want the failed one and those after it", n)
+		}
+		if n := r.metrics.get(alarms.RetriedReceiveDuration); n != 1 {
+			t.Errorf("%v retried or failed receives timed, want 1", n)
+		}
 	})
 }
 

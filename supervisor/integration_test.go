@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -557,8 +558,8 @@ func (r *countingRecorder) Add(m alarms.Metric, v float64) {
 	if r.m == nil {
 		r.m = map[alarms.Metric]float64{}
 	}
-	if m == alarms.WorkerDuration || m == alarms.MessageAge {
-		v = 1 // count samples, not milliseconds
+	if m == alarms.WorkerDuration || m == alarms.MessageAge || slices.Contains(alarms.Diagnostics, m) {
+		v = 1 // count samples, not durations
 	}
 	r.m[m] += v
 }

@@ -79,9 +79,9 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			msgs, retried, err = s.receive(s.recvCtx, ask, attemptID, quick)
 			took := time.Since(sent)
 			s.health.receiveEnded(time.Now(), err)
-			s.runner.metrics.Add(alarms.ReceiveDuration, took.Seconds())
+			s.metrics.Add(alarms.ReceiveDuration, took.Seconds())
 			if retried || err != nil {
-				s.runner.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
+				s.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
 			}
 			// Checked first, so that at other levels no receive builds the line's attributes.
 			if s.log.Enabled(stop, slog.LevelDebug) {
@@ -185,7 +185,7 @@ const quickExtendBackoff = 100 * time.Millisecond
 func (s *Supervisor) extendQuick(msgs []types.Message) (kept []types.Message) {
 	defer func(start time.Time) {
 		took := time.Since(start)
-		s.runner.metrics.Add(alarms.LeaseExtensionDuration, took.Seconds())
+		s.metrics.Add(alarms.LeaseExtensionDuration, took.Seconds())
 		s.log.Debug("short lease extension", "messages", len(msgs), "extended", len(kept), "took_ms", took.Milliseconds())
 	}(time.Now())
 	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)

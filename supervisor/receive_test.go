@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -84,7 +85,8 @@ func TestExtendQuick(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.VisibilityTimeout = time.Minute
 			debug := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			s := &Supervisor{cfg: cfg, api: tt.api(q), log: debug, pollCtx: t.Context()}
+			metrics := &countingRecorder{}
+			s := &Supervisor{cfg: cfg, api: tt.api(q), log: debug, metrics: metrics, pollCtx: t.Context()}
 			kept := map[string]bool{}
 			for _, m := range s.extendQuick(out.Messages) {
 				kept[aws.ToString(m.MessageId)] = true
@@ -106,7 +108,10 @@ func TestExtendQuick(t *testing.T) {
 			if tt.kept < 3 && !strings.Contains(logs.String(), "could not extend the short lease") {
 				t.Errorf("messages not extended and nothing logged: %s", logs.String())
 			}
-			// The debug line the bench's fault lane reads, whatever became of the call.
+			// Timed, and logged at debug level, whatever became of the call.
+			if n := metrics.get(alarms.LeaseExtensionDuration); n != 1 {
+				t.Errorf("%v extensions timed, want 1", n)
+			}
 			if want := fmt.Sprintf(`"msg":"short lease extension","messages":3,"extended":%d,"took_ms":`, tt.kept); !strings.Contains(logs.String(), want) {
 				t.Errorf("no debug line %s in: %s", want, logs.String())
 			}

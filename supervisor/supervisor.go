@@ -71,11 +71,12 @@ type Deps struct {
 // loop goroutine), the leaser and the runner together, and stops them in one bounded order.
 // Build it with Run.
 type Supervisor struct {
-	cfg    Config
-	api    sqsAPI
-	log    *slog.Logger
-	random func() float64
-	fifo   bool
+	cfg     Config
+	api     sqsAPI
+	log     *slog.Logger
+	metrics alarms.Recorder
+	random  func() float64
+	fifo    bool
 
 	acks      *acker
 	leaser    *leaser
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if deps.Health == nil {
 		deps.Health = NewHealth()
 	}
-	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, random: deps.Random, load: deps.Load, health: deps.Health,
+	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, load: deps.Load, health: deps.Health,
 		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{})}
 	if deps.Protection != nil {
 		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),

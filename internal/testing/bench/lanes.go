@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
@@ -264,10 +267,16 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 		return faultRun{}, err
 	}
 	defer p.Close()
-	// At debug level watchbot logs each receive and short-lease extension, which readFirstPass
-	// reads.
-	flags := []string{"--concurrency", "8", "--visibility-timeout", faultLease.String(), "--log-level", "debug"}
+	// watchbot's /metrics times each receive and short-lease extension: scraped through the
+	// drain, they say where its first pass went.
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return faultRun{}, err
+	}
+	flags := []string{"--concurrency", "8", "--visibility-timeout", faultLease.String(), "--http-addr", metricsAddr}
+	scrapes := scrapeReceives(ctx, metricsAddr)
 	r, err := watchbot(ctx, b.o, b.fauxqs, url, direct, q.URL, append(flags, extra...), nil, b.worker)
+	samples := scrapes()
 	if err != nil {
 		return faultRun{}, err
 	}
@@ -279,7 +288,7 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 			lost = append(lost, i.Elapsed)
 		}
 	}
-	return faultRun{took: r.took, injections: inj, lostReceives: lost, firstPass: readFirstPass(r.log), log: r.log}, nil
+	return faultRun{took: r.took, injections: inj, lostReceives: lost, firstPass: readFirstPass(r.log, samples), log: r.log}, nil
 }
 
 // stopRun is one stop of an idle watchbot.
@@ -409,7 +418,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// firstPass is where a faulty drain's first pass went, read from watchbot's debug log.
+// firstPass is where a faulty drain's first pass went, read from watchbot's log and its
+// receive metrics.
 type firstPass struct {
 	// end is when the last message run on its first receive was done, from watchbot's first
 	// log line: the first pass over the queue, which a drain without faults ends in 0.2 s.
@@ -423,58 +433,131 @@ type firstPass struct {
 	extensions time.Duration
 }
 
-// readFirstPass reads a drain's JSON log at debug level: its "message done" lines with their
-// attempt, its "receive" lines and its "short lease extension" lines.
-func readFirstPass(log string) firstPass {
-	type entry struct {
-		at      time.Time
-		msg     string
-		attempt int
-		took    time.Duration
-		retried bool
+// receiveSample is watchbot's receive metrics at one moment of a drain.
+type receiveSample struct {
+	at         time.Time
+	receives   int
+	retried    time.Duration
+	extensions time.Duration
+}
+
+// scrapeInterval is how often the fault lane reads watchbot's /metrics: the figures up to the
+// first pass's end are those of the last scrape before it.
+const scrapeInterval = 25 * time.Millisecond
+
+// freeAddr returns a loopback address with a port free a moment ago, for watchbot's
+// --http-addr.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
 	}
-	var entries []entry
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// scrapeReceives reads watchbot's receive metrics at addr every scrapeInterval until the
+// returned function is called, which stops it and returns the samples. Scrapes that find
+// no watchbot (not started yet, or gone) are skipped.
+func scrapeReceives(ctx context.Context, addr string) func() []receiveSample {
+	ctx, cancel := context.WithCancel(ctx)
+	var samples []receiveSample
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Straight to watchbot: never through a proxy named by the environment.
+		client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Second}
+		tick := time.NewTicker(scrapeInterval)
+		defer tick.Stop()
+		for {
+			if s, err := scrapeOnce(ctx, client, "http://"+addr+"/metrics"); err == nil {
+				samples = append(samples, s)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() []receiveSample {
+		cancel()
+		wg.Wait()
+		return samples
+	}
+}
+
+// scrapeOnce reads the receive histograms of one /metrics answer.
+func scrapeOnce(ctx context.Context, client *http.Client, url string) (receiveSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return receiveSample{}, err
+	}
+	at := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return receiveSample{}, err
+	}
+	defer resp.Body.Close()
+	return parseReceiveMetrics(resp.Body, at)
+}
+
+// parseReceiveMetrics reads watchbot's receive histograms from a Prometheus text exposition.
+func parseReceiveMetrics(r io.Reader, at time.Time) (receiveSample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return receiveSample{}, err
+	}
+	histogram := func(name string) (count uint64, sum time.Duration) {
+		f, ok := families[name]
+		if !ok || len(f.GetMetric()) == 0 {
+			return 0, 0
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		return h.GetSampleCount(), time.Duration(h.GetSampleSum() * float64(time.Second))
+	}
+	if _, ok := families["watchbot_receive_duration_seconds"]; !ok {
+		return receiveSample{}, fmt.Errorf("no watchbot_receive_duration_seconds in /metrics")
+	}
+	s := receiveSample{at: at}
+	n, _ := histogram("watchbot_receive_duration_seconds")
+	s.receives = int(n)
+	_, s.retried = histogram("watchbot_receive_retried_duration_seconds")
+	_, s.extensions = histogram("watchbot_lease_extension_duration_seconds")
+	return s, nil
+}
+
+// readFirstPass finds the first pass's end in a drain's JSON log (its "message done" lines
+// with their attempt, from the first line's time) and takes the receive metrics up to it
+// from samples.
+func readFirstPass(log string, samples []receiveSample) firstPass {
+	var start, last time.Time
 	for _, line := range strings.Split(log, "\n") {
 		var e struct {
-			Time            time.Time
-			Msg             string
-			Attempt         int
-			TookMS          int64 `json:"took_ms"`
-			Retried, Failed bool
+			Time    time.Time
+			Msg     string
+			Attempt int
 		}
 		if json.Unmarshal([]byte(line), &e) != nil || e.Time.IsZero() {
 			continue
 		}
-		entries = append(entries, entry{e.Time, e.Msg, e.Attempt, time.Duration(e.TookMS) * time.Millisecond, e.Retried || e.Failed})
-	}
-	var p firstPass
-	if len(entries) == 0 {
-		return p
-	}
-	start := entries[0].at
-	var last time.Time
-	for _, e := range entries {
-		if e.msg == "message done" && e.attempt == 1 && e.at.After(last) {
-			last = e.at
+		if start.IsZero() {
+			start = e.Time
+		}
+		if e.Msg == "message done" && e.Attempt == 1 && e.Time.After(last) {
+			last = e.Time
 		}
 	}
+	var p firstPass
 	if last.IsZero() {
 		return p // no message ran on its first receive
 	}
 	p.end = last.Sub(start)
-	for _, e := range entries {
-		if e.at.After(last) {
-			continue
+	for _, s := range samples {
+		if s.at.After(last) {
+			break
 		}
-		switch {
-		case e.msg == "receive":
-			p.receives++
-			if e.retried {
-				p.retried += e.took
-			}
-		case e.msg == "short lease extension":
-			p.extensions += e.took
-		}
+		p.receives, p.retried, p.extensions = s.receives, s.retried, s.extensions
 	}
 	return p
 }

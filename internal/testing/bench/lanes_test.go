@@ -35,23 +35,52 @@ func TestSteadyRate(t *testing.T) {
 func TestReadFirstPass(t *testing.T) {
 	log := strings.Join([]string{
 		`{"time":"2026-11-24T07:00:00Z","level":"INFO","msg":"watchbot listening"}`,
-		`{"time":"2026-11-24T07:00:00.4Z","level":"DEBUG","msg":"receive","asked":8,"got":8,"took_ms":400,"retried":true,"failed":false,"short_lease":false}`,
-		`{"time":"2026-11-24T07:00:00.5Z","level":"DEBUG","msg":"receive","asked":10,"got":10,"took_ms":5,"retried":false,"failed":false,"short_lease":true}`,
-		`{"time":"2026-11-24T07:00:00.7Z","level":"DEBUG","msg":"short lease extension","messages":10,"extended":10,"took_ms":200}`,
 		`{"time":"2026-11-24T07:00:01Z","level":"INFO","msg":"message done","message_id":"a","attempt":1,"outcome":"delete"}`,
-		`{"time":"2026-11-24T07:00:02Z","level":"DEBUG","msg":"receive","asked":10,"got":0,"took_ms":1000,"retried":false,"failed":true,"short_lease":true}`,
 		`{"time":"2026-11-24T07:00:02.5Z","level":"INFO","msg":"message done","message_id":"b","attempt":1,"outcome":"delete"}`,
-		// After the first pass: a message on its second receive, and a receive not counted.
-		`{"time":"2026-11-24T07:00:06Z","level":"DEBUG","msg":"receive","asked":10,"got":1,"took_ms":3000,"retried":true,"failed":false,"short_lease":true}`,
+		// After the first pass: a message on its second receive.
 		`{"time":"2026-11-24T07:00:06.1Z","level":"INFO","msg":"message done","message_id":"c","attempt":2,"outcome":"delete"}`,
 		`SDK 2026/11/24 07:00:07 WARN a line that is not JSON`,
 	}, "\n")
-	got := readFirstPass(log)
+	at := func(ms int) time.Time {
+		return time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
+	samples := []receiveSample{
+		{at(100), 0, 0, 0},
+		{at(2400), 3, 1400 * time.Millisecond, 200 * time.Millisecond},
+		// After the first pass: not counted.
+		{at(2600), 4, 4400 * time.Millisecond, 200 * time.Millisecond},
+	}
+	got := readFirstPass(log, samples)
 	want := firstPass{end: 2500 * time.Millisecond, receives: 3, retried: 1400 * time.Millisecond, extensions: 200 * time.Millisecond}
 	if got != want {
 		t.Errorf("readFirstPass = %+v, want %+v", got, want)
 	}
-	if got := readFirstPass("not a log"); got != (firstPass{}) {
+	if got := readFirstPass("not a log", samples); got != (firstPass{}) {
 		t.Errorf("readFirstPass of no log = %+v, want zero", got)
+	}
+}
+
+func TestParseReceiveMetrics(t *testing.T) {
+	text := `# TYPE watchbot_receive_duration_seconds histogram
+watchbot_receive_duration_seconds_bucket{queue="q",le="+Inf"} 7
+watchbot_receive_duration_seconds_sum{queue="q"} 12.5
+watchbot_receive_duration_seconds_count{queue="q"} 7
+# TYPE watchbot_receive_retried_duration_seconds histogram
+watchbot_receive_retried_duration_seconds_bucket{queue="q",le="+Inf"} 2
+watchbot_receive_retried_duration_seconds_sum{queue="q"} 1.25
+watchbot_receive_retried_duration_seconds_count{queue="q"} 2
+# TYPE watchbot_lease_extension_duration_seconds histogram
+watchbot_lease_extension_duration_seconds_bucket{queue="q",le="+Inf"} 1
+watchbot_lease_extension_duration_seconds_sum{queue="q"} 0.5
+watchbot_lease_extension_duration_seconds_count{queue="q"} 1
+`
+	now := time.Now()
+	got, err := parseReceiveMetrics(strings.NewReader(text), now)
+	want := receiveSample{at: now, receives: 7, retried: 1250 * time.Millisecond, extensions: 500 * time.Millisecond}
+	if err != nil || got != want {
+		t.Errorf("parseReceiveMetrics = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := parseReceiveMetrics(strings.NewReader("# nothing\n"), now); err == nil {
+		t.Error("a /metrics without the receive histograms gave no error")
 	}
 }

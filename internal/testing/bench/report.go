@@ -217,7 +217,7 @@ func (r report) print(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(total)) {
 		fmt.Fprintf(w, "  %-45s %d\n", k, total[k])
 	}
-	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when the receives whose answers were lost were sent (their messages are out of reach for the receive's lease from the answer, which a long poll gives later); then the first pass over the queue (every message's first run), and how long the one receive loop waited in it on receives the SDK retried and on short-lease extensions (watchbot's debug log):")
+	fmt.Fprintln(w, "where the time went in the 30% runs: the drain, and when the receives whose answers were lost were sent (their messages are out of reach for the receive's lease from the answer, which a long poll gives later); then the first pass over the queue (every message's first run), and how long the one receive loop waited in it on receives the SDK retried and on short-lease extensions (watchbot's /metrics, read every 25 ms):")
 	for k, f := range r.faulty {
 		lostAt := func(f faultRun) string {
 			var at []string
