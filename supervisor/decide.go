@@ -1,0 +1,81 @@
+package supervisor
+
+import "time"
+
+// The loop's decisions, as pure methods of the scheduler: its books and the loop's state in,
+// what to do out. The loop (loop.go) carries them out.
+
+// receiveState is what a receive decision goes on beyond the scheduler's books.
+type receiveState struct {
+	gate brakeGate
+	// lastEmpty: the last receive brought nothing (a long poll waits anyway).
+	lastEmpty bool
+	// gather is --receive-gather, how long to wait for more room (0: never); gatherUntil is
+	// when the wait under way ends (zero: none).
+	gather      time.Duration
+	gatherUntil time.Time
+	// latency is how long recent receives that brought messages took to answer, averaged.
+	latency time.Duration
+}
+
+// receivePlan is a receive decision.
+type receivePlan struct {
+	// n is how many messages to ask for now; 0 asks for none.
+	n int
+	// gatherUntil is when the wait for more room ends (zero: none under way); wake is when
+	// to decide again without another event (zero: never).
+	gatherUntil, wake time.Time
+}
+
+// receive decides whether to ask for messages now, and how many, when no receive is under
+// way and no stop was requested. With few slots free it waits a moment for more (gather),
+// so a busy supervisor makes few, full receives; not when the queue was empty last time (a
+// long poll waits anyway), nor on a FIFO queue whose groups are deep: a receive then fills
+// from one group, so waiting for more room would not bring more groups, only leave slots
+// idle. Braking, one message is received to probe with, when the next probe is due, and none
+// while a probe is held.
+func (s *scheduler) receive(now time.Time, st receiveState) receivePlan {
+	room := s.room()
+	gate := st.gate
+	if gate.braking {
+		room = min(room, 1)
+		if gate.hold || now.Before(gate.receiveAt) {
+			room = 0
+		}
+	}
+	p := receivePlan{gatherUntil: st.gatherUntil}
+	if room == 0 {
+		p.gatherUntil = time.Time{} // nothing to gather for: no wake-up for it
+	}
+	enough := room >= s.target() || st.lastEmpty || st.gather == 0 || s.deep() || gate.braking || s.refill(st.latency)
+	if room > 0 && !enough && p.gatherUntil.IsZero() {
+		p.gatherUntil = now.Add(st.gather)
+	}
+	if room > 0 && (enough || !now.Before(p.gatherUntil)) {
+		p.n, p.gatherUntil = room, time.Time{}
+	}
+	p.wake = p.gatherUntil
+	if gate.braking && !gate.hold && now.Before(gate.receiveAt) {
+		p.wake = gate.receiveAt
+	}
+	return p
+}
+
+// drainPlan is what a stop's drain does next.
+type drainPlan struct {
+	// cancelReceive: nothing is held, so the receive under way is ended rather than awaited.
+	cancelReceive bool
+	// handBack: no receive is under way, so what was put off is handed back now, with what
+	// is held when drainHeld; over: no run is under way either, and the drain is over.
+	handBack, drainHeld, over bool
+}
+
+// draining decides a stop's next step. receiving says a receive is under way, putOff how many
+// hand-backs wait for it to end (what it brings could otherwise take them at once), runHeld
+// that what is held runs in the drain rather than go back.
+func (s *scheduler) draining(receiving bool, putOff int, runHeld bool) drainPlan {
+	if receiving {
+		return drainPlan{cancelReceive: s.empty() && putOff == 0}
+	}
+	return drainPlan{handBack: true, drainHeld: !runHeld, over: s.idle()}
+}

@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSchedulerReceive(t *testing.T) {
+	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	later, earlier := now.Add(time.Second), now.Add(-time.Second)
+	gather := 20 * time.Millisecond
+	// busy is a scheduler of 10 slots with 7 messages running: room for 3, short of a full
+	// receive.
+	busy := func() *scheduler {
+		s := newScheduler(10, 1, 0, false)
+		s.runs, s.runMsgs, s.open = 7, 7, 7
+		return s
+	}
+	idle := func() *scheduler { return newScheduler(4, 1, 0, false) }
+	full := func() *scheduler {
+		s := newScheduler(2, 1, 0, false)
+		s.runs, s.runMsgs, s.open = 2, 2, 2
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		sched func() *scheduler
+		st    receiveState
+		want  receivePlan
+	}{
+		{"room for a full receive: asked for at once", idle, receiveState{gather: gather}, receivePlan{n: 4}},
+		{"little room: gathers for more", busy, receiveState{gather: gather},
+			receivePlan{gatherUntil: now.Add(gather), wake: now.Add(gather)}},
+		{"little room, gathering: keeps waiting", busy, receiveState{gather: gather, gatherUntil: later},
+			receivePlan{gatherUntil: later, wake: later}},
+		{"little room, gather over: asks for what there is", busy, receiveState{gather: gather, gatherUntil: earlier},
+			receivePlan{n: 3}},
+		{"little room, the last receive empty: asks at once", busy, receiveState{gather: gather, lastEmpty: true}, receivePlan{n: 3}},
+		{"little room, no gather: asks at once", busy, receiveState{}, receivePlan{n: 3}},
+		{"no room: nothing asked, the gather forgotten", full, receiveState{gather: gather, gatherUntil: later}, receivePlan{}},
+		{"braking: one message to probe with", idle, receiveState{gather: gather, gate: brakeGate{braking: true}}, receivePlan{n: 1}},
+		{"braking, a probe held: none", idle, receiveState{gate: brakeGate{braking: true, hold: true}}, receivePlan{}},
+		{"braking, the next probe not due: none until it is", idle, receiveState{gate: brakeGate{braking: true, receiveAt: later}},
+			receivePlan{wake: later}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.sched().receive(now, tc.st); got != tc.want {
+				t.Errorf("receive = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchedulerDraining(t *testing.T) {
+	empty := func() *scheduler { return newScheduler(2, 1, 0, false) }
+	holding := func() *scheduler {
+		s := newScheduler(2, 1, 0, false)
+		s.held = 1
+		return s
+	}
+	running := func() *scheduler {
+		s := newScheduler(2, 1, 0, false)
+		s.runs, s.runMsgs, s.open = 1, 1, 1
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		sched     func() *scheduler
+		receiving bool
+		putOff    int
+		runHeld   bool
+		want      drainPlan
+	}{
+		{"receiving, nothing held: the receive is cancelled", empty, true, 0, false, drainPlan{cancelReceive: true}},
+		{"receiving, messages held: the receive is awaited", holding, true, 0, false, drainPlan{}},
+		{"receiving, hand-backs put off: the receive is awaited", empty, true, 1, false, drainPlan{}},
+		{"not receiving: held messages handed back, over", holding, false, 0, false, drainPlan{handBack: true, drainHeld: true, over: true}},
+		{"not receiving, the read-ahead runs in the drain", holding, false, 0, true, drainPlan{handBack: true, over: true}},
+		{"not receiving, a run under way: not over", running, false, 0, false, drainPlan{handBack: true, drainHeld: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.sched().draining(tc.receiving, tc.putOff, tc.runHeld); got != tc.want {
+				t.Errorf("draining = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,324 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/alarms"
+)
+
+// loop is the state of the loop goroutine, which owns the scheduler. It holds what the
+// receive loop brings, starts what the scheduler says, and keeps the scheduler's books as
+// runs end and settle and as the heartbeat gives up on held messages. It asks for messages
+// while there is room and no stop was requested. Once a stop is requested (or --once has
+// started its message) it hands back every held message, and it returns when no run or
+// receive is under way. What to do is the scheduler's decision (receive, draining, in
+// decide.go); loop carries it out.
+type loop struct {
+	s       *Supervisor
+	sched   *scheduler
+	slots   int
+	jobsCtx context.Context
+	asks    chan<- receiveAsk
+	answers <-chan []types.Message
+	timer   *time.Timer
+
+	receiving, stopping bool
+	// stopRequested is the stop request, nil once it has been seen.
+	stopRequested <-chan struct{}
+	// drainsReadAhead: a stop may run what is held but not started, rather than hand it back
+	// (a standard queue, per message, not --once); drainEnds is when its window closes.
+	drainsReadAhead bool
+	drainEnds       time.Time
+	// rs is what receive decisions go on beyond the scheduler's books; askedAt is when the
+	// receive under way was asked for.
+	rs      receiveState
+	askedAt time.Time
+	// later holds hand-backs put off while a stop waits for a receive under way: a message
+	// made visible then would be taken by that very receive and released again, one more
+	// receive on its count for nothing.
+	later             []giveBack
+	received, started int
+}
+
+// loop runs the loop goroutine until the drain is over, closing asks, and returns how many
+// messages were received.
+func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, answers <-chan []types.Message) int {
+	defer close(asks)
+	l := &loop{s: s, slots: s.brake.concurrency, jobsCtx: jobsCtx, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
+		stopRequested: ctx.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
+		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}}
+	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo)
+	defer l.timer.Stop()
+	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
+	for !l.step(time.Now()) {
+		select {
+		case msgs := <-l.answers:
+			l.took(msgs)
+		case e := <-s.events:
+			l.reported(e)
+		case <-s.lost.ready:
+			l.givenUp()
+		case <-l.timer.C:
+		case <-l.stopRequested:
+			l.stop()
+		}
+	}
+	return l.received
+}
+
+// step does what the scheduler says now: it starts runs, and asks for messages, or drains
+// at a stop; then it sets the timer for the next decision that no event brings. It reports
+// whether the drain is over.
+func (l *loop) step(now time.Time) (over bool) {
+	gate := l.s.brake.gate()
+	l.sched.limit(gate.limit)
+	l.rs.gate = gate
+	// A stop runs a standard queue's read-ahead in its drain when it fits the shutdown
+	// window, rather than hand it back: every message handed back is received again, one
+	// more receive on its count toward the redrive policy.
+	runHeld := l.stopping && l.drainsReadAhead && l.sched.runsBy(now, l.drainEnds)
+	if !l.stopping || runHeld {
+		l.startRuns(now) // --once stops here once its message has started
+	}
+	var wake time.Time
+	if l.stopping {
+		if l.drain(now, l.sched.draining(l.receiving, len(l.later), runHeld)) {
+			return true
+		}
+	} else {
+		wake = l.ask(now)
+	}
+	l.s.load.set(now, loadState{slots: l.slots, limit: gate.limit, running: l.sched.runs,
+		held: l.sched.held + l.sched.runMsgs, active: !l.sched.empty(), braking: gate.braking})
+	if wake.IsZero() {
+		l.timer.Stop()
+	} else {
+		l.timer.Reset(time.Until(wake))
+	}
+	return false
+}
+
+// startRuns starts the runs the scheduler says can start; --once stops once one has.
+func (l *loop) startRuns(now time.Time) {
+	for _, run := range l.sched.next(now) {
+		l.s.startRun(l.jobsCtx, run)
+		l.started++
+	}
+	if l.s.cfg.Once && l.started > 0 && !l.stopping {
+		l.stop()
+	}
+}
+
+// drain carries out a stop's plan: a receive under way with nothing held is cancelled;
+// with none under way, what is held (unless it runs in the drain) and what was put off is
+// handed back. It reports whether the drain is over.
+func (l *loop) drain(now time.Time, plan drainPlan) bool {
+	if plan.cancelReceive {
+		// Nothing is held, so nothing will be handed back for the poll under way to take:
+		// it is cancelled. SQS may still give it a message that arrives meanwhile, which
+		// is then out of reach for --receive-visibility. With messages held the poll is
+		// left to answer: on a queue with messages SQS may answer a cancelled poll anyway,
+		// and what it brings joins the drain or is handed back.
+		l.s.cancelReceive()
+	}
+	if !plan.handBack {
+		return false
+	}
+	if plan.drainHeld {
+		l.later = append(l.later, l.sched.drain(now)...)
+	}
+	l.s.handBack(l.later, "watchbot is stopping")
+	l.later = nil
+	return plan.over
+}
+
+// ask asks the receive loop for messages when the scheduler says so, and returns when the
+// next receive decision is due without another event (zero: none).
+func (l *loop) ask(now time.Time) time.Time {
+	var wake time.Time
+	if !l.receiving {
+		p := l.sched.receive(now, l.rs)
+		l.rs.gatherUntil = p.gatherUntil
+		if p.n > 0 {
+			wait := l.s.cfg.WaitTime
+			if l.s.fifo && !l.sched.empty() {
+				wait = min(wait, fifoBusyPoll)
+			}
+			l.asks <- receiveAsk{n: p.n, wait: wait}
+			l.receiving, l.askedAt = true, now
+		}
+		wake = p.wake
+	}
+	if w := l.sched.wake(); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+		wake = w
+	}
+	return wake
+}
+
+// took holds what a receive brought; stopping, they join the read-ahead (run in the drain if
+// it fits, else handed back), or are released at once when the drain runs no read-ahead.
+func (l *loop) took(msgs []types.Message) {
+	l.receiving = false
+	if l.stopping && !l.drainsReadAhead {
+		l.s.releaseReceived(msgs)
+		return
+	}
+	l.rs.lastEmpty = len(msgs) == 0
+	l.received += len(msgs)
+	if len(msgs) > 0 {
+		// A long poll that waited for messages to arrive says little: capped.
+		took := min(time.Since(l.askedAt), time.Second)
+		if l.rs.latency == 0 {
+			l.rs.latency = took
+		} else {
+			l.rs.latency = (3*l.rs.latency + took) / 4
+		}
+	}
+	l.s.hold(l.sched, msgs)
+}
+
+// reported keeps the books of a run's report: its worker ended, or its messages settled, and
+// hands back what the run's end sends back to SQS (a FIFO group's messages behind one that
+// went back).
+func (l *loop) reported(e runEvent) {
+	if !e.finished {
+		l.sched.ended(e.run, e.took)
+		return
+	}
+	for i, j := range e.run {
+		if !e.disps[i].keep {
+			l.s.brake.left(time.Now(), j)
+		}
+	}
+	back := backNow(l.sched.finish(e.run, e.disps, time.Now()))
+	if l.stopping && l.receiving {
+		l.later = append(l.later, back...)
+	} else {
+		l.s.handBack(back, "an earlier message of its group went back to the queue")
+	}
+}
+
+// givenUp hands back the held jobs the heartbeat gave up on.
+func (l *loop) givenUp() {
+	for _, j := range l.s.lost.take() {
+		l.s.dropLost(l.sched, j)
+	}
+}
+
+// stop begins the drain.
+func (l *loop) stop() {
+	l.stopping, l.stopRequested = true, nil
+	l.drainEnds = time.Now().Add(l.s.cfg.ShutdownTimeout)
+	l.s.health.drain()
+}
+
+// hold registers received messages with the leaser and the scheduler. A message that
+// watchbot already holds (delivered again because its lease lapsed) is taken over by its job.
+func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
+	now := time.Now()
+	jobs := make([]*job, 0, len(msgs))
+	for _, m := range msgs {
+		s.runner.metrics.Add(alarms.MessageReceives, 1)
+		msg := parseMessage(m)
+		lease, renew := s.leaser.received()
+		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, lease, renew) {
+			continue
+		}
+		j := s.leaser.newJob(msg, now, s.log)
+		s.leaser.add(j)
+		jobs = append(jobs, j)
+	}
+	sched.add(now, jobs...)
+}
+
+// startRun runs a worker for the run (one message, or a batch) in a goroutine of s.runs, which
+// reports to the loop when the worker has ended and when every message is settled.
+func (s *Supervisor) startRun(ctx context.Context, run []*job) {
+	s.runs.Go(func() {
+		disps := s.runner.run(ctx, run, func(took time.Duration) { s.events <- runEvent{run: run, took: took} })
+		for i, j := range run {
+			if !disps[i].keep {
+				s.leaser.remove(j)
+			}
+		}
+		s.events <- runEvent{run: run, disps: disps, finished: true}
+	})
+}
+
+// giveUp is the leaser's report of a held job that must stop, for the loop to hand back. It
+// never waits: the loop may be waiting on the heartbeat's goroutine's work.
+func (s *Supervisor) giveUp(j *job) { s.lost.post(j) }
+
+// dropLost hands back a held job the heartbeat gave up on, with its group's messages behind
+// it: near the 12 h ceiling it is released (keeping what is left of an in-place retry); with
+// its lease lost it is no longer watchbot's and is left alone.
+func (s *Supervisor) dropLost(sched *scheduler, j *job) {
+	found, wait, behind := sched.drop(j, time.Now())
+	if !found {
+		return // in a run: the run settles it by its cause
+	}
+	s.brake.left(time.Now(), j)
+	if errors.Is(j.stopped(), errLeaseLost) {
+		s.handBack([]giveBack{{j: j, lost: true}}, "lease lost")
+	} else {
+		s.handBack([]giveBack{{j: j, wait: wait}}, "near SQS's 12h in-flight limit")
+	}
+	s.handBack(backNow(behind), "an earlier message of its group went back to the queue")
+}
+
+// backNow lists messages to hand back visible at once.
+func backNow(js []*job) []giveBack {
+	out := make([]giveBack, len(js))
+	for i, j := range js {
+		out[i] = giveBack{j: j}
+	}
+	return out
+}
+
+// handBack gives held messages back to SQS, each in a goroutine owned by s.handBacks: visible
+// after what is left of its in-place retry, or at once. A message with a delete or dead-letter
+// send still pending gets that instead. Every such give-back raises the message's receive
+// count when it is received again.
+func (s *Supervisor) handBack(items []giveBack, why string) {
+	for _, it := range items {
+		// Marked here, on the loop's goroutine, before the hand-back runs: a new delivery of
+		// the message that the loop takes meanwhile becomes a new job rather than being
+		// handed back with this one.
+		it.j.handingBack()
+		s.handBacks.Go(func() {
+			j := it.j
+			o := outcome{Action: actRelease, Reason: why}
+			switch {
+			case it.lost:
+				o = outcome{Action: actAbandon, Reason: why}
+			case j.pending != nil:
+				o = *j.pending
+			case it.wait > 0:
+				o = outcome{Action: actRetry, Delay: it.wait, Reason: why + "; visible when its retry delay ends"}
+			}
+			// A hand-back the settle keeps (a FIFO delete that failed) stays settled: the
+			// message will be delivered again when its lease ends.
+			s.runner.settleLeaving(context.Background(), j, o)
+			s.leaser.remove(j)
+		})
+	}
+}
+
+// releaseReceived makes messages received after the stop request visible again at once.
+func (s *Supervisor) releaseReceived(msgs []types.Message) {
+	for _, m := range msgs {
+		s.handBacks.Go(func() {
+			if err := s.acks.changeVisibility(aws.ToString(m.ReceiptHandle), 0); err != nil {
+				s.log.Error("could not release a message received as watchbot stopped; it will be visible again when its lease ends",
+					"message_id", aws.ToString(m.MessageId), "error", err)
+				return
+			}
+			s.log.Info("message received as watchbot stopped: released", "message_id", aws.ToString(m.MessageId))
+		})
+	}
+}
