@@ -63,10 +63,13 @@ func TestPID1ReapsOrphans(t *testing.T) {
 	// The last orphan ends 0.2 s after its job.
 	testenv.Eventually(t, "no zombie left", 10*time.Second, func() bool { return len(testenv.Zombies(init)) == 0 },
 		func() string { return fmt.Sprint(testenv.Zombies(init)) })
-	most, samples := zombies.Stop()
-	t.Logf("at most %d zombie(s) at once over %d samples of /proc", most, samples)
-	if most > 1 {
-		t.Errorf("%d zombies at once in the namespace, want at most 1", most)
+	// A worker stays a zombie, as its supervisor wants, until its output pipes close, which
+	// its orphan holds open until it exits: the orphan's own zombie may then sit beside it
+	// for an instant. What PID 1 answers for are the orphans' zombies.
+	most := zombies.Stop()
+	t.Logf("at most %d orphan zombie(s) and %d zombie(s) in all at once over %d samples of /proc", most.Orphans, most.All, most.Samples)
+	if most.Orphans > 1 {
+		t.Errorf("%d orphans' zombies at once in the namespace, want at most 1", most.Orphans)
 	}
 	stopPID1(t, p, init, logs)
 }
@@ -150,7 +153,7 @@ exit $code
 	}
 	testenv.Eventually(t, "no zombie left", 10*time.Second, func() bool { return len(testenv.Zombies(init)) == 0 },
 		func() string { return fmt.Sprint(testenv.Zombies(init)) })
-	most, samples := zombies.Stop()
-	t.Logf("at most %d zombie(s) at once over %d samples of /proc", most, samples)
+	most := zombies.Stop()
+	t.Logf("at most %d orphan zombie(s) and %d zombie(s) in all at once over %d samples of /proc", most.Orphans, most.All, most.Samples)
 	stopPID1(t, p, init, logs)
 }

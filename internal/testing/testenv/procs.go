@@ -104,13 +104,24 @@ func Zombies(root int) []Proc {
 	return zombies
 }
 
-// ZombieSampler counts, every few milliseconds from Start until Stop, the zombies among a
-// process's descendants (Zombies), and keeps the highest count seen.
+// ZombieSampler samples, every few milliseconds from SampleZombies until Stop, the zombies
+// among a process's descendants, and keeps the highest counts seen.
 type ZombieSampler struct {
 	stop chan struct{}
 	done chan struct{}
-	max  int
-	n    int
+	most ZombieCounts
+}
+
+// ZombieCounts are the highest numbers of zombies seen at one time.
+type ZombieCounts struct {
+	// All counts every descendant in state Z, workers that their supervisor has yet to wait
+	// for among them.
+	All int
+	// Orphans counts the zombies whose parent is the root itself: for a namespace's PID 1,
+	// the orphans handed to it that it has yet to reap.
+	Orphans int
+	// Samples is the number of times /proc was read.
+	Samples int
 }
 
 // SampleZombies starts sampling the zombies among root's descendants. Stop ends it.
@@ -121,8 +132,16 @@ func SampleZombies(root int) *ZombieSampler {
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			s.max = max(s.max, len(Zombies(root)))
-			s.n++
+			zombies := Zombies(root)
+			orphans := 0
+			for _, z := range zombies {
+				if z.PPID == root {
+					orphans++
+				}
+			}
+			s.most.All = max(s.most.All, len(zombies))
+			s.most.Orphans = max(s.most.Orphans, orphans)
+			s.most.Samples++
 			select {
 			case <-s.stop:
 				return
@@ -133,10 +152,9 @@ func SampleZombies(root int) *ZombieSampler {
 	return s
 }
 
-// Stop ends the sampling and returns the highest number of zombies seen at one time and the
-// number of samples taken. It may be called once.
-func (s *ZombieSampler) Stop() (most, samples int) {
+// Stop ends the sampling and returns the highest counts seen. It may be called once.
+func (s *ZombieSampler) Stop() ZombieCounts {
 	close(s.stop)
 	<-s.done
-	return s.max, s.n
+	return s.most
 }
