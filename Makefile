@@ -16,10 +16,19 @@ node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
 
 ## test: everything CI runs: formatting, vet, the race-enabled test suite (unit, emulator, linter),
-## then the fault-injection scenarios on their own, so their load does not starve the others
+## then the fault-injection scenarios on their own, so their load does not starve the others,
+## then the container smoke run
 test: node_modules/.package-lock.json fmt-check vet
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /internal/testing/scenarios)
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container)
 	$(GO) test -race -count=1 -timeout 12m ./internal/testing/scenarios
+	$(MAKE) --no-print-directory smoke-container
+
+## smoke-container: the static binary run as a container runs it (docs/containers.md): PID 1 of
+## a new PID namespace, read-only root, a writable /tmp, /dev/shm of 64 MiB, uid 65534, only the
+## task definition's environment; it needs root (CI runs as root: under CI=true it never skips)
+.PHONY: smoke-container
+smoke-container: node_modules/.package-lock.json
+	$(GO) test -count=1 -timeout 5m -v -run TestContainer ./internal/testing/container
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
