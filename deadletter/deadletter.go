@@ -47,7 +47,7 @@ type Location struct {
 func (l Location) Validate() error {
 	switch {
 	case l.QueueURL == "" && l.DLQURL == "":
-		return errors.New("give --queue-url (the source queue) or --dlq-url (the dead-letter queue)")
+		return errors.New("give --queue-url (the source queue; WATCHBOT_QUEUE_URL gives it too) or --dlq-url (the dead-letter queue)")
 	case l.QueueURL != "" && l.DLQURL != "":
 		return errors.New("give either --queue-url or --dlq-url, not both")
 	case l.To != "" && l.QueueURL != "":

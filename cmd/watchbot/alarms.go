@@ -75,9 +75,6 @@ type alarmsJSON struct {
 }
 
 func listAlarms(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("alarms list takes no arguments, got %q", c.Args().First())
-	}
 	t, err := readThresholds(c)
 	if err != nil {
 		return err

@@ -91,8 +91,8 @@ func TestAlarmsListBadInput(t *testing.T) {
 		{"age not a duration", []string{"--oldest-message-age", "soon"}, `"soon" is not a duration`},
 		{"AWS namespace", []string{"--metrics-namespace", "AWS/SQS"}, "--metrics-namespace (\"AWS/SQS\") must not start with AWS/"},
 		{"unknown mode", []string{"--metrics", "statsd"}, `--metrics ("statsd") must be cloudwatch, emf or none`},
-		{"argument", []string{"extra"}, `alarms list takes no arguments, got "extra"`},
-		{"unknown flag", []string{"--wide"}, "flag provided but not defined: -wide"},
+		{"argument", []string{"extra"}, `alarms list takes no arguments, but got "extra"`},
+		{"unknown flag", []string{"--wide"}, "has no flag --wide"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

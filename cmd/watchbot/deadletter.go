@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,7 @@ import (
 // dlqLocationFlags name the queues; they are accepted before or after the verb.
 func dlqLocationFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "queue-url", Usage: "the source `URL`; its redrive policy names the dead-letter queue"},
+		&cli.StringFlag{Name: "queue-url", Usage: "the source `URL` (its redrive policy names the DLQ)", DefaultText: "$WATCHBOT_QUEUE_URL, $QueueUrl"},
 		&cli.StringFlag{Name: "dlq-url", Usage: "the dead-letter queue's `URL` itself"},
 		&cli.StringFlag{Name: "to", Usage: "with --dlq-url: the queue `URL` replay sends to (its redrive policy must name the DLQ)"},
 		opEndpointFlag(),
@@ -74,6 +75,9 @@ func opFlag(c *cli.Context, name string) string {
 // region from the queue URL when nothing else names one, and --endpoint-url.
 func operatorSQS(c *cli.Context, queueURL string) (*sqs.Client, error) {
 	opts := awsenv.Options{Endpoint: opFlag(c, "endpoint-url"), QueueURL: queueURL}
+	if err := withSQSEndpoint(&opts, nil); err != nil {
+		return nil, err
+	}
 	cfg, err := awsenv.Load(c.Context, opts)
 	if err != nil {
 		return nil, err
@@ -87,6 +91,11 @@ func opLocateDLQ(c *cli.Context) (*sqs.Client, deadletter.Queues, error) {
 		QueueURL: opFlag(c, "queue-url"),
 		DLQURL:   opFlag(c, "dlq-url"),
 		To:       opFlag(c, "to"),
+	}
+	if loc.QueueURL == "" && loc.DLQURL == "" {
+		// As listen takes it. The flags do not read these variables themselves: a verb's flag set
+		// from the environment would hide the same flag given before the verb.
+		loc.QueueURL = cmp.Or(os.Getenv("WATCHBOT_QUEUE_URL"), os.Getenv("QueueUrl"))
 	}
 	if err := loc.Validate(); err != nil {
 		return nil, deadletter.Queues{}, usageError{err}
@@ -155,7 +164,7 @@ func dlqCountCommand() *cli.Command {
 func dlqPeekCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "peek",
-		Usage: "show messages without consuming them (each is made visible again at once, but counts as one more receive)",
+		Usage: "show messages without consuming them (each peek counts as one receive)",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 10, Usage: "show at most `N` messages"},
 			&cli.BoolFlag{Name: "json", Usage: "write JSON Lines with whole bodies"},

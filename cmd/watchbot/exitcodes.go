@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -31,12 +29,12 @@ var exitCodes = []struct {
 		var p progressFailure
 		return errors.As(err, &p)
 	}},
-	{2, "bad usage or configuration: unknown flag, missing or invalid value, failed startup check", func(err error) bool {
+	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, AWS credentials missing or refused, a queue URL whose host is not AWS's with no endpoint", func(err error) bool {
 		var u usageError
 		var c listenspec.Error
 		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil
 	}},
-	{1, "runtime failure: the queue became unreachable at startup, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
+	{1, "runtime failure: the queue became unreachable at startup, permission denied, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
 }
 
 // isDecided matches try's decision code.
@@ -57,10 +55,6 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
-
-// onUsageError is every command's OnUsageError: a bad flag or value is bad usage (exit 2),
-// printed once as one line, without the help text.
-func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 
 // usagef returns a usageError.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

@@ -36,9 +36,6 @@ func healthCommand() *cli.Command {
 			durationFlag("timeout", healthTimeout, "give up after this long"),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("health takes no arguments, got %q", c.Args().First())
-			}
 			timeout := durationOf(c, "timeout")
 			if timeout <= 0 {
 				return usagef("--timeout (%v) must be positive", timeout)

@@ -54,12 +54,12 @@ func TestHealth(t *testing.T) {
 		{"unexpected status", []string{"--http-addr", notFound}, 1, "GET http://" + notFound + "/healthz answered 404 Not Found"},
 		{"hanging", []string{"--http-addr", hanging, "--timeout", "200ms"}, 1, "GET http://" + hanging + "/healthz: no answer within 200ms"},
 		{"refused", []string{"--http-addr", refused}, 1, "connection refused"},
-		{"unknown flag", []string{"--port", "9090"}, 2, "flag provided but not defined: -port"},
+		{"unknown flag", []string{"--port", "9090"}, 2, "watchbot health has no flag --port"},
 		{"address without a port", []string{"--http-addr", "127.0.0.1"}, 2, `--http-addr ("127.0.0.1") must be HOST:PORT`},
 		{"port out of range", []string{"--http-addr", ":70000"}, 2, "the port must be a number from 1 to 65535"},
 		{"timeout 0", []string{"--http-addr", healthy, "--timeout", "0"}, 2, "--timeout (0s) must be positive"},
 		{"timeout not a duration", []string{"--timeout", "soon"}, 2, "timeout"},
-		{"an argument", []string{"--http-addr", healthy, "now"}, 2, `health takes no arguments, got "now"`},
+		{"an argument", []string{"--http-addr", healthy, "now"}, 2, `health takes no arguments, but got "now"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()

@@ -107,6 +107,9 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 				prom = rec
 			}
 			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL, Logger: log}
+			if err := withSQSEndpoint(&opts, log); err != nil {
+				return err
+			}
 			awsCfg, err := awsenv.Load(c.Context, opts)
 			if err != nil {
 				return err

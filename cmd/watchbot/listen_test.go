@@ -96,7 +96,7 @@ func TestListenBadFlagValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{"unknown flag", []string{"--no-such-flag"}, "watchbot listen has no flag --no-such-flag"},
 		{"missing queue url", []string{"--", "true"}, "--queue-url: is required"},
 		{"bad duration", append(base, "--visibility-timeout", "soon", "--", "true"), `"soon" is not a duration`},
 		{"heartbeat not shorter than visibility", append(base, "--visibility-timeout", "1m", "--heartbeat-interval", "1m", "--", "true"),

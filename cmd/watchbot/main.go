@@ -111,18 +111,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			versionCommand(),
 		},
 		OnUsageError: onUsageError,
+		Action:       rootAction,
 	}
-	withUsageErrors(app.Commands)
+	withUsage(app.Commands)
 	withHelp(app)
 	return app
-}
-
-// withUsageErrors gives every command and subcommand the one usage-error handler.
-func withUsageErrors(cmds []*cli.Command) {
-	for _, c := range cmds {
-		c.OnUsageError = onUsageError
-		withUsageErrors(c.Subcommands)
-	}
 }
 
 func versionCommand() *cli.Command {

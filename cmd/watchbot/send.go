@@ -32,9 +32,6 @@ func sendCommand() *cli.Command {
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("send takes no arguments, but got %s: a message body goes in --body", quoteArgs(c.Args().Slice()))
-			}
 			queueURL, err := requireQueueURL(c)
 			if err != nil {
 				return err

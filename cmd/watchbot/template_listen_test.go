@@ -250,7 +250,7 @@ func parseHealthCommand(args []string) (string, error) {
 func parseCommand(cmd *cli.Command, args []string) error {
 	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {}}
-	withUsageErrors(app.Commands)
+	withUsage(app.Commands)
 	if err := app.Run(append([]string{"watchbot"}, args...)); err != nil {
 		return fmt.Errorf("flags: %w", err)
 	}

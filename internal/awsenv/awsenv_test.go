@@ -3,6 +3,7 @@ package awsenv
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -126,5 +127,40 @@ func TestLoadWithoutCABundle(t *testing.T) {
 	}
 	if got.Load() != 1 {
 		t.Fatalf("the server saw %d requests, want 1", got.Load())
+	}
+}
+
+func TestSQSEndpoint(t *testing.T) {
+	none := func(string) string { return "" }
+	tests := []struct {
+		name, queueURL, flag string
+		env                  map[string]string
+		want                 string
+		fromURL, notAWS      bool
+	}{
+		{name: "AWS", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"},
+		{name: "AWS China", queueURL: "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/jobs"},
+		{name: "the flag wins", queueURL: "http://sqs.example.org:4566/0/q", flag: "http://127.0.0.1:4566", want: "http://127.0.0.1:4566"},
+		{name: "the environment names one", queueURL: "http://sqs.example.org:4566/0/q", env: map[string]string{"AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:1"}},
+		{name: "loopback IP", queueURL: "http://127.0.0.1:4566/000000000000/q", want: "http://127.0.0.1:4566", fromURL: true},
+		{name: "IPv6 loopback", queueURL: "http://[::1]:4566/000000000000/q", want: "http://[::1]:4566", fromURL: true},
+		{name: "localhost", queueURL: "http://localhost:4566/000000000000/q", want: "http://127.0.0.1:4566", fromURL: true},
+		{name: "an emulator's localhost name", queueURL: "http://sqs.us-east-1.localhost:4577/000000000000/q", want: "http://127.0.0.1:4577", fromURL: true},
+		{name: "another host", queueURL: "http://sqs.example.org:4566/0/q", notAWS: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := none
+			if tt.env != nil {
+				getenv = func(k string) string { return tt.env[k] }
+			}
+			got, fromURL, err := SQSEndpoint(Options{Endpoint: tt.flag, QueueURL: tt.queueURL}, getenv)
+			if errors.Is(err, ErrNotAWSHost) != tt.notAWS || got != tt.want || fromURL != tt.fromURL {
+				t.Fatalf("SQSEndpoint = %q, %v, %v; want %q, %v, not AWS %v", got, fromURL, err, tt.want, tt.fromURL, tt.notAWS)
+			}
+			if tt.notAWS && !strings.Contains(err.Error(), "--endpoint-url") {
+				t.Errorf("error %q does not name --endpoint-url", err)
+			}
+		})
 	}
 }

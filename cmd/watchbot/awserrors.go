@@ -1,0 +1,74 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/smithy-go"
+	"github.com/urfave/cli/v2"
+
+	"github.com/watchbot/watchbot/internal/awsenv"
+)
+
+// withSQSEndpoint sets opts.Endpoint as awsenv.SQSEndpoint decides, logging when it comes from
+// the queue URL; a queue URL that is not AWS's and has no endpoint is bad usage.
+func withSQSEndpoint(opts *awsenv.Options, log *slog.Logger) error {
+	endpoint, fromURL, err := awsenv.SQSEndpoint(*opts, os.Getenv)
+	if err != nil {
+		return usagef("--queue-url %s: %v", opts.QueueURL, err)
+	}
+	opts.Endpoint = endpoint
+	if fromURL && log != nil {
+		log.Info("SQS endpoint taken from the queue URL, whose host is a loopback address (--endpoint-url sets another)", "endpoint", endpoint)
+	}
+	return nil
+}
+
+// explainAWS turns the AWS errors a user fixes by changing the command or its environment into
+// one line naming the queue and the fix: a queue that does not exist and credentials missing or
+// refused are bad usage (exit 2); a permission refused is not (exit 1), the command being right.
+func explainAWS(err error, queueURL string) error {
+	if err == nil {
+		return nil
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return err
+	}
+	queue := "the queue"
+	if queueURL != "" {
+		queue = "queue " + queueURL
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
+			return usagef("%s does not exist: check its name, account and region in the URL (and --endpoint-url for an emulator)", queue)
+		case "AccessDenied", "AccessDeniedException", "AuthorizationError":
+			return fmt.Errorf("%s: permission denied (%s): grant the credentials in use the SQS actions listed in docs/operator-tools.md#iam-permissions, or use others (AWS_PROFILE)", queue, api.ErrorMessage())
+		case "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken":
+			return usagef("%s: AWS refused the credentials (%s): check AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or renew them", queue, api.ErrorCode())
+		}
+	}
+	if msg := err.Error(); strings.Contains(msg, "failed to refresh cached credentials") || strings.Contains(msg, "get identity: get credentials") {
+		return usagef("%s: no AWS credentials found: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where a role provides them (an emulator takes any, such as test/test)", queue)
+	}
+	return err
+}
+
+// explained runs action and explains the AWS errors it returns, naming the queue its flags give.
+func explained(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		err := action(c)
+		if err == nil {
+			return nil
+		}
+		queue := cmp.Or(opFlag(c, "dlq-url"), opFlag(c, "queue-url"), c.String("queue-url"),
+			os.Getenv("WATCHBOT_QUEUE_URL"), os.Getenv("QueueUrl"))
+		return explainAWS(err, queue)
+	}
+}

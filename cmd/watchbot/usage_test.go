@@ -1,0 +1,112 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+)
+
+// TestMistakes runs each mistake a new user makes, with each command it applies to, and checks
+// the one line that answers it and the exit code: 2 where the command or its environment must
+// change, 1 where the command is right and the world is not.
+func TestMistakes(t *testing.T) {
+	emu := testenv.SQS(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	port := emu.Endpoint[strings.LastIndex(emu.Endpoint, ":")+1:]
+	// The emulator's queue URLs have the host sqs.REGION.localhost: a loopback name.
+	missing := "http://127.0.0.1:" + port + "/000000000000/no-such-queue"
+	foreign := "http://sqs.example.org:4566/000000000000/jobs"
+	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazon.coral.service#AccessDeniedException","message":"not authorized to perform sqs:GetQueueAttributes"}`))
+	}))
+	defer denied.Close()
+	deniedQueue := denied.URL + "/000000000000/jobs"
+
+	creds := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true"}
+	noCreds := map[string]string{"AWS_EC2_METADATA_DISABLED": "true"}
+	withEnv := func(base map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want string // in stderr, which is then one line
+		out  string // in stdout
+	}{
+		// A queue host that is not AWS's, with no endpoint.
+		{"foreign host: status", creds, []string{"status", "--queue-url", foreign}, 2, "give the endpoint with --endpoint-url URL or AWS_ENDPOINT_URL_SQS", ""},
+		{"foreign host: send", creds, []string{"send", "--queue-url", foreign, "--body", "x"}, 2, "--endpoint-url URL or AWS_ENDPOINT_URL_SQS", ""},
+		{"foreign host: dead-letter", creds, []string{"dead-letter", "--queue-url", foreign, "count"}, 2, "--endpoint-url URL or AWS_ENDPOINT_URL_SQS", ""},
+		{"foreign host: listen", creds, []string{"listen", "--queue-url", foreign, "--", "true"}, 2, "--endpoint-url URL or AWS_ENDPOINT_URL_SQS", ""},
+		// A loopback host is its own endpoint.
+		{"loopback host: status", creds, []string{"status", "--queue-url", q.URL}, 0, "", "visible"},
+		// A queue that does not exist.
+		{"no queue: status", creds, []string{"status", "--queue-url", missing}, 2, "queue " + missing + " does not exist", ""},
+		{"no queue: send", creds, []string{"send", "--queue-url", missing, "--body", "x"}, 2, "queue " + missing + " does not exist", ""},
+		{"no queue: dead-letter", creds, []string{"dead-letter", "--queue-url", missing, "peek"}, 2, "queue " + missing + " does not exist", ""},
+		// No permission: the command is right, exit 1.
+		{"denied: status", creds, []string{"status", "--queue-url", deniedQueue}, 1, "permission denied", ""},
+		{"denied: dead-letter", creds, []string{"dead-letter", "--queue-url", deniedQueue, "count"}, 1, "permission denied", ""},
+		// No credentials.
+		{"no credentials: status", noCreds, []string{"status", "--queue-url", q.URL}, 2, "no AWS credentials found: set AWS_PROFILE", ""},
+		{"no credentials: send", noCreds, []string{"send", "--queue-url", q.URL, "--body", "x"}, 2, "no AWS credentials found", ""},
+		{"no credentials: dead-letter", noCreds, []string{"dead-letter", "--queue-url", q.URL, "count"}, 2, "no AWS credentials found", ""},
+		// Flag typos and bad values.
+		{"typo: listen", creds, []string{"listen", "--concurency", "4", "--", "true"}, 2, "watchbot listen has no flag --concurency: did you mean --concurrency?", ""},
+		{"typo: dead-letter verb", creds, []string{"dead-letter", "peek", "--limt", "3"}, 2, "did you mean --limit?", ""},
+		{"typo: send", creds, []string{"send", "--queue-url", q.URL, "--bdy", "x"}, 2, "did you mean --body?", ""},
+		{"typo: status", creds, []string{"status", "--queue", q.URL}, 2, "did you mean --queue-url?", ""},
+		{"typo: try", creds, []string{"try", "--bodi", "x", "--", "true"}, 2, "did you mean --body?", ""},
+		{"not a number", creds, []string{"listen", "--concurrency", "four", "--", "true"}, 2, `--concurrency: "four" is not a whole number`, ""},
+		{"no value", creds, []string{"status", "--queue-url"}, 2, "--queue-url needs a value", ""},
+		// Help, and names that do not exist.
+		{"help", creds, []string{"help"}, 0, "", "watchbot - supervise queue workers"},
+		{"help listen", creds, []string{"help", "listen"}, 0, "", "watchbot listen - long-poll a queue"},
+		{"help dead-letter peek", creds, []string{"help", "dead-letter", "peek"}, 0, "", "watchbot dead-letter peek - show messages"},
+		{"help of nothing", creds, []string{"help", "lsiten"}, 2, "did you mean listen?", ""},
+		{"unknown command", creds, []string{"lsten"}, 2, `watchbot has no command "lsten": the commands are listen, `, ""},
+		{"unknown verb", creds, []string{"dead-letter", "--queue-url", q.URL, "peak"}, 2, `has no verb "peak": the verbs are count, peek, replay, purge, export, import, triage; did you mean peek?`, ""},
+		// The queue from the environment, as listen takes it; without it, one line.
+		{"queue from WATCHBOT_QUEUE_URL: status", withEnv(creds, "WATCHBOT_QUEUE_URL", q.URL), []string{"status"}, 0, "", "visible"},
+		{"queue from QueueUrl: dead-letter", withEnv(creds, "QueueUrl", q.URL), []string{"dead-letter", "count"}, 0, "", "visible:"},
+		{"no queue given: status", creds, []string{"status"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
+		{"no queue given: send", creds, []string{"send", "--body", "x"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
+		{"no queue given: dead-letter", creds, []string{"dead-letter", "count"}, 2, "give --queue-url", ""},
+		// Arguments that mean nothing.
+		{"stray argument: send", creds, []string{"send", "--queue-url", q.URL, "hello"}, 2, `watchbot send takes no arguments, but got "hello": a message body goes in --body`, ""},
+		{"stray argument: status", creds, []string{"status", "--queue-url", q.URL, "now"}, 2, `watchbot status takes no arguments, but got "now"`, ""},
+		{"stray argument: dead-letter count", creds, []string{"dead-letter", "--queue-url", q.URL, "count", "all"}, 2, `watchbot dead-letter count takes no arguments, but got "all"`, ""},
+		{"empty try", creds, []string{"try", "--", "true"}, 2, "to try an empty message, give --body '' explicitly", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL", "WATCHBOT_QUEUE_URL", "QueueUrl"} {
+				t.Setenv(k, "")
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			code, stdout, stderr := runCLI(t, nil, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) || !strings.Contains(stdout, tt.out) {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s\nwant in stderr: %s", code, tt.code, stdout, stderr, tt.want)
+			}
+			if tt.code != 0 && (strings.Count(stderr, "\n") != 1 || strings.Contains(stdout+stderr, "USAGE:")) {
+				t.Errorf("the answer is not one line:\nstdout: %s\nstderr: %s", stdout, stderr)
+			}
+		})
+	}
+}
