@@ -138,7 +138,7 @@ func (q *fakeQueue) lookup(handle string) (*fakeMsg, error) {
 	id, ok := q.handles[handle]
 	m := q.msgs[id]
 	if !ok || m == nil || m.handle != handle || m.deleted {
-		return nil, &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "stale receipt handle " + handle}
+		return nil, &types.ReceiptHandleIsInvalid{Message: aws.String("stale receipt handle " + handle)}
 	}
 	return m, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/internal/sqsspec"
@@ -619,15 +620,16 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 	}
 }
 
-// leaseGone reports errors meaning the receipt handle no longer holds the message.
+// leaseGone reports errors meaning the receipt handle no longer holds the message: the SDK's
+// ReceiptHandleIsInvalid and MessageNotInflight, by their types, which hold whichever name SQS
+// gave them (MessageNotInflight or AWS.SimpleQueueService.MessageNotInflight), a batch entry's
+// included (sqsspec.EntryError unwraps to them); and InvalidParameterValue, SQS's answer to a
+// handle superseded by a later receive or expired, a common error of the API that the SDK has
+// no type for, so matched by its code.
 func leaseGone(err error) bool {
+	var invalid *types.ReceiptHandleIsInvalid
+	var notInFlight *types.MessageNotInflight
 	var api smithy.APIError
-	if !errors.As(err, &api) {
-		return false
-	}
-	switch api.ErrorCode() {
-	case "ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue", "AWS.SimpleQueueService.MessageNotInflight":
-		return true
-	}
-	return false
+	return errors.As(err, &invalid) || errors.As(err, &notInFlight) ||
+		errors.As(err, &api) && api.ErrorCode() == "InvalidParameterValue"
 }

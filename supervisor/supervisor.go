@@ -216,6 +216,9 @@ func (s *Supervisor) check(ctx context.Context) error {
 		}
 	}
 	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)
+	if noSuchQueue(err) {
+		return listenspec.Refuse(listenspec.SettingQueueURL, s.cfg.QueueURL, noSuchQueueReason)
+	}
 	if err != nil {
 		return listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: err}
 	}
@@ -228,6 +231,10 @@ func (s *Supervisor) check(ctx context.Context) error {
 		}
 		r.maxReceiveCount = info.Redrive.MaxReceiveCount
 		r.dlqURL, err = queueattr.DeadLetterQueue(ctx, s.api, info)
+		if noSuchQueue(err) {
+			return listenspec.Refuse(listenspec.SettingQueueURL, nil, fmt.Sprintf("the dead-letter queue that the queue's redrive policy names (%s) %s",
+				info.Redrive.DeadLetterTargetARN, noSuchQueueReason))
+		}
 		if err != nil {
 			return listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
 		}
@@ -255,6 +262,17 @@ func (s *Supervisor) check(ctx context.Context) error {
 		return r.http.waitReady(ctx, s.log)
 	}
 	return nil
+}
+
+// noSuchQueueReason is why a queue that SQS does not know is refused: the setting is wrong,
+// not the service down.
+const noSuchQueueReason = "does not exist in this account and region"
+
+// noSuchQueue reports whether err says the queue does not exist, whichever name SQS gave the
+// error (QueueDoesNotExist, AWS.SimpleQueueService.NonExistentQueue): the SDK's type holds both.
+func noSuchQueue(err error) bool {
+	var missing *types.QueueDoesNotExist
+	return errors.As(err, &missing)
 }
 
 func unwrapExec(err error) error {

@@ -64,8 +64,9 @@ func EntryIndex(id *string, n int) (int, bool) {
 	return i, true
 }
 
-// EntryError is the failure of one entry of a batch call. It is a smithy.APIError, so code
-// that checks SQS error codes sees it as it would see the single call's error.
+// EntryError is the failure of one entry of a batch call. It is a smithy.APIError, and it
+// unwraps to the SDK's type of the single call's error (types.ReceiptHandleIsInvalid...)
+// where the SDK has one, so errors.As finds the same type in either.
 type EntryError struct {
 	Code, Message string
 	SenderFault   bool
@@ -76,6 +77,32 @@ func (e *EntryError) Error() string {
 		return e.Code
 	}
 	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the SDK's error for the entry's Code, or nil when the SDK has no type for it.
+func (e *EntryError) Unwrap() error {
+	if build, ok := entryErrors[e.Code]; ok {
+		return build(aws.String(e.Message), aws.String(e.Code))
+	}
+	return nil
+}
+
+// entryErrors builds the SDK's types of the errors a batch entry can carry, by their codes.
+// An entry names its error with a string, which the SDK turns into no type: this is the one
+// place that reads those strings. SQS names some errors two ways, the shape's name of its JSON
+// protocol and the code of its query protocol, and both are here. InvalidParameterValue, a
+// common error of the API, has no type in the SDK; it stays a code.
+var entryErrors = map[string]func(msg, code *string) error{
+	"ReceiptHandleIsInvalid": func(m, c *string) error { return &types.ReceiptHandleIsInvalid{Message: m, ErrorCodeOverride: c} },
+	"MessageNotInflight":     func(m, c *string) error { return &types.MessageNotInflight{Message: m, ErrorCodeOverride: c} },
+	"AWS.SimpleQueueService.MessageNotInflight": func(m, c *string) error {
+		return &types.MessageNotInflight{Message: m, ErrorCodeOverride: c}
+	},
+	"InvalidMessageContents": func(m, c *string) error { return &types.InvalidMessageContents{Message: m, ErrorCodeOverride: c} },
+	"QueueDoesNotExist":      func(m, c *string) error { return &types.QueueDoesNotExist{Message: m, ErrorCodeOverride: c} },
+	"AWS.SimpleQueueService.NonExistentQueue": func(m, c *string) error {
+		return &types.QueueDoesNotExist{Message: m, ErrorCodeOverride: c}
+	},
 }
 
 // ErrorCode returns the entry's error code.

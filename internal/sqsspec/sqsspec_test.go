@@ -111,3 +111,39 @@ func TestInBatches(t *testing.T) {
 		t.Errorf("an unknown entry id was accepted: %v", errs)
 	}
 }
+
+// A failed batch entry is the SDK's type of the single call's error, whichever of its two
+// names SQS gave it, and keeps the code it came with.
+func TestEntryErrorUnwrapsToTheSDKsType(t *testing.T) {
+	tests := []struct {
+		code string
+		is   func(error) bool
+	}{
+		{"ReceiptHandleIsInvalid", isType[*types.ReceiptHandleIsInvalid]},
+		{"MessageNotInflight", isType[*types.MessageNotInflight]},
+		{"AWS.SimpleQueueService.MessageNotInflight", isType[*types.MessageNotInflight]},
+		{"QueueDoesNotExist", isType[*types.QueueDoesNotExist]},
+		{"AWS.SimpleQueueService.NonExistentQueue", isType[*types.QueueDoesNotExist]},
+		{"InvalidMessageContents", isType[*types.InvalidMessageContents]},
+		{"InvalidParameterValue", func(err error) bool { return errors.Unwrap(err) == nil }},
+		{"InternalError", func(err error) bool { return errors.Unwrap(err) == nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			var err error = &EntryError{Code: tt.code, Message: "m", SenderFault: true}
+			if !tt.is(err) {
+				t.Errorf("EntryError %s unwraps to %T", tt.code, errors.Unwrap(err))
+			}
+			var api smithy.APIError
+			if errors.As(err, &api) && api.ErrorCode() != tt.code {
+				t.Errorf("ErrorCode() = %q, want %q", api.ErrorCode(), tt.code)
+			}
+		})
+	}
+}
+
+// isType reports whether err holds a T.
+func isType[T error](err error) bool {
+	_, ok := errors.AsType[T](err)
+	return ok
+}

@@ -18,6 +18,26 @@ type errorKind struct {
 	status int
 }
 
+// Dialect is how the HTTP face names an error. SQS names each error twice, its shape's name in
+// the body's "__type" (QueueDoesNotExist) and the code of its older query protocol in the
+// x-amzn-query-error header (AWS.SimpleQueueService.NonExistentQueue). The AWS SDK for Go v2
+// builds its modelled type (types.QueueDoesNotExist) from the shape whichever it gets, and
+// reports the header's code as ErrorCode() when there is one, the shape's name when not; so
+// code that matches errors by name sees two names for one error.
+type Dialect int32
+
+const (
+	// QueryCodes answers as SQS does, with the header. The default.
+	QueryCodes Dialect = iota
+	// ShapeCodes answers in the JSON protocol alone, without the header: ErrorCode() is the
+	// shape's name, and so is the Code of a failed batch entry.
+	ShapeCodes
+)
+
+// SetDialect sets how the HTTP face names errors from now on. The in-memory face returns
+// what the SDK returns for QueryCodes.
+func (s *Server) SetDialect(d Dialect) { s.dialect.Store(int32(d)) }
+
 // kindsByCode finds an error's kind again from its ErrorCode(), for the HTTP face.
 var kindsByCode = map[string]errorKind{}
 

@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // maxRequestBody bounds what the HTTP face reads of one request: a full batch of 1 MiB
@@ -68,26 +70,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	opName, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
 	op := operations[opName]
 	if r.Method != http.MethodPost || !ok || op == nil {
-		writeError(w, errInvalidAction.errorf("Unknown operation %q.", r.Header.Get("X-Amz-Target")))
+		writeError(w, errInvalidAction.errorf("Unknown operation %q.", r.Header.Get("X-Amz-Target")), false)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
-		writeError(w, errSerializationException.errorf("The request body could not be read: %v", err))
+		writeError(w, errSerializationException.errorf("The request body could not be read: %v", err), false)
 		return
 	}
 	base := "http://sqs." + region + ".localhost"
 	if _, port, err := net.SplitHostPort(r.Host); err == nil {
 		base += ":" + port
 	}
+	shapes := Dialect(s.dialect.Load()) == ShapeCodes
 	out, err := op(s, context.WithValue(r.Context(), baseKey{}, base), body)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, err, shapes)
 		return
+	}
+	if shapes {
+		shapeCoded(out)
 	}
 	b, err := wireJSON(out)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, err, shapes)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
@@ -95,7 +101,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// writeError answers err; with shapes, in the ShapeCodes dialect.
+func writeError(w http.ResponseWriter, err error, shapes bool) {
 	kind, message := wireError(err)
 	b, _ := json.Marshal(map[string]string{"__type": "com.amazonaws.sqs#" + kind.shape, "message": message})
 	fault := "Sender"
@@ -103,10 +110,31 @@ func writeError(w http.ResponseWriter, err error) {
 		fault = "Receiver"
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("x-amzn-query-error", kind.code+";"+fault)
+	if !shapes {
+		w.Header().Set("x-amzn-query-error", kind.code+";"+fault)
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(kind.status)
 	_, _ = w.Write(b)
+}
+
+// shapeCoded gives each failed entry of a batch answer its error's shape's name for Code, as
+// in the ShapeCodes dialect.
+func shapeCoded(out any) {
+	var failed []types.BatchResultErrorEntry
+	switch o := out.(type) {
+	case *sqs.SendMessageBatchOutput:
+		failed = o.Failed
+	case *sqs.DeleteMessageBatchOutput:
+		failed = o.Failed
+	case *sqs.ChangeMessageVisibilityBatchOutput:
+		failed = o.Failed
+	}
+	for i := range failed {
+		if k, ok := kindsByCode[aws.ToString(failed[i].Code)]; ok {
+			failed[i].Code = aws.String(k.shape)
+		}
+	}
 }
 
 // wireJSON encodes an SDK output as SQS answers it: the members set, under their API names.

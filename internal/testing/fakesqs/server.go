@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,6 +26,8 @@ type Server struct {
 	serial uint64            // last message, receipt and sequence serial handed out
 	calls  map[string]int
 	faults map[string]faultPlan
+	// dialect is how the HTTP face names errors (SetDialect).
+	dialect atomic.Int32
 }
 
 // Fault says whether an injected failure happens before or after the call takes effect.
