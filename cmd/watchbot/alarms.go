@@ -19,7 +19,7 @@ func alarmsCommand() *cli.Command {
 		Usage: "show the CloudWatch alarms that watchbot template creates",
 		Subcommands: []*cli.Command{{
 			Name:  "list",
-			Usage: "print the alarm definitions: metric, statistic, period, threshold, missing-data treatment and what to do",
+			Usage: "print the alarms: metric, statistic, period, threshold and what to do",
 			// A bad flag value is bad usage: exit 2, the message once, no help text.
 			Flags: append([]cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},

@@ -211,7 +211,7 @@ func dlqPeekCommand() *cli.Command {
 func dlqReplayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "replay",
-		Usage: "send matching messages back to the source queue, deleting each from the DLQ after its send succeeded",
+		Usage: "send matching messages back to the source queue, each deleted from the DLQ once sent",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Aliases: []string{"max"}, Usage: "replay at most `N` messages", DefaultText: "all that match"},
 			&cli.GenericFlag{Name: "id", Value: &opRepeated{}, Usage: "replay only this `ID`: a DLQ id or an original id, as peek shows (repeatable)"},

@@ -27,6 +27,9 @@ func TestHelp(t *testing.T) {
 	walk = func(cmds []*cli.Command, parent string) {
 		for _, c := range cmds {
 			path := strings.TrimPrefix(parent+"/"+c.Name, "/")
+			if n := utf8.RuneCountInString(c.Usage); n > maxUsage {
+				t.Errorf("watchbot %s: a one-line summary of %d characters, more than %d", strings.ReplaceAll(path, "/", " "), n, maxUsage)
+			}
 			if len(examples[path]) == 0 {
 				t.Errorf("watchbot %s --help shows no example", strings.ReplaceAll(path, "/", " "))
 			}

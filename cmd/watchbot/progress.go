@@ -56,15 +56,13 @@ func progressFlags(a *progressArgs) []cli.Flag {
 }
 
 func progressCommand() *cli.Command {
-	var names []string
 	desc := "COMMANDS (those of Watchbot's watchbot-progress, with the same arguments and output):\n"
 	for _, c := range progressCommands {
-		names = append(names, c.name)
 		desc += fmt.Sprintf("  %-14s %s\n", c.name, c.usage)
 	}
 	return &cli.Command{
 		Name:      "progress",
-		Usage:     "track the parts of map-reduce jobs in DynamoDB: " + strings.Join(names, ", "),
+		Usage:     "track the parts of map-reduce jobs in DynamoDB, as watchbot-progress did",
 		UsageText: "watchbot progress COMMAND JOB-ID [-t N] [-p N] [-m JSON] [-r TEXT] [--json] [--table T]",
 		Description: desc + "\n" +
 			"Flags may come before or after the job id. The table is the ProgressTable Watchbot's reduce\n" +

@@ -11,7 +11,7 @@ import (
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show a queue's messages (visible, in flight, delayed), its redrive policy and its DLQ's depth",
+		Usage: "show a queue's message counts, its redrive policy and its DLQ's depth",
 		Description: "Nothing is received: the counts are SQS's approximate ones. The age of the oldest message is\n" +
 			"not available from the SQS API without consuming messages; it is shown as n/a, with a pointer to\n" +
 			"the CloudWatch metric AWS/SQS ApproximateAgeOfOldestMessage.",

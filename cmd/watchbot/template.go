@@ -17,7 +17,7 @@ func templateCommand() *cli.Command {
 	d := cloudformation.DefaultOptions()
 	return &cli.Command{
 		Name:      "template",
-		Usage:     "print the CloudFormation stack that runs a worker: queue, DLQ, Fargate service, autoscaling, IAM, alarms",
+		Usage:     "print the CloudFormation stack of a worker on ECS Fargate, with its queues and alarms",
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Description: "The worker command after -- becomes the container command\n" +
 			"  /usr/local/bin/watchbot listen --queue-url <queue> ... -- COMMAND [ARG...]\n" +
