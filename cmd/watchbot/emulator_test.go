@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,11 @@ func TestLocalSQSScript(t *testing.T) {
 				t.Errorf("dead-letter peek exit %d:\n%s", code, log)
 			}
 
+			port, _ := strconv.ParseInt(endpoint[strings.LastIndex(endpoint, ":")+1:], 10, 32)
+			if addrs := listeningOn(t, int(port)); len(addrs) != 1 || addrs[0] != "127.0.0.1" {
+				t.Errorf("the emulator listens on %v, want 127.0.0.1 alone", addrs)
+			}
+
 			emulator := emulatorOf(t, local.Cmd.Process.Pid)
 			if err := local.Cmd.Process.Signal(tt.stop); err != nil {
 				t.Fatal(err)
@@ -131,4 +137,61 @@ func emulatorOf(t *testing.T, pid int) int {
 	}
 	t.Fatalf("no fauxqs-server.mjs process under local-sqs (pid %d) in /proc", pid)
 	return 0
+}
+
+// listeningOn returns the addresses with a TCP socket listening on port, from /proc/net/tcp and
+// tcp6: "127.0.0.1", "0.0.0.0", or the hex of an IPv6 address.
+func listeningOn(t *testing.T, port int) []string {
+	t.Helper()
+	var addrs []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			// sl local_address rem_address st …; 0A is LISTEN.
+			if len(f) < 4 || f[3] != "0A" {
+				continue
+			}
+			hexAddr, hexPort, _ := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err != nil || int(p) != port {
+				continue
+			}
+			switch hexAddr {
+			case "0100007F":
+				addrs = append(addrs, "127.0.0.1")
+			case "00000000":
+				addrs = append(addrs, "0.0.0.0")
+			default:
+				addrs = append(addrs, hexAddr)
+			}
+		}
+	}
+	return addrs
+}
+
+// TestLocalSQSPortTaken runs scripts/local-sqs on a port already taken: one line says so and
+// how to pick another, and the exit is 2.
+func TestLocalSQSPortTaken(t *testing.T) {
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	cmd := exec.Command(filepath.Join(root, "scripts", "local-sqs"))
+	cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT="+strconv.Itoa(port))
+	var out, errOut testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, errOut.String)
+	if code != 2 || out.String() != "" || strings.Count(errOut.String(), "\n") != 1 ||
+		!strings.Contains(errOut.String(), "port "+strconv.Itoa(port)+" on 127.0.0.1 is taken") || !strings.Contains(errOut.String(), "FAUXQS_PORT=") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line naming the port and FAUXQS_PORT", code, out.String(), errOut.String())
+	}
 }
