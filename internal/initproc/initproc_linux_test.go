@@ -5,6 +5,7 @@ package initproc
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/watchbot/watchbot/internal/testing/testenv"
@@ -328,5 +330,43 @@ func TestRunAsPID1(t *testing.T) {
 				t.Errorf("exit code %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestRunGivesTheChildTheTerminal(t *testing.T) {
+	// The script prints its process group and its terminal's foreground group, from
+	// /proc/self/stat (fields 5 and 8), then waits for a Ctrl-C.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{"PATH=/usr/bin:/bin", initScript + `=trap 'exit 42' INT; set -- $(cat /proc/$$/stat); echo "pgrp=$5 foreground=$8"; while :; do sleep 0.02; done`}
+	// The init is a session leader with the terminal as its controlling terminal, in the
+	// foreground, as docker run -it starts PID 1.
+	term, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := bufio.NewReader(term)
+	var line string
+	for !strings.HasPrefix(line, "pgrp=") {
+		if line, err = out.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pgrp, foreground int
+	if _, err := fmt.Sscanf(line, "pgrp=%d foreground=%d", &pgrp, &foreground); err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	if pgrp == cmd.Process.Pid || pgrp != foreground {
+		t.Fatalf("the child's process group is %d, the terminal's foreground %d, the init's %d: want the child's own group in the foreground",
+			pgrp, foreground, cmd.Process.Pid)
+	}
+	// Ctrl-C: the terminal signals its foreground group, the child's alone.
+	if _, err := term.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if got := waitCode(t, cmd); got != 42 {
+		t.Errorf("exit code %d, want 42 (the child's trap of the Ctrl-C)", got)
 	}
 }
