@@ -68,49 +68,16 @@ type runner struct {
 func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Duration)) []disposition {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	batch := r.cfg.BatchSize > 1
-	results := make([]result, len(jobs))
-	outs := make([]outcome, len(jobs))
-	decided := make([]bool, len(jobs)) // outs[i] was decided before, by an earlier run
-	var live []*job
-	var liveAt []int
-	for i, j := range jobs {
-		results[i] = result{Attempt: j.attempt, MaxAttempts: r.maxAttempts, MaxReceiveCount: r.maxReceiveCount, OnReject: r.cfg.OnReject, FIFO: r.fifo}
-		switch {
-		case j.pending != nil:
-			// A delete or dead-letter send that failed: applied again, the worker not rerun.
-			outs[i], decided[i] = *j.pending, true
-		case !j.attach(cancel, batch):
-			results[i].End = endFor(j.stopped()) // stopped while it waited for its run
-		case r.tooOld(j):
-			results[i].End = endNotRun
-		default:
-			live, liveAt = append(live, j), append(liveAt, i)
-		}
-	}
-	live, liveAt = r.dedupe.claim(runCtx, live, liveAt, results)
-	var attrs []any
-	var took time.Duration
-	if len(live) > 0 {
-		run, directives := r.runWorker(runCtx, live)
-		took = run.Duration
-		for _, i := range liveAt {
-			j := jobs[i]
-			results[i].End, results[i].ExitCode, results[i].Directive = run.End, run.ExitCode, directives[j.msg.ID]
-			if errors.Is(j.stopped(), errLeaseLost) {
-				// In a batch a lost lease does not stop the others: this message alone is
-				// no longer watchbot's.
-				results[i].End = endLeaseLost
-			}
-		}
-		if !batch {
-			attrs = []any{"duration", run.Duration.Round(time.Millisecond).String()}
-		}
-	}
+	a := r.attempt(runCtx, cancel, jobs)
 	for _, j := range jobs {
 		j.detach()
 	}
-	ended(took)
+	ended(a.took)
+	results, outs, decided := a.results, a.outs, a.decided
+	var attrs []any
+	if a.ran && r.cfg.BatchSize == 1 {
+		attrs = []any{"duration", a.took.Round(time.Millisecond).String()}
+	}
 
 	r.judge(jobs, results, outs, decided)
 	if r.fifo {
@@ -121,9 +88,15 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		outs = inGroupOrder(groups, outs)
 	}
 	r.dedupe.finish(ctx, jobs, outs)
+	return r.settleRun(ctx, jobs, outs, decided, attrs)
+}
+
+// settleRun settles each message of a run by its outcome (counting the outcomes decided in
+// this run), and returns how each left the run. FIFO groups settle in order, each group
+// apart; a message whose delete or dead-letter send failed stops its group too.
+func (r *runner) settleRun(ctx context.Context, jobs []*job, outs []outcome, decided []bool, attrs []any) []disposition {
 	disps := make([]disposition, len(jobs))
 	settlePart := func(part []int) {
-		// A FIFO message whose delete or dead-letter send failed stops its group too.
 		stopped, inPlace := false, false
 		for _, i := range part {
 			o := outs[i]
@@ -151,6 +124,58 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	}
 	settling.Wait()
 	return disps
+}
+
+// attempt is what one run of the worker found for each message of a run (results[i],
+// outs[i] and decided[i] are jobs[i]'s).
+type attempt struct {
+	results []result
+	// outs[i] was decided before, by an earlier run, when decided[i]: a delete or
+	// dead-letter send that failed, applied again without rerunning the worker.
+	outs    []outcome
+	decided []bool
+	// ran: a worker ran, for took.
+	ran  bool
+	took time.Duration
+}
+
+// attempt runs the worker once for the jobs that are to run (not stopped while they waited,
+// not too old, their dedupe keys claimed), with cancel as the way to stop it, and returns
+// each job's result for outcomeFor. Try uses it as listen does.
+func (r *runner) attempt(ctx context.Context, cancel context.CancelCauseFunc, jobs []*job) attempt {
+	batch := r.cfg.BatchSize > 1
+	a := attempt{results: make([]result, len(jobs)), outs: make([]outcome, len(jobs)), decided: make([]bool, len(jobs))}
+	var live []*job
+	var liveAt []int
+	for i, j := range jobs {
+		a.results[i] = result{Attempt: j.attempt, MaxAttempts: r.maxAttempts, MaxReceiveCount: r.maxReceiveCount, OnReject: r.cfg.OnReject, FIFO: r.fifo}
+		switch {
+		case j.pending != nil:
+			a.outs[i], a.decided[i] = *j.pending, true
+		case !j.attach(cancel, batch):
+			a.results[i].End = endFor(j.stopped()) // stopped while it waited for its run
+		case r.tooOld(j):
+			a.results[i].End = endNotRun
+		default:
+			live, liveAt = append(live, j), append(liveAt, i)
+		}
+	}
+	live, liveAt = r.dedupe.claim(ctx, live, liveAt, a.results)
+	if len(live) == 0 {
+		return a
+	}
+	run, directives := r.runWorker(ctx, live)
+	a.ran, a.took = true, run.Duration
+	for _, i := range liveAt {
+		j := jobs[i]
+		a.results[i].End, a.results[i].ExitCode, a.results[i].Directive = run.End, run.ExitCode, directives[j.msg.ID]
+		if errors.Is(j.stopped(), errLeaseLost) {
+			// In a batch a lost lease does not stop the others: this message alone is no
+			// longer watchbot's.
+			a.results[i].End = endLeaseLost
+		}
+	}
+	return a
 }
 
 // judge decides the outcome of each message of a run not decided before, and tells the

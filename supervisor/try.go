@@ -92,7 +92,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		return nil, commandError(cfg.Command[0], err)
 	}
 	r := &runner{cfg: cfg, command: append([]string{path}, cfg.Command[1:]...), maxAttempts: cfg.MaxAttempts,
-		maxReceiveCount: cfg.MaxAttempts, dlqURL: "the dead-letter queue", metrics: alarms.Discard, log: log,
+		maxReceiveCount: cfg.MaxAttempts, metrics: alarms.Discard, log: log,
 		random: rand.Float64, spawn: runWorker}
 	if err := r.makeWorkDirs(); err != nil {
 		return nil, err
@@ -118,14 +118,15 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		}
 		jobs[i] = &job{msg: parseMessage(sm), attempt: attempt, log: log.With("message_id", id)}
 	}
-	run, directives := r.runWorker(ctx, jobs)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	tried := r.attempt(runCtx, cancel, jobs)
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return nil, ctx.Err()
 	}
 	out := make([]Decision, len(jobs))
 	for i, j := range jobs {
-		res := result{End: run.End, ExitCode: run.ExitCode, Directive: directives[j.msg.ID], Attempt: attempt,
-			MaxAttempts: cfg.MaxAttempts, MaxReceiveCount: cfg.MaxAttempts, OnReject: cfg.OnReject}
+		res := tried.results[i]
 		o := outcomeFor(res)
 		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
 			DecidedBy: decidedBy(res)}

@@ -1,0 +1,237 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// job is one message held by the supervisor, from its receive until it is settled: where it
+// stands in scheduling, its lease, and how to stop the worker it is part of.
+type job struct {
+	msg message
+	log *slog.Logger // with the message id
+
+	// Scheduling state, written by the supervisor's loop goroutine between runs and read by
+	// the run it starts. attempt is the receive count plus the runs watchbot gave the message
+	// in place (FIFO); pending is an outcome to apply without running the worker again (a
+	// delete or dead-letter send that failed, retried in place); settleFailures counts those
+	// failures, for their backoff.
+	grp            *group
+	attempt        int
+	pending        *outcome
+	settleFailures int
+	// dedupeWaits counts the waits in place of a FIFO message whose dedupe key could not be
+	// claimed (dedupe.go), which space its claims as attempts would; written by its runs.
+	dedupeWaits int
+
+	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
+	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one
+	// does. In batch mode a lost lease does not stop the shared worker: the message alone is
+	// abandoned when the batch settles.
+	stopMu sync.Mutex
+	cause  error
+	cancel context.CancelCauseFunc
+	shared bool // the worker runs other messages too
+
+	// mu guards the fields below. It is held only while they are read or written, never
+	// across an SQS call, a channel send or a wait: a renewal reads the receipt, calls SQS
+	// without the lock, and applies the answer only if the receipt is still the job's.
+	mu sync.Mutex
+	// settled: the message's settle has begun (or the loop has decided to hand it back). No
+	// renewal starts after it, and a new delivery of the message is a new job.
+	settled bool
+	// renewing, while a renewal's call is under way, is closed when the call returns: a
+	// settle waits for it, so no renewal can land after the outcome's own visibility change.
+	renewing chan struct{}
+	pgid     int // the running worker's process group, 0 when none runs
+	// receipt and receivedAt are the current delivery's: a new delivery of the same message
+	// replaces them (takeOver).
+	receipt    string
+	receivedAt time.Time
+	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
+	// receive, or after the last successful renewal.
+	leaseUntil time.Time
+	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: read without
+	// mu, so the heartbeat never waits for a settle to learn what is due.
+	renewAt atomic.Int64
+}
+
+// renewal returns when the job's lease is renewed next.
+func (j *job) renewal() time.Time { return time.Unix(0, j.renewAt.Load()) }
+
+// renewBy sets when the job's lease is renewed next.
+func (j *job) renewBy(t time.Time) { j.renewAt.Store(t.UnixNano()) }
+
+// stop records why the job must stop and stops its worker, if one runs it alone (or, in a
+// batch, for any reason other than a lost lease). It reports whether a worker was told to
+// stop; otherwise the message is held in no run, or shares a batch that goes on.
+func (j *job) stop(cause error) bool {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	if j.cause == nil {
+		j.cause = cause
+	}
+	if j.cancel != nil && !(j.shared && errors.Is(cause, errLeaseLost)) {
+		j.cancel(cause)
+		return true
+	}
+	return false
+}
+
+// handle returns the job's current receipt handle.
+func (j *job) handle() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.receipt
+}
+
+// delivery is a snapshot of the job's current delivery.
+type delivery struct {
+	receipt    string
+	receivedAt time.Time
+	leaseUntil time.Time
+	settled    bool
+}
+
+func (j *job) delivery() delivery {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return delivery{receipt: j.receipt, receivedAt: j.receivedAt, leaseUntil: j.leaseUntil, settled: j.settled}
+}
+
+// handingBack marks the job settled before its hand-back runs: called by the loop, it makes
+// a new delivery that the loop takes later a new job, not one that the hand-back then drops.
+func (j *job) handingBack() {
+	j.mu.Lock()
+	j.settled = true
+	j.mu.Unlock()
+}
+
+// beginRenewal records a renewal of receipt under way and returns the channel to close when
+// its call returns; nil when the job has settled or has a newer receipt since the snapshot.
+func (j *job) beginRenewal(receipt string) chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.receipt != receipt || j.renewing != nil {
+		return nil
+	}
+	j.renewing = make(chan struct{})
+	return j.renewing
+}
+
+// endRenewal records that the renewal's call returned, waking a settle that waits for it.
+func (j *job) endRenewal(done chan struct{}) {
+	j.mu.Lock()
+	if j.renewing == done {
+		j.renewing = nil
+	}
+	j.mu.Unlock()
+	close(done)
+}
+
+// renewed applies a renewal's answer for receipt: on success the lease runs until until. It
+// reports the lease as it now stands, and false when the answer is of no use: the job has a
+// new receipt (a new delivery replaced the one renewed), or has begun to settle.
+func (j *job) renewed(receipt string, ok bool, until time.Time) (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || j.receipt != receipt {
+		return j.leaseUntil, false
+	}
+	if ok {
+		j.leaseUntil = until
+	}
+	return j.leaseUntil, true
+}
+
+// beginSettle marks the job settled, waits for a renewal under way to return, and returns the
+// delivery to settle. From then on no renewal starts and no new delivery replaces the receipt,
+// so the settle's own call is the last that changes the message's visibility.
+func (j *job) beginSettle() delivery {
+	j.mu.Lock()
+	j.settled = true
+	wait := j.renewing
+	j.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	return j.delivery()
+}
+
+// resumed undoes beginSettle for a job kept held (its settle's call failed and it is tried
+// again in place): renewals go on.
+func (j *job) resumed() {
+	j.mu.Lock()
+	j.settled = false
+	j.mu.Unlock()
+}
+
+// setProcessGroup records the process group of the job's running worker, 0 when none runs.
+func (j *job) setProcessGroup(pgid int) {
+	j.mu.Lock()
+	j.pgid = pgid
+	j.mu.Unlock()
+}
+
+// processGroup returns the process group of the job's running worker, 0 when none runs.
+func (j *job) processGroup() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pgid
+}
+
+// stopped returns the reason the heartbeat gave to stop, or nil.
+func (j *job) stopped() error {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	return j.cause
+}
+
+// attach makes cancel the way to stop the job's worker. It reports false, and cancels at
+// once, when the job was stopped before its worker started.
+func (j *job) attach(cancel context.CancelCauseFunc, shared bool) bool {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	j.cancel, j.shared = cancel, shared
+	if j.cause != nil && !(shared && errors.Is(j.cause, errLeaseLost)) {
+		cancel(j.cause)
+		return false
+	}
+	return true
+}
+
+// detach forgets the worker of a run that has ended: a job kept for another run is stopped
+// through the loop, not through a worker that is gone.
+func (j *job) detach() {
+	j.stopMu.Lock()
+	j.cancel, j.shared = nil, false
+	j.stopMu.Unlock()
+	j.setProcessGroup(0)
+}
+
+// takeOver gives a held message's job the receipt handle of a new delivery of the same
+// message. SQS delivers a message again when its lease lapsed (the heartbeat could not reach
+// SQS for longer than the visibility timeout); the old handle no longer works, and running
+// the message a second time beside the first would be a concurrent duplicate. The job carries
+// on with the new handle and lease. It reports false when the job's settle has begun (its
+// worker, if it had one, has ended; a retry may have made it visible again), or the loop has
+// decided to hand it back: that delivery is a new attempt, for a new job. The loop alone calls
+// it, so a hand-back the loop decided always comes first.
+func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Duration) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled {
+		return false
+	}
+	j.receipt = m.ReceiptHandle
+	j.receivedAt = receivedAt
+	j.leaseUntil = receivedAt.Add(lease)
+	j.renewBy(receivedAt.Add(renew))
+	j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
+		"receive_count", m.Attempt)
+	return true
+}
