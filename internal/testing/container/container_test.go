@@ -15,27 +15,29 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // setup runs as the namespace's PID 1 before it becomes watchbot, as root: it builds the
 // container's file system in the new mount namespace, then drops to uid and gid 65534 and
 // execs the entrypoint with only the environment given (env -i), so watchbot is PID 1.
-// Its arguments: the image directory, then env's arguments (NAME=value..., the entrypoint).
+// Its arguments: the image directory, the directory it is mounted at, the writable volume's
+// path, then env's arguments (NAME=value..., the entrypoint).
 // Every remount is a bind remount, which changes this namespace's mount alone, never the
 // file system the host sees.
 const setup = `set -eu
-image=$1; shift
+image=$1 bin=$2 volume=$3; shift 3
 mount --make-rprivate /
 # The image: watchbot and the worker, at the paths the task definition runs them from.
-mount --bind "$image" /usr/local/bin
+mount --bind "$image" "$bin"
 # Docker's /dev/shm: 64 MiB.
 mount -t tmpfs -o size=64m,mode=1777,nosuid,nodev shm /dev/shm
 # The one writable volume, where the template mounts it.
-mount -t tmpfs -o mode=1777,nosuid,nodev scratch /tmp
+mount -t tmpfs -o mode=1777,nosuid,nodev scratch "$volume"
 # Everything else read-only: the root and every other mount.
 for m in $(awk '{print $5}' /proc/self/mountinfo); do
-	case $m in /proc|/proc/*|/dev/shm|/tmp) continue ;; esac
+	case $m in /proc|/proc/*|/dev/shm|"$volume") continue ;; esac
 	mount -o remount,bind,ro "$m"
 done
 exec setpriv --reuid 65534 --regid 65534 --clear-groups env -i "$@"
@@ -54,7 +56,7 @@ retry)
 reject) exit 3 ;;
 "from sns") echo "sns subject=$Subject"; exit 0 ;;
 probe)
-	for dir in / /usr/local/bin /etc /var/tmp /home; do
+	for dir in / "$(dirname "$0")" /etc /var/tmp /home; do
 		if touch "$dir/.probe" 2>/dev/null; then echo "probe: $dir is writable"; exit 3; fi
 	done
 	touch "$TMPDIR/probe" /dev/shm/probe || exit 3
@@ -89,15 +91,16 @@ func TestContainer(t *testing.T) {
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"AWS_REGION=" + testenv.Region,
-		"TMPDIR=/tmp",
+		"TMPDIR=" + cloudformation.ScratchPath,
 		"QueueUrl=" + q.URL,
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_ENDPOINT_URL_SQS=" + emu.Endpoint,
 	}
-	entrypoint := []string{"/usr/local/bin/watchbot", "listen", "--backoff-base", "1s", "--", "/usr/local/bin/worker"}
-	cmd := testenv.AsPID1("sh", append(append([]string{"-c", setup, "container", image}, env...), entrypoint...)...)
+	bin := filepath.Dir(cloudformation.WatchbotPath)
+	entrypoint := []string{cloudformation.WatchbotPath, "listen", "--backoff-base", "1s", "--", filepath.Join(bin, "worker")}
+	cmd := testenv.AsPID1("sh", append(append([]string{"-c", setup, "container", image, bin, cloudformation.ScratchPath}, env...), entrypoint...)...)
 	cmd.Env = testenv.CleanEnv(t)
 	logs := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -117,7 +120,7 @@ func TestContainer(t *testing.T) {
 	for _, want := range []string{
 		"retried on attempt 2",
 		"sns subject=greetings",
-		"probe: uid=65534 gid=65534 groups=65534 shm=65536k pid1=/usr/local/bin/watchbot listen --backoff-base 1s -- /usr/local/bin/worker ",
+		"probe: uid=65534 gid=65534 groups=65534 shm=65536k pid1=" + strings.Join(entrypoint, " ") + " ",
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no %q in the log:\n%s", want, logs.String())
@@ -185,7 +188,7 @@ func buildStatic(t *testing.T, path string) {
 
 // checkContainer checks, from the host's /proc, that the namespace's PID 1 runs as a container
 // runs it: watchbot itself, uid and gid 65534 with no other group, only env in its
-// environment, and every mount read-only but /proc, /dev/shm (64 MiB) and /tmp.
+// environment, and every mount read-only but /proc, /dev/shm (64 MiB) and the writable volume.
 func checkContainer(t *testing.T, init int, env, entrypoint []string) {
 	t.Helper()
 	proc := func(name string) string {
@@ -230,9 +233,9 @@ func checkContainer(t *testing.T, init int, env, entrypoint []string) {
 		sep := slices.Index(f, "-")
 		switch {
 		case point == "/proc" || strings.HasPrefix(point, "/proc/"):
-		case point == "/tmp":
+		case point == cloudformation.ScratchPath:
 			if f[sep+1] != "tmpfs" || !slices.Contains(options, "rw") {
-				t.Errorf("/tmp is not a writable tmpfs: %s", line)
+				t.Errorf("the volume %s is not a writable tmpfs: %s", point, line)
 			}
 		case point == "/dev/shm":
 			if f[sep+1] != "tmpfs" || !slices.Contains(options, "rw") || !strings.Contains(f[sep+3], "size=65536k") {
