@@ -1,20 +1,19 @@
 package main
 
 import (
-	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -47,7 +46,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for the jobs' message and result files", DefaultText: "/dev/shm when usable, else $TMPDIR"},
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
-			&cli.StringFlag{Name: "scale-in-protection", Value: protectAuto, Usage: "protect the ECS task from scale-in while it holds messages: auto, on or off"},
+			&cli.StringFlag{Name: "scale-in-protection", Value: app.ProtectAuto, Usage: "protect the ECS task from scale-in while it holds messages: auto, on or off"},
 			durationFlag("scale-in-protection-idle", def.ProtectionIdle, "how long an idle task stays protected after its last message"),
 			&cli.StringFlag{Name: "brake", Value: "on", Usage: "when nearly every run fails, probe with one message until one succeeds: on, off"},
 			&cli.Float64Flag{Name: "brake-threshold", Value: def.Brake.Threshold, Usage: "share of failed runs in the window that brakes (0..1]"},
@@ -67,108 +66,46 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			withDefaultText(durationFlag("dedupe-ttl", def.Dedupe.TTL, "how long a completed key is remembered"), "the queue's message retention period"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
-			cfg, err := listenConfig(c)
+			opts, err := listenOptions(c, os.Getenv(ecsagent.EnvURI))
 			if err != nil {
 				return err
 			}
-			log, err := newLogger(c, logFormat(c), c.String("log-level"))
-			if err != nil {
-				return err
-			}
-			log = log.With("queue", queueattr.NameFromURL(cfg.QueueURL))
-			protection, err := scaleInProtection(c.String("scale-in-protection"), os.Getenv(ecsagent.EnvURI))
-			if err != nil {
-				return err
-			}
-			mcfg, err := metricsConfig(c, cfg.QueueURL, log)
-			if err != nil {
-				return err
-			}
-			load := supervisor.NewLoad()
-			mcfg.Samplers = []alarms.Sampler{
-				{Metric: alarms.WorkerSlots, Sample: func() float64 { return float64(load.Slots()) }},
-				{Metric: alarms.BusySlots, Sample: load.BusySlots},
-				{Metric: alarms.ConcurrencyLimit, Sample: func() float64 { return float64(load.Limit()) }},
-				{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
-			}
-			health := supervisor.NewHealth()
-			var prom alarms.Recorder
-			if addr := c.String("http-addr"); addr != "" {
-				reg, rec, err := prometheusRegistry(queueattr.NameFromURL(cfg.QueueURL), load, health)
-				if err != nil {
-					return err
-				}
-				srv, err := startStatusServer(addr, health, reg, log)
-				if err != nil {
-					return err
-				}
-				// Deferred first, so it stops last: after the drain and the final flush.
-				defer srv.stop()
-				prom = rec
-			}
-			opts := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL, Logger: log}
-			if err := withSQSEndpoint(&opts, log); err != nil {
-				return err
-			}
-			awsCfg, err := awsenv.Load(c.Context, opts)
-			if err != nil {
-				return err
-			}
-			client := awsenv.SQS(awsCfg, opts)
-			dedupeDB, err := dedupeStore(c.Context, c.String("dedupe-table"), cfg, log)
-			if err != nil {
-				return err
-			}
-			metrics, stopMetrics, err := startMetrics(c.Context, mcfg, awsCfg, client, cfg.QueueURL)
-			if err != nil {
-				return err
-			}
-			// Stopped after the drain, so the last flush counts the last jobs.
-			defer stopMetrics()
-			if prom != nil {
-				metrics = alarms.Tee(metrics, prom)
-			}
-			return supervisor.Run(c.Context, cfg, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: abort,
-				Load: load, Health: health, Protection: protection, Dedupe: dedupeDB})
+			opts.Abort = abort
+			return app.Run(c.Context, opts)
 		},
 	}
 }
 
-// The --scale-in-protection values.
-const (
-	protectAuto = "auto"
-	protectOn   = "on"
-	protectOff  = "off"
-)
-
-// scaleInProtection returns the ECS agent client for --scale-in-protection (mode) given the
-// agent's URI from the environment, or nil when protection is off.
-func scaleInProtection(mode, agentURI string) (supervisor.ProtectionAPI, error) {
-	switch mode {
-	case protectOff:
-		return nil, nil
-	case protectAuto, protectOn:
-	default:
-		return nil, usageError{fmt.Errorf("--scale-in-protection (%q) must be auto, on or off", mode)}
+// listenOptions copies the flags into validated app.Options; agentURI is the ECS agent's
+// (ecsagent.EnvURI), which --scale-in-protection auto follows.
+func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
+	cfg, table, err := listenConfig(c)
+	if err != nil {
+		return app.Options{}, err
 	}
-	if agentURI == "" {
-		if mode == protectOn {
-			return nil, usageError{fmt.Errorf("--scale-in-protection on needs %s, which the ECS agent sets in every container of a task; it is not set here", ecsagent.EnvURI)}
-		}
-		return nil, nil
+	log, err := newLogger(c, logFormat(c), c.String("log-level"))
+	if err != nil {
+		return app.Options{}, err
 	}
-	u, err := url.Parse(agentURI)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError{fmt.Errorf("%s (%q) is not an http URL; use --scale-in-protection off to run without task protection", ecsagent.EnvURI, agentURI)}
+	metrics, err := metricsConfig(c, cfg.QueueURL, log)
+	if err != nil {
+		return app.Options{}, err
 	}
-	return ecsagent.New(agentURI, protectCallTimeout), nil
+	protection, err := app.ScaleInProtection(c.String("scale-in-protection"), agentURI)
+	if err != nil {
+		return app.Options{}, err
+	}
+	endpoint := awsenv.Options{Endpoint: c.String("endpoint-url"), QueueURL: cfg.QueueURL}
+	if err := withSQSEndpoint(&endpoint, log.With("queue", queueattr.NameFromURL(cfg.QueueURL))); err != nil {
+		return app.Options{}, err
+	}
+	return app.Options{Listen: cfg, Logger: log, Metrics: metrics, HTTPAddr: c.String("http-addr"),
+		Endpoint: endpoint.Endpoint, Protection: protection, DedupeTable: table}, nil
 }
 
-// protectCallTimeout bounds one HTTP call to the ECS agent; the supervisor bounds each call too.
-const protectCallTimeout = 5 * time.Second
-
-// listenConfig copies the flags into a validated supervisor.Config.
-func listenConfig(c *cli.Context) (supervisor.Config, error) {
+// listenConfig copies the flags into a validated supervisor.Config, and returns the dedupe
+// table they name.
+func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 	cfg := supervisor.DefaultConfig()
 	cfg.QueueURL = strings.TrimSpace(c.String("queue-url"))
 	cfg.Command = c.Args().Slice()
@@ -202,7 +139,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.HTTP.StartupTimeout = durationOf(c, "http-startup-timeout")
 	table, err := dedupeTable(c.String("dedupe-table"))
 	if err != nil {
-		return cfg, err
+		return cfg, table, err
 	}
 	cfg.Dedupe = supervisor.DedupeConfig{Table: table.Name, Key: c.String("dedupe-key"), TTL: durationOf(c, "dedupe-ttl")}
 	switch c.String("brake") {
@@ -212,9 +149,9 @@ func listenConfig(c *cli.Context) (supervisor.Config, error) {
 	case "off":
 		cfg.Brake = supervisor.BrakeConfig{}
 	default:
-		return cfg, listenspec.Refuse(listenspec.SettingBrake, c.String("brake"), "must be on or off")
+		return cfg, table, listenspec.Refuse(listenspec.SettingBrake, c.String("brake"), "must be on or off")
 	}
-	return cfg, cfg.Validate()
+	return cfg, table, cfg.Validate()
 }
 
 // tuningFlags are listen's flags that `watchbot template` offers too and passes on to the

@@ -29,7 +29,7 @@ func parseListen(t *testing.T, args ...string) (supervisor.Config, string, error
 	var format string
 	cmd.Action = func(c *cli.Context) error {
 		var err error
-		cfg, err = listenConfig(c)
+		cfg, _, err = listenConfig(c)
 		format = logFormat(c)
 		return err
 	}

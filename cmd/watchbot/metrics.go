@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"log/slog"
-	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/alarms"
@@ -38,24 +34,4 @@ func metricsConfig(c *cli.Context, queueURL string, log *slog.Logger) (alarms.Pu
 		return cfg, usageError{err}
 	}
 	return cfg, nil
-}
-
-// startMetrics starts the publisher. stop ends it after a last flush and waits for it.
-func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
-	if cfg.Mode == alarms.ModeNone {
-		return alarms.Discard, func() {}, nil
-	}
-	if cfg.Mode == alarms.ModeCloudWatch {
-		cfg.CloudWatch = cloudwatch.NewFromConfig(awsCfg)
-	}
-	cfg.DLQDepth = alarms.DLQDepth(api, queueURL)
-	p, err := alarms.NewPublisher(cfg)
-	if err != nil {
-		return nil, nil, usageError{err}
-	}
-	// The publisher outlives the stop request: it flushes once more after the drain.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = p.Run(runCtx) })
-	return p, func() { cancel(); wg.Wait() }, nil
 }

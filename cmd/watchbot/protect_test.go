@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/testing/fakeagent"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
@@ -220,7 +221,7 @@ func TestListenWorksOnWhenTheAgentFails(t *testing.T) {
 			if tc.fault == fakeagent.Hang {
 				// The work did not wait for the first call, which hangs for the call timeout.
 				first := agent.Calls()[0].At
-				if !done.Before(first.Add(protectCallTimeout)) {
+				if !done.Before(first.Add(app.ProtectCallTimeout)) {
 					t.Errorf("the queue drained at %v, not before the hung call from %v timed out", done, first)
 				}
 			}
@@ -252,33 +253,6 @@ func traceText(t *testing.T, dir string) string {
 	t.Helper()
 	data, _ := os.ReadFile(filepath.Join(dir, "trace"))
 	return string(data)
-}
-
-func TestScaleInProtectionFlag(t *testing.T) {
-	for _, tc := range []struct {
-		mode, uri string
-		want      bool   // an agent client
-		err       string // part of the error, "" for none
-	}{
-		{mode: "auto", uri: "", want: false},
-		{mode: "auto", uri: "http://169.254.170.2/api/abc", want: true},
-		{mode: "on", uri: "http://169.254.170.2/api/abc", want: true},
-		{mode: "on", uri: "", err: "needs ECS_AGENT_URI"},
-		{mode: "off", uri: "http://169.254.170.2/api/abc", want: false},
-		{mode: "auto", uri: "169.254.170.2", err: "is not an http URL"},
-		{mode: "yes", err: `--scale-in-protection ("yes") must be auto, on or off`},
-	} {
-		api, err := scaleInProtection(tc.mode, tc.uri)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s with %q: error %v, want %q", tc.mode, tc.uri, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || (api != nil) != tc.want {
-			t.Errorf("%s with %q: (%v, %v), want client %v", tc.mode, tc.uri, api, err, tc.want)
-		}
-	}
 }
 
 func send(t *testing.T, c *sqs.Client, url string, bodies ...string) {

@@ -47,6 +47,8 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingDedupeTable:       "--dedupe-table",
 	listenspec.SettingDedupeKey:         "--dedupe-key",
 	listenspec.SettingDedupeTTL:         "--dedupe-ttl",
+	listenspec.SettingHTTPAddr:          "--http-addr",
+	listenspec.SettingScaleInProtection: "--scale-in-protection",
 	listenspec.SettingAttempt:           "--attempt",
 }
 

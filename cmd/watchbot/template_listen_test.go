@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/supervisor"
@@ -291,17 +292,10 @@ func parseListenCommand(args []string) (supervisor.Config, error) {
 	var cfg supervisor.Config
 	var cfgErr error
 	cmd.Action = func(c *cli.Context) error {
-		cfg, cfgErr = listenConfig(c)
-		if cfgErr == nil {
-			_, cfgErr = newLogger(c, logFormat(c), c.String("log-level"))
-		}
-		if cfgErr == nil {
-			_, cfgErr = metricsConfig(c, cfg.QueueURL, nil)
-		}
-		if cfgErr == nil {
-			// In a task the ECS agent sets its URI; the template asks for protection.
-			_, cfgErr = scaleInProtection(c.String("scale-in-protection"), generatedAgentURI)
-		}
+		// In a task the ECS agent sets its URI; the template asks for protection.
+		var opts app.Options
+		opts, cfgErr = listenOptions(c, generatedAgentURI)
+		cfg = opts.Listen
 		return nil
 	}
 	if err := parseCommand(cmd, args); err != nil {

@@ -6,7 +6,8 @@ import (
 	"regexp"
 )
 
-// Setting names one of listen's settings by its supervisor.Config field. The libraries
+// Setting names one of listen's settings by its supervisor.Config field (or app.Options
+// field, for those of the process around the supervisor). The libraries
 // speak of settings; only the command line knows them as flags (--heartbeat-interval) or
 // environment variables, and turns one into the other when it prints an Error.
 type Setting string
@@ -50,6 +51,8 @@ const (
 	SettingDedupeTable       Setting = "Dedupe.Table"
 	SettingDedupeKey         Setting = "Dedupe.Key"
 	SettingDedupeTTL         Setting = "Dedupe.TTL"
+	SettingHTTPAddr          Setting = "HTTPAddr"
+	SettingScaleInProtection Setting = "ScaleInProtection"
 	// SettingAttempt is `watchbot try`'s attempt number, which listen learns from SQS.
 	SettingAttempt Setting = "Attempt"
 )
@@ -63,7 +66,7 @@ var Settings = []Setting{
 	SettingBackoffBase, SettingBackoffMin, SettingBackoffMax, SettingBackoffJitter, SettingBrake,
 	SettingBrakeThreshold, SettingBrakeWindow, SettingBrakeMinRuns, SettingBrakeProbeMax,
 	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
-	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingAttempt,
+	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -30,11 +31,15 @@ type statusServer struct {
 const httpStopTimeout = 2 * time.Second
 
 // startStatusServer binds addr and serves the health and readiness of health, and the metrics
-// of reg, until stop. A bind failure is a usage error naming --http-addr.
-func startStatusServer(addr string, health *supervisor.Health, reg *prometheus.Registry, log *slog.Logger) (*statusServer, error) {
+// of queue (the gauges of load and health, and the Recorder it returns), until stop.
+func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
+	reg, rec, err := prometheusRegistry(queue, load, health)
+	if err != nil {
+		return nil, nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--http-addr (%q): %w", addr, err)}
+		return nil, nil, listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "cannot be bound: "+err.Error())
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +58,7 @@ func startStatusServer(addr string, health *supervisor.Health, reg *prometheus.R
 		}
 	})
 	log.Info("serving /healthz, /readyz and /metrics", "http_addr", ln.Addr().String())
-	return s, nil
+	return s, rec, nil
 }
 
 // stop shuts the server down, letting requests under way finish for a moment.

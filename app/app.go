@@ -1,0 +1,174 @@
+// Package app runs `watchbot listen` as a process, as alertmanager's app runs alertmanager:
+// given the options the command line filled in, it builds the AWS clients, the metrics
+// publisher, the health and metrics server and scale-in protection around the supervisor,
+// runs it, and stops them in order after the drain. The command line only translates flags
+// into Options; the packages decide.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/ecsagent"
+	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/progress"
+	"github.com/watchbot/watchbot/supervisor"
+)
+
+// Options are everything a listen process is told.
+type Options struct {
+	// Listen is the supervisor's configuration, validated by Run.
+	Listen supervisor.Config
+	// Logger receives every log line; Run adds the queue's name to it.
+	Logger *slog.Logger
+	// Metrics configures the publisher (--metrics*). Run adds the samplers of the supervisor's
+	// load, the dead-letter queue's depth and the CloudWatch client.
+	Metrics alarms.PublisherConfig
+	// HTTPAddr, when set, serves /healthz, /readyz and /metrics there (--http-addr).
+	HTTPAddr string
+	// Endpoint is the SQS endpoint, for local emulators (--endpoint-url); "" is AWS's.
+	Endpoint string
+	// Protection is the ECS agent's task protection, from ScaleInProtection; nil is off.
+	Protection supervisor.ProtectionAPI
+	// DedupeTable is the table of duplicate suppression (--dedupe-table); its name is
+	// Listen.Dedupe.Table, and its region, when an ARN gave one, that of its client.
+	DedupeTable progress.Table
+	// Abort, when closed, stops the drain at once (a second signal).
+	Abort <-chan struct{}
+}
+
+// Run runs listen until ctx is done and the drain has ended, then stops the publisher after
+// its last flush and the server last. Its errors are the supervisor's (a listenspec.Error
+// for a refused setting or a failed startup check).
+func Run(ctx context.Context, o Options) error {
+	if err := o.Listen.Validate(); err != nil {
+		return err
+	}
+	if err := o.Metrics.Validate(); err != nil {
+		return err
+	}
+	log := o.Logger.With("queue", queueattr.NameFromURL(o.Listen.QueueURL))
+	o.Metrics.Logger = log
+	load, health := supervisor.NewLoad(), supervisor.NewHealth()
+	var prom alarms.Recorder
+	if o.HTTPAddr != "" {
+		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, log)
+		if err != nil {
+			return err
+		}
+		// Deferred first, so it stops last: after the drain and the final flush.
+		defer srv.stop()
+		prom = rec
+	}
+	opts := awsenv.Options{Endpoint: o.Endpoint, QueueURL: o.Listen.QueueURL, Logger: log}
+	awsCfg, err := awsenv.Load(ctx, opts)
+	if err != nil {
+		return err
+	}
+	client := awsenv.SQS(awsCfg, opts)
+	dedupeDB, err := dedupeStore(ctx, o.DedupeTable, o.Listen.QueueURL, log)
+	if err != nil {
+		return err
+	}
+	metrics, stopMetrics, err := startMetrics(ctx, o.Metrics, load, awsCfg, client, o.Listen.QueueURL)
+	if err != nil {
+		return err
+	}
+	// Stopped after the drain, so the last flush counts the last jobs.
+	defer stopMetrics()
+	if prom != nil {
+		metrics = alarms.Tee(metrics, prom)
+	}
+	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,
+		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB})
+}
+
+// startMetrics starts the publisher, sampling load's gauges and the dead-letter queue's
+// depth. stop ends it after a last flush and waits for it.
+func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervisor.Load, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
+	if cfg.Mode == alarms.ModeNone {
+		return alarms.Discard, func() {}, nil
+	}
+	if cfg.Mode == alarms.ModeCloudWatch {
+		cfg.CloudWatch = cloudwatch.NewFromConfig(awsCfg)
+	}
+	cfg.DLQDepth = alarms.DLQDepth(api, queueURL)
+	cfg.Samplers = []alarms.Sampler{
+		{Metric: alarms.WorkerSlots, Sample: func() float64 { return float64(load.Slots()) }},
+		{Metric: alarms.BusySlots, Sample: load.BusySlots},
+		{Metric: alarms.ConcurrencyLimit, Sample: func() float64 { return float64(load.Limit()) }},
+		{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
+	}
+	p, err := alarms.NewPublisher(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The publisher outlives the stop request: it flushes once more after the drain.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.Run(runCtx) })
+	return p, func() { cancel(); wg.Wait() }, nil
+}
+
+// dedupeStore returns the dedupe table's store, or nil when table is unset. Its client is
+// built as `watchbot progress` builds its own: the SDK's configuration (endpoint from
+// AWS_ENDPOINT_URL_DYNAMODB), in the region an ARN names. Keys are scoped by the queue's name.
+func dedupeStore(ctx context.Context, table progress.Table, queueURL string, log *slog.Logger) (supervisor.DedupeAPI, error) {
+	if table.Name == "" {
+		return nil, nil
+	}
+	opts := awsenv.Options{QueueURL: queueURL, Region: table.Region, Logger: log}
+	awsCfg, err := awsenv.Load(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.NewStore(awsenv.DynamoDB(awsCfg, opts), table.Name, queueattr.NameFromURL(queueURL)), nil
+}
+
+// The scale-in protection modes (--scale-in-protection).
+const (
+	ProtectAuto = "auto"
+	ProtectOn   = "on"
+	ProtectOff  = "off"
+)
+
+// ProtectCallTimeout bounds one HTTP call to the ECS agent; the supervisor bounds each call
+// too.
+const ProtectCallTimeout = 5 * time.Second
+
+// ScaleInProtection returns the ECS agent's task protection in mode, given the agent's URI
+// from the environment (ecsagent.EnvURI), or nil when it is off: auto turns it on inside an
+// ECS task, where the agent sets the URI. It makes no call.
+func ScaleInProtection(mode, agentURI string) (supervisor.ProtectionAPI, error) {
+	switch mode {
+	case ProtectOff:
+		return nil, nil
+	case ProtectAuto, ProtectOn:
+	default:
+		return nil, listenspec.Refuse(listenspec.SettingScaleInProtection, mode, "must be auto, on or off")
+	}
+	if agentURI == "" {
+		if mode == ProtectOn {
+			return nil, listenspec.Refuse(listenspec.SettingScaleInProtection, nil,
+				"on needs "+ecsagent.EnvURI+", which the ECS agent sets in every container of a task; it is not set here")
+		}
+		return nil, nil
+	}
+	u, err := url.Parse(agentURI)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, listenspec.Refuse("", nil, fmt.Sprintf("%s (%q) is not an http URL; use %s off to run without task protection",
+			ecsagent.EnvURI, agentURI, listenspec.Ref(listenspec.SettingScaleInProtection)))
+	}
+	return ecsagent.New(agentURI, ProtectCallTimeout), nil
+}
