@@ -52,6 +52,13 @@ demo-http: build node_modules/.package-lock.json
 demo-mapreduce: build node_modules/.package-lock.json
 	scripts/demo-mapreduce
 
+## demo-golden: make demo twice from a fresh clone of HEAD (commit first), each transcript compared
+## with scripts/testdata/demo.golden, times, ids and ports masked; about 20 s, apart from make
+## test. scripts/demo-golden -update rewrites the golden file
+.PHONY: demo-golden
+demo-golden: node_modules/.package-lock.json
+	scripts/demo-golden
+
 ## smoke: the built binary as a user runs it, under env -i with only the documented variables,
 ## against the local emulator: send, listen (success, retry, dead-letter), status, dead-letter
 ## count, a SIGTERM drain; any panic fails it. CI ends with it
