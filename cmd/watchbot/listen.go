@@ -142,16 +142,27 @@ func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 		return cfg, table, err
 	}
 	cfg.Dedupe = supervisor.DedupeConfig{Table: table.Name, Key: c.String("dedupe-key"), TTL: durationOf(c, "dedupe-ttl")}
-	switch c.String("brake") {
-	case "on":
+	brake, err := brakeOn(c)
+	if err != nil {
+		return cfg, table, err
+	}
+	if brake {
 		cfg.Brake.Threshold, cfg.Brake.Window, cfg.Brake.MinRuns = c.Float64("brake-threshold"), c.Int("brake-window"), c.Int("brake-min-runs")
 		cfg.Brake.ProbeMax = durationOf(c, "brake-probe-max")
-	case "off":
+	} else {
 		cfg.Brake = supervisor.BrakeConfig{}
-	default:
-		return cfg, table, listenspec.Refuse(listenspec.SettingBrake, c.String("brake"), "must be on or off")
 	}
 	return cfg, table, cfg.Validate()
+}
+
+// brakeOn reads --brake, which listen and template share.
+func brakeOn(c *cli.Context) (bool, error) {
+	switch v := c.String("brake"); v {
+	case "on", "off":
+		return v == "on", nil
+	default:
+		return false, listenspec.Refuse(listenspec.SettingBrake, v, "must be on or off")
+	}
 }
 
 // tuningFlags are listen's flags that `watchbot template` offers too and passes on to the

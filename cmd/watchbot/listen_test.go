@@ -104,6 +104,7 @@ func TestListenBadFlagValues(t *testing.T) {
 		{"concurrency 0", append(base, "--concurrency", "0", "--", "true"), "--concurrency (0) must be between 1 and 1000"},
 		{"bad jitter", append(base, "--backoff-jitter", "lots", "--", "true"), `--backoff-jitter: unknown jitter "lots"`},
 		{"no command", base, "no worker command"},
+		{"brake neither on nor off", append(base, "--brake", "maybe", "--", "true"), `--brake ("maybe") must be on or off`},
 		{"batch size 0", append(base, "--batch-size", "0", "--", "true"), "--batch-size (0) must be between 1 and 100"},
 		{"batch size 101", append(base, "--batch-size", "101", "--", "true"), "--batch-size (101) must be between 1 and 100"},
 		{"batch window above 30s", append(base, "--batch-size", "10", "--batch-window", "31s", "--", "true"), "--batch-window (31s) must be between 0 and 30s"},

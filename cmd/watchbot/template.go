@@ -119,11 +119,8 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		return o, err
 	}
 	o.Alarms = alarmThresholds
-	switch c.String("brake") {
-	case "on", "off":
-		o.Brake = c.String("brake") == "on"
-	default:
-		return o, usagef("--brake (%q) must be on or off", c.String("brake"))
+	if o.Brake, err = brakeOn(c); err != nil {
+		return o, err
 	}
 	o.LogRetentionDays = c.Int("log-retention-days")
 	o.ShutdownTimeout = durationOf(c, "shutdown-timeout")

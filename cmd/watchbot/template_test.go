@@ -153,6 +153,7 @@ func TestTemplateBadInput(t *testing.T) {
 		{"max attempts 0", []string{"--max-attempts", "0"}, "--max-attempts (0) must be between 1 and 1000"},
 		{"max attempts 1001", []string{"--max-attempts", "1001"}, "--max-attempts (1001) must be between 1 and 1000"},
 		{"max attempts not a number", []string{"--max-attempts", "ten"}, "max-attempts"},
+		{"brake neither on nor off", []string{"--brake", "maybe"}, `--brake ("maybe") must be on or off`},
 		{"visibility over 12h", []string{"--visibility-timeout", "13h"}, "--visibility-timeout (13h0m0s) must be between 1s and 12h"},
 		{"visibility negative", []string{"--visibility-timeout", "-5s"}, "--visibility-timeout (-5s)"},
 		{"visibility not a duration", []string{"--visibility-timeout", "soon"}, "visibility-timeout"},
