@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,12 +61,18 @@ func explainAWS(err error, queueURL string) error {
 	return err
 }
 
-// explained runs action and explains the AWS errors it returns, naming the queue its flags give.
+// explained runs action and explains the AWS errors it returns, naming the queue its flags give;
+// an action a signal cancelled is interrupted (exit 130), not a failure.
 func explained(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		err := action(c)
 		if err == nil {
 			return nil
+		}
+		var stop interrupted
+		if errors.Is(err, context.Canceled) && c.Context.Err() != nil && !errors.As(err, &stop) {
+			// The walks give back what they hold before they return, whatever stopped them.
+			return interrupted{"stopped by a signal; nothing it held is left in flight"}
 		}
 		queue := cmp.Or(opFlag(c, "dlq-url"), opFlag(c, "queue-url"), c.String("queue-url"),
 			os.Getenv("WATCHBOT_QUEUE_URL"), os.Getenv("QueueUrl"))

@@ -126,7 +126,9 @@ func parseProgressArgs(args []string) (progressArgs, error) {
 	}
 	for rest := expanded; len(rest) > 0; {
 		if err := set.Parse(rest); err != nil {
-			return a, fmt.Errorf("progress: %w", err)
+			var names []string
+			set.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			return a, rewriteFlagError(err, "watchbot progress", names, func(string) string { return "a valid value" })
 		}
 		left := set.Args()
 		if n := len(rest) - len(left); n > 0 && rest[n-1] == "--" {
@@ -173,7 +175,11 @@ func runProgress(c *cli.Context, a progressArgs) error {
 		for _, pc := range progressCommands {
 			names = append(names, pc.name)
 		}
-		return fmt.Errorf("unknown command %q: want %s", a.command, strings.Join(names, ", "))
+		msg := fmt.Sprintf("unknown command %q: want %s", a.command, strings.Join(names, ", "))
+		if near := nearest(a.command, names); near != "" {
+			msg += "; did you mean " + near + "?"
+		}
+		return errors.New(msg)
 	}
 	if len(a.rest) > 0 && a.command != "fail-job" {
 		return fmt.Errorf("%s takes one job id; %q is one word too many (quote a job id that has spaces)", a.command, a.rest[0])

@@ -42,8 +42,8 @@ func TestParseProgressArgs(t *testing.T) {
 		{name: "help", args: []string{"status", "--help"}, want: progressArgs{help: true, given: []string{"help"}}},
 		{name: "nothing", args: nil, wantErr: "no command given"},
 		{name: "no job id", args: []string{"complete-part", "-p", "1"}, wantErr: "no job id given: watchbot progress complete-part JOB-ID"},
-		{name: "unknown flag", args: []string{"status", "job-1", "--parts", "3"}, wantErr: "progress: flag provided but not defined: -parts"},
-		{name: "flag without its value", args: []string{"complete-part", "job-1", "-p"}, wantErr: "flag needs an argument: -p"},
+		{name: "unknown flag", args: []string{"status", "job-1", "--parts", "3"}, wantErr: "watchbot progress has no flag --parts: did you mean --part?"},
+		{name: "flag without its value", args: []string{"complete-part", "job-1", "-p"}, wantErr: "-p needs a value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestProgressCommands(t *testing.T) {
 		{args: []string{"status", "job", "job2"}, code: 1, stderrHas: `status takes one job id; "job2" is one word too many`},
 		{args: []string{"finish", "job"}, code: 1, stderrHas: `unknown command "finish": want set-total, complete-part, status, set-metadata, fail-job, reduce-sent`},
 		{args: []string{"status"}, code: 1, stderrHas: "no job id given"},
-		{args: []string{"status", "job", "--bogus"}, code: 1, stderrHas: "flag provided but not defined: -bogus"},
+		{args: []string{"status", "job", "--bogus"}, code: 1, stderrHas: "watchbot progress has no flag --bogus"},
 		{args: []string{"status", "job", "--table", "no-such-table"}, code: 1,
 			stderrHas: `status "job" in table no-such-table: table not found: `},
 		{args: []string{"status", "job", "--table", "arn:aws:s3:::bucket"}, code: 1, stderrHas: `--table: "arn:aws:s3:::bucket" is not a DynamoDB table ARN`},

@@ -22,30 +22,43 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 
 // explainFlagError rewrites the flag package's errors about c's flags.
 func explainFlagError(c *cli.Context, err error) error {
+	return rewriteFlagError(err, commandName(c), flagNames(c), func(name string) string { return valueKind(c.Command, name) })
+}
+
+// rewriteFlagError rewrites the flag package's errors about the flags (names) of cmd: the
+// nearest flag for an unknown one, two dashes, and what kind of value a flag takes.
+func rewriteFlagError(err error, cmd string, names []string, kind func(name string) string) error {
 	msg := err.Error()
-	cmd := commandName(c)
 	help := fmt.Sprintf("(%s --help lists the flags)", cmd)
 	switch {
 	case strings.HasPrefix(msg, "flag provided but not defined: "):
 		name := strings.TrimLeft(strings.TrimPrefix(msg, "flag provided but not defined: "), "-")
-		if near := nearest(name, flagNames(c)); near != "" {
-			return fmt.Errorf("%s has no flag --%s: did you mean --%s? %s", cmd, name, near, help)
+		if near := nearest(name, names); near != "" {
+			return fmt.Errorf("%s has no flag %s: did you mean %s? %s", cmd, dashed(name), dashed(near), help)
 		}
-		return fmt.Errorf("%s has no flag --%s %s", cmd, name, help)
+		return fmt.Errorf("%s has no flag %s %s", cmd, dashed(name), help)
 	case strings.HasPrefix(msg, "flag needs an argument: "):
 		name := strings.TrimLeft(strings.TrimPrefix(msg, "flag needs an argument: "), "-")
-		return fmt.Errorf("--%s needs a value %s", name, help)
+		return fmt.Errorf("%s needs a value %s", dashed(name), help)
 	case strings.HasPrefix(msg, "invalid value "):
 		// invalid value "four" for flag -concurrency: parse error
 		value, rest, _ := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " for flag ")
 		name, why, _ := strings.Cut(rest, ": ")
 		name = strings.TrimLeft(name, "-")
 		if why == "parse error" {
-			why = value + " is not " + valueKind(c, name)
+			why = value + " is not " + kind(name)
 		}
-		return fmt.Errorf("--%s: %s", name, why)
+		return fmt.Errorf("%s: %s", dashed(name), why)
 	}
 	return err
+}
+
+// dashed is a flag as it is typed: -p, --part.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // commandName is "watchbot listen", "watchbot dead-letter peek", or "watchbot".
@@ -80,10 +93,10 @@ func flagNames(c *cli.Context) []string {
 	return names
 }
 
-// valueKind says what a flag's value must be, for "parse error".
-func valueKind(c *cli.Context, name string) string {
-	if c.Command != nil {
-		for _, f := range c.Command.Flags {
+// valueKind says what the value of cmd's flag name must be, for "parse error".
+func valueKind(cmd *cli.Command, name string) string {
+	if cmd != nil {
+		for _, f := range cmd.Flags {
 			if !slices.Contains(f.Names(), name) {
 				continue
 			}
