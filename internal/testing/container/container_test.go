@@ -133,6 +133,9 @@ func TestContainer(t *testing.T) {
 		t.Errorf("the dead-lettered message has no watchbot-reason: %v", dead[0].MessageAttributes)
 	}
 
+	testenv.Eventually(t, "no zombie left", 10*time.Second, func() bool { return len(testenv.NamespaceZombies(init)) == 0 },
+		func() string { return fmt.Sprint(testenv.NamespaceZombies(init)) })
+
 	// docker stop: SIGTERM to PID 1 while a job runs. The drain lets it finish, deletes its
 	// message and exits 0.
 	if _, err := testenv.Send(t.Context(), c, q.URL, []string{"slow"}, nil); err != nil {
@@ -154,10 +157,13 @@ func TestContainer(t *testing.T) {
 	if strings.Contains(logs.String(), "panic:") {
 		t.Errorf("a panic in the log:\n%s", logs.String())
 	}
+	// Orphans that die together are zombies together until PID 1 runs: how many at once
+	// depends on the machine's load. That each is reaped at once does not.
 	most := zombies.Stop()
-	t.Logf("at most %d orphan zombie(s) and %d zombie(s) in all at once over %d samples of /proc", most.Orphans, most.All, most.Samples)
-	if most.Orphans > 1 {
-		t.Errorf("%d orphans' zombies at once in the container, want at most 1", most.Orphans)
+	t.Logf("zombies at once: at most %d orphans, %d in all; an orphan's zombie lasted at most %v (%d samples of the namespace's /proc)",
+		most.Orphans, most.All, most.Longest, most.Samples)
+	if most.Longest >= time.Second {
+		t.Errorf("an orphan's zombie lasted %v: PID 1 does not reap what is handed to it", most.Longest)
 	}
 }
 

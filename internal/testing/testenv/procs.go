@@ -58,14 +58,24 @@ type Proc struct {
 // ProcTree reads /proc and returns every process, keyed by its parent's pid. Processes that
 // end while it reads are left out.
 func ProcTree() map[int][]Proc {
-	entries, _ := os.ReadDir("/proc")
 	tree := map[int][]Proc{}
+	for _, p := range procs("/proc") {
+		tree[p.PPID] = append(tree[p.PPID], p)
+	}
+	return tree
+}
+
+// procs reads every process of the proc file system mounted at dir. Processes that end while
+// it reads are left out.
+func procs(dir string) []Proc {
+	entries, _ := os.ReadDir(dir)
+	var all []Proc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		data, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
@@ -80,9 +90,9 @@ func ProcTree() map[int][]Proc {
 			continue
 		}
 		ppid, _ := strconv.Atoi(fields[1])
-		tree[ppid] = append(tree[ppid], Proc{PID: pid, PPID: ppid, State: fields[0]})
+		all = append(all, Proc{PID: pid, PPID: ppid, State: fields[0]})
 	}
-	return tree
+	return all
 }
 
 // Zombies returns the descendants of root (root excluded) that have exited and not been waited
@@ -104,43 +114,72 @@ func Zombies(root int) []Proc {
 	return zombies
 }
 
-// ZombieSampler samples, every few milliseconds from SampleZombies until Stop, the zombies
-// among a process's descendants, and keeps the highest counts seen.
+// NamespaceZombies returns the zombies of the PID namespace whose PID 1 is init (a pid as this
+// process sees it), read from the namespace's own /proc (unshare --mount-proc mounts it), with
+// the namespace's pids: an orphan handed to PID 1 has PPID 1.
+func NamespaceZombies(init int) []Proc {
+	var zombies []Proc
+	for _, p := range procs("/proc/" + strconv.Itoa(init) + "/root/proc") {
+		if p.State == "Z" {
+			zombies = append(zombies, p)
+		}
+	}
+	return zombies
+}
+
+// ZombieSampler samples, every millisecond from SampleZombies until Stop, the zombies of a PID
+// namespace, and keeps the highest counts seen.
 type ZombieSampler struct {
 	stop chan struct{}
 	done chan struct{}
 	most ZombieCounts
 }
 
-// ZombieCounts are the highest numbers of zombies seen at one time.
+// ZombieCounts are the highest numbers of zombies seen at one time, and the longest time an
+// orphan's zombie was seen.
 type ZombieCounts struct {
-	// All counts every descendant in state Z, workers that their supervisor has yet to wait
-	// for among them.
+	// All counts every process of the namespace in state Z, workers that their supervisor
+	// has yet to wait for among them.
 	All int
-	// Orphans counts the zombies whose parent is the root itself: for a namespace's PID 1,
-	// the orphans handed to it that it has yet to reap.
+	// Orphans counts the zombies whose parent is the namespace's PID 1: the orphans handed
+	// to it that it has yet to reap. Orphans that die together are zombies together until
+	// PID 1 is scheduled, so a loaded machine may show a few at once.
 	Orphans int
-	// Samples is the number of times /proc was read.
+	// Longest is the longest time one orphan's zombie was seen, from its first sample to its
+	// last: how long PID 1 took to reap it, give or take a sample. An orphan never reaped
+	// stays until the end.
+	Longest time.Duration
+	// Samples is the number of times the namespace's /proc was read.
 	Samples int
 }
 
-// SampleZombies starts sampling the zombies among root's descendants. Stop ends it.
-func SampleZombies(root int) *ZombieSampler {
+// SampleZombies starts sampling the zombies of the PID namespace whose PID 1 is init (a pid as
+// this process sees it; see NamespaceZombies). Stop ends it.
+func SampleZombies(init int) *ZombieSampler {
 	s := &ZombieSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(2 * time.Millisecond)
+		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
+		seen := map[int]time.Time{} // orphan zombie → when it was first seen
 		for {
-			zombies := Zombies(root)
-			orphans := 0
+			now := time.Now()
+			zombies := NamespaceZombies(init)
+			orphans := map[int]time.Time{}
 			for _, z := range zombies {
-				if z.PPID == root {
-					orphans++
+				if z.PPID != 1 {
+					continue
 				}
+				first, ok := seen[z.PID]
+				if !ok {
+					first = now
+				}
+				orphans[z.PID] = first
+				s.most.Longest = max(s.most.Longest, now.Sub(first))
 			}
+			seen = orphans
 			s.most.All = max(s.most.All, len(zombies))
-			s.most.Orphans = max(s.most.Orphans, orphans)
+			s.most.Orphans = max(s.most.Orphans, len(orphans))
 			s.most.Samples++
 			select {
 			case <-s.stop:
