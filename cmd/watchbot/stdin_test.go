@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // stdinCommands read stdin when no --body or --file is given. The queue is never reached: each
@@ -89,5 +91,46 @@ func TestStdinReadStopsOnSignal(t *testing.T) {
 	}
 	for len(caught) > 0 {
 		<-caught
+	}
+}
+
+// TestReplayInterrupted stops a slow replay with SIGINT, as Ctrl-C does: it prints its summary
+// after "interrupted:", exits 130, and leaves no message in flight.
+func TestReplayInterrupted(t *testing.T) {
+	emu := operatorEnv(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	deadLetterDirectly(t, c, q, 12, nil)
+	caught := make(chan os.Signal, 16)
+	signal.Notify(caught, syscall.SIGINT)
+	defer signal.Stop(caught)
+
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"watchbot", "dead-letter", "--queue-url", q.URL, "replay", "--rate", "1"}, strings.NewReader(""), &out, &errOut)
+	}()
+	// The first message goes at once, the next a second later: the replay is under way.
+	testenv.Eventually(t, "the first message replayed", 30*time.Second, func() bool {
+		return testenv.Depth(t, c, q.URL).Visible >= 1
+	})
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for code := -1; code < 0; {
+		select {
+		case code = <-done:
+			if code != 130 || !strings.Contains(out.String(), "interrupted: replayed ") || !strings.Contains(errOut.String(), "interrupted: replay stopped") {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s\nwant 130 and the summary", code, out.String(), errOut.String())
+			}
+		case <-tick.C:
+			_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+		case <-deadline:
+			t.Fatal("replay still runs 30 s after the first SIGINT")
+		}
+	}
+	dlq, src := testenv.Depth(t, c, q.DLQURL), testenv.Depth(t, c, q.URL)
+	if dlq.InFlight != 0 || dlq.Visible+src.Visible != 12 || src.Visible == 12 {
+		t.Errorf("after the interrupt: DLQ %+v, source %+v; want nothing in flight, 12 in all, some not replayed", dlq, src)
 	}
 }
