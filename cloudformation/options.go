@@ -1,7 +1,6 @@
 package cloudformation
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -142,10 +141,10 @@ const DefaultHTTPAddr = "127.0.0.1:9090"
 func SplitHTTPAddr(addr string) (host, port string, err error) {
 	host, port, err = net.SplitHostPort(addr)
 	if err != nil {
-		return "", "", fmt.Errorf("--http-addr (%q) must be HOST:PORT, e.g. %s or :9090", addr, DefaultHTTPAddr)
+		return "", "", listenspec.Refuse(listenspec.SettingHTTPAddr, addr, fmt.Sprintf("must be HOST:PORT, e.g. %s or :9090", DefaultHTTPAddr))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", "", fmt.Errorf("--http-addr (%q): the port must be a number from 1 to 65535", addr)
+		return "", "", listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "must have a port from 1 to 65535")
 	}
 	return host, port, nil
 }
@@ -162,7 +161,7 @@ func CheckHTTPAddr(addr string) error {
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() && !ip.IsUnspecified() {
-		return fmt.Errorf("--http-addr (%q): the host must be a loopback IP (127.0.0.1, ::1) or empty, 0.0.0.0 or :: for every interface", addr)
+		return listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "must have a loopback IP (127.0.0.1, ::1) for its host, or none, 0.0.0.0 or :: for every interface")
 	}
 	return nil
 }
@@ -215,30 +214,30 @@ var reservedEnvironment = []string{
 	"AWS_REGION", "WATCHBOT_QUEUE_URL", "QueueUrl", "WATCHBOT_CONCURRENCY", "WATCHBOT_MAX_ATTEMPTS",
 }
 
-// Validate reports the first option that cannot produce a working stack, naming the
-// `watchbot template` flag. The options that become listen's flags are checked by listen's
-// own rules (package listenspec), so the template never generates a command listen refuses;
-// those errors are listenspec.Errors, which name listen's setting.
+// Validate reports the first option that cannot produce a working stack, as a
+// listenspec.Error naming the option (the command line names its flag). The options that
+// become listen's flags are checked by listen's own rules (package listenspec), so the
+// template never generates a command listen refuses.
 func (o Options) Validate() error {
 	if o.NamePrefix != "" {
 		if !namePattern.MatchString(o.NamePrefix) {
-			return fmt.Errorf("--name-prefix (%q) may contain only letters, digits, - and _", o.NamePrefix)
+			return listenspec.Refuse(listenspec.SettingNamePrefix, o.NamePrefix, "may contain only letters, digits, - and _")
 		}
 		if n := len(o.NamePrefix); n > maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue") {
-			return fmt.Errorf("--name-prefix (%q) must be at most %d characters so that queue names fit SQS's 80", o.NamePrefix, maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue"))
+			return listenspec.Refuse(listenspec.SettingNamePrefix, o.NamePrefix, fmt.Sprintf("must be at most %d characters so that queue names fit SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue")))
 		}
 	}
 	if o.QueueName != "" {
 		base, isFIFO := strings.CutSuffix(o.QueueName, fifoSuffix)
 		switch {
 		case o.FIFO && !isFIFO:
-			return fmt.Errorf("--queue-name (%q) must end in .fifo with --fifo", o.QueueName)
+			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "must end in .fifo with "+listenspec.Ref(listenspec.SettingFIFO))
 		case !o.FIFO && isFIFO:
-			return fmt.Errorf("--queue-name (%q) ends in .fifo: add --fifo for a FIFO queue", o.QueueName)
+			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "ends in .fifo: add "+listenspec.Ref(listenspec.SettingFIFO)+" for a FIFO queue")
 		case !namePattern.MatchString(base):
-			return fmt.Errorf("--queue-name (%q) may contain only letters, digits, - and _ (and end in .fifo)", o.QueueName)
+			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "may contain only letters, digits, - and _ (and end in .fifo)")
 		case len(base) > maxQueueName-len(deadLetterPart+fifoSuffix):
-			return fmt.Errorf("--queue-name (%q) must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", o.QueueName, maxQueueName-len(deadLetterPart+fifoSuffix))
+			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, fmt.Sprintf("must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)))
 		}
 	}
 	if o.MaxAttempts < 1 || o.MaxAttempts > listenspec.MaxAttempts {
@@ -258,34 +257,34 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.VisibilityTimeout%time.Second != 0 {
-		return fmt.Errorf("--visibility-timeout (%v) must be a whole number of seconds", o.VisibilityTimeout)
+		return listenspec.Refuse(listenspec.SettingVisibilityTimeout, o.VisibilityTimeout, "must be a whole number of seconds")
 	}
 	if o.QueueRetention < time.Minute || o.QueueRetention >= DeadLetterRetention {
-		return fmt.Errorf("--queue-retention (%v) must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention", o.QueueRetention)
+		return listenspec.Refuse(listenspec.SettingQueueRetention, o.QueueRetention, "must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention")
 	}
 	if o.QueueRetention%time.Second != 0 {
-		return fmt.Errorf("--queue-retention (%v) must be a whole number of seconds", o.QueueRetention)
+		return listenspec.Refuse(listenspec.SettingQueueRetention, o.QueueRetention, "must be a whole number of seconds")
 	}
 	if len(o.Command) == 0 || o.Command[0] == "" {
-		return errors.New("the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
+		return listenspec.Refuse("", nil, "the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
 	}
 	memories, ok := FargateSizes[o.CPU]
 	if !ok {
-		return fmt.Errorf("--cpu (%d) must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384", o.CPU)
+		return listenspec.Refuse(listenspec.SettingCPU, o.CPU, "must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384")
 	}
 	if !slices.Contains(memories, o.Memory) {
-		return fmt.Errorf("--memory (%d) is not a Fargate size for --cpu %d: use one of %s (MiB)", o.Memory, o.CPU, joinInts(memories))
+		return listenspec.Refuse(listenspec.SettingMemory, o.Memory, fmt.Sprintf("is not a Fargate size for %s %d: use one of %s (MiB)", listenspec.Ref(listenspec.SettingCPU), o.CPU, joinInts(memories)))
 	}
 	if o.MaxTasks < 1 || o.MaxTasks > 5000 {
-		return fmt.Errorf("--max-tasks (%d) must be between 1 and 5000", o.MaxTasks)
+		return listenspec.Refuse(listenspec.SettingMaxTasks, o.MaxTasks, "must be between 1 and 5000")
 	}
 	if o.MinTasks < 0 || o.MinTasks > o.MaxTasks {
-		return fmt.Errorf("--min-tasks (%d) must be between 0 and --max-tasks (%d)", o.MinTasks, o.MaxTasks)
+		return listenspec.Refuse(listenspec.SettingMinTasks, o.MinTasks, fmt.Sprintf("must be between 0 and %s (%d)", listenspec.Ref(listenspec.SettingMaxTasks), o.MaxTasks))
 	}
 	switch o.Metrics {
 	case MetricsEMF, MetricsCloudWatch, MetricsNone:
 	default:
-		return fmt.Errorf("--metrics (%q) must be emf, cloudwatch or none", o.Metrics)
+		return listenspec.Refuse(listenspec.SettingMetrics, string(o.Metrics), "must be emf, cloudwatch or none")
 	}
 	if err := o.validateBacklogTarget(); err != nil {
 		return err
@@ -295,33 +294,33 @@ func (o Options) Validate() error {
 	}
 	for name := range o.Environment {
 		if !envNamePattern.MatchString(name) {
-			return fmt.Errorf("--env %q: the name must be letters, digits and _, not starting with a digit", name)
+			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is not a variable name: letters, digits and _, not starting with a digit")
 		}
 		if slices.Contains(reservedEnvironment, name) {
-			return fmt.Errorf("--env %s: set by the template itself (the queue, concurrency and attempts come from their own options)", name)
+			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is set by the template itself (the queue, concurrency and attempts come from their own options)")
 		}
 		for _, t := range Tables(o) {
 			if slices.Contains(t.Reserved, name) {
-				return fmt.Errorf("--env %s: with %s the template names its own table to the container", name, t.Flag)
+				return listenspec.Refuse(listenspec.SettingEnvironment, name, fmt.Sprintf("is set by the template itself: with %s it names its own table to the container", t.Flag))
 			}
 		}
 	}
 	for i, s := range o.ExtraStatements {
 		if err := s.validate(); err != nil {
-			return fmt.Errorf("--extra-policy statement %d: %w", i+1, err)
+			return listenspec.Refuse(listenspec.SettingExtraStatements, nil, fmt.Sprintf("statement %d: %v", i+1, err))
 		}
 	}
 	if err := o.Alarms.Validate(); err != nil {
-		return fmt.Errorf("alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold): %w", err)
+		return listenspec.Refuse(listenspec.SettingAlarms, nil, err.Error())
 	}
 	if !slices.Contains(LogRetentionDaysAllowed, o.LogRetentionDays) {
-		return fmt.Errorf("--log-retention-days (%d) must be one of CloudWatch Logs' periods: %s", o.LogRetentionDays, joinInts(LogRetentionDaysAllowed))
+		return listenspec.Refuse(listenspec.SettingLogRetentionDays, o.LogRetentionDays, "must be one of CloudWatch Logs' periods: "+joinInts(LogRetentionDaysAllowed))
 	}
 	if o.ShutdownTimeout < 0 || o.ShutdownTimeout%time.Second != 0 {
-		return fmt.Errorf("--shutdown-timeout (%v) must be a whole, non-negative number of seconds", o.ShutdownTimeout)
+		return listenspec.Refuse(listenspec.SettingShutdownTimeout, o.ShutdownTimeout, "must be a whole, non-negative number of seconds")
 	}
 	if o.KillGrace < 0 || o.KillGrace%time.Second != 0 {
-		return fmt.Errorf("--kill-grace (%v) must be a whole, non-negative number of seconds", o.KillGrace)
+		return listenspec.Refuse(listenspec.SettingKillGrace, o.KillGrace, "must be a whole, non-negative number of seconds")
 	}
 	if err := CheckHTTPAddr(o.HTTPAddr); err != nil {
 		return err
@@ -330,8 +329,8 @@ func (o Options) Validate() error {
 		return err
 	}
 	if stop := o.StopTimeout(); stop > MaxStopTimeout {
-		return fmt.Errorf("--shutdown-timeout (%v) + --kill-grace (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",
-			o.ShutdownTimeout, o.KillGrace, StopMargin, MaxStopTimeout)
+		return listenspec.Refuse("", nil, fmt.Sprintf("%s (%v) + %s (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",
+			listenspec.Ref(listenspec.SettingShutdownTimeout), o.ShutdownTimeout, listenspec.Ref(listenspec.SettingKillGrace), o.KillGrace, StopMargin, MaxStopTimeout))
 	}
 	return nil
 }
@@ -347,11 +346,11 @@ const (
 func (o Options) validateBacklogTarget() error {
 	switch {
 	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
-		return fmt.Errorf("--target-latency (%v) must be a whole number of seconds, at least %v", o.TargetLatency, MinTargetLatency)
+		return listenspec.Refuse(listenspec.SettingTargetLatency, o.TargetLatency, fmt.Sprintf("must be a whole number of seconds, at least %v", MinTargetLatency))
 	case o.TargetLatency >= o.QueueRetention && o.Metrics != MetricsNone:
-		return fmt.Errorf("--target-latency (%v) must be shorter than --queue-retention (%v): messages would expire while they wait", o.TargetLatency, o.QueueRetention)
+		return listenspec.Refuse(listenspec.SettingTargetLatency, o.TargetLatency, fmt.Sprintf("must be shorter than %s (%v): messages would expire while they wait", listenspec.Ref(listenspec.SettingQueueRetention), o.QueueRetention))
 	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
-		return fmt.Errorf("--expected-job-duration (%v) must be a whole number of seconds between 1s and %v", o.ExpectedJobDuration, MaxExpectedJobDuration)
+		return listenspec.Refuse(listenspec.SettingExpectedJobDuration, o.ExpectedJobDuration, fmt.Sprintf("must be a whole number of seconds between 1s and %v", MaxExpectedJobDuration))
 	}
 	return nil
 }

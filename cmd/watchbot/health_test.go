@@ -56,7 +56,7 @@ func TestHealth(t *testing.T) {
 		{"refused", []string{"--http-addr", refused}, 1, "connection refused"},
 		{"unknown flag", []string{"--port", "9090"}, 2, "watchbot health has no flag --port"},
 		{"address without a port", []string{"--http-addr", "127.0.0.1"}, 2, `--http-addr ("127.0.0.1") must be HOST:PORT`},
-		{"port out of range", []string{"--http-addr", ":70000"}, 2, "the port must be a number from 1 to 65535"},
+		{"port out of range", []string{"--http-addr", ":70000"}, 2, "must have a port from 1 to 65535"},
 		{"timeout 0", []string{"--http-addr", healthy, "--timeout", "0"}, 2, "--timeout (0s) must be positive"},
 		{"timeout not a duration", []string{"--timeout", "soon"}, 2, "timeout"},
 		{"an argument", []string{"--http-addr", healthy, "now"}, 2, `health takes no arguments, but got "now"`},

@@ -50,6 +50,22 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingHTTPAddr:          "--http-addr",
 	listenspec.SettingScaleInProtection: "--scale-in-protection",
 	listenspec.SettingAttempt:           "--attempt",
+	// The template's own.
+	listenspec.SettingNamePrefix:          "--name-prefix",
+	listenspec.SettingQueueName:           "--queue-name",
+	listenspec.SettingFIFO:                "--fifo",
+	listenspec.SettingQueueRetention:      "--queue-retention",
+	listenspec.SettingCPU:                 "--cpu",
+	listenspec.SettingMemory:              "--memory",
+	listenspec.SettingMinTasks:            "--min-tasks",
+	listenspec.SettingMaxTasks:            "--max-tasks",
+	listenspec.SettingMetrics:             "--metrics",
+	listenspec.SettingEnvironment:         "--env",
+	listenspec.SettingExtraStatements:     "--extra-policy",
+	listenspec.SettingAlarms:              "alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold)",
+	listenspec.SettingLogRetentionDays:    "--log-retention-days",
+	listenspec.SettingTargetLatency:       "--target-latency",
+	listenspec.SettingExpectedJobDuration: "--expected-job-duration",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

@@ -11,10 +11,10 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
-// Every setting a package may refuse is named by a flag that listen (or try) really has.
+// Every setting a package may refuse is named by a flag that listen, try or template really has.
 func TestSettingFlags(t *testing.T) {
 	var flags []string
-	for _, cmd := range []string{"listen", "try"} {
+	for _, cmd := range []string{"listen", "try", "template"} {
 		for _, f := range newApp(nil, nil, nil, nil).Command(cmd).Flags {
 			for _, n := range f.Names() {
 				flags = append(flags, "--"+n)
@@ -27,7 +27,7 @@ func TestSettingFlags(t *testing.T) {
 		case !ok:
 			t.Errorf("setting %s has no flag", s)
 		case strings.HasPrefix(f, "--") && !slices.Contains(flags, f):
-			t.Errorf("setting %s: %s is no flag of listen or try", s, f)
+			t.Errorf("setting %s: %s is no flag of listen, try or template", s, f)
 		}
 	}
 }

@@ -57,6 +57,26 @@ const (
 	SettingAttempt Setting = "Attempt"
 )
 
+// The template generator's own options (cloudformation.Options fields), which its errors
+// name with the same Error.
+const (
+	SettingNamePrefix          Setting = "NamePrefix"
+	SettingQueueName           Setting = "QueueName"
+	SettingFIFO                Setting = "FIFO"
+	SettingQueueRetention      Setting = "QueueRetention"
+	SettingCPU                 Setting = "CPU"
+	SettingMemory              Setting = "Memory"
+	SettingMinTasks            Setting = "MinTasks"
+	SettingMaxTasks            Setting = "MaxTasks"
+	SettingMetrics             Setting = "Metrics"
+	SettingEnvironment         Setting = "Environment"
+	SettingExtraStatements     Setting = "ExtraStatements"
+	SettingAlarms              Setting = "Alarms"
+	SettingLogRetentionDays    Setting = "LogRetentionDays"
+	SettingTargetLatency       Setting = "TargetLatency"
+	SettingExpectedJobDuration Setting = "ExpectedJobDuration"
+)
+
 // Settings lists every Setting, so the command line can check it names each one.
 var Settings = []Setting{
 	SettingQueueURL, SettingCommand, SettingConcurrency, SettingMaxAttempts, SettingVisibilityTimeout,
@@ -67,6 +87,9 @@ var Settings = []Setting{
 	SettingBrakeThreshold, SettingBrakeWindow, SettingBrakeMinRuns, SettingBrakeProbeMax,
 	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
 	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
+	SettingNamePrefix, SettingQueueName, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
+	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingEnvironment, SettingExtraStatements,
+	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,

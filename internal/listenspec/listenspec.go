@@ -1,8 +1,9 @@
 // Package listenspec holds the rules of `watchbot listen`'s settings that more than one
 // package applies: the limits, defaults and checks that the supervisor and the template
 // generator share (a template must never generate a listen command that refuses to start),
-// the typed error every check returns, and the message attributes of scheduled tasks, which
-// the template's schedules send and the supervisor reads.
+// the typed error every check returns (which names the template generator's own options
+// too), and the message attributes of scheduled tasks, which the template's schedules send
+// and the supervisor reads.
 //
 // It imports no watchbot package but internal/sqsspec (what SQS allows), so the supervisor,
 // the template generator and the operator tools can all use it without importing each
