@@ -4,7 +4,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build test vet fmt-check demo bench soak emulator clean
+.PHONY: all build test vet cross fmt-check demo bench soak emulator clean
 
 all: build
 
@@ -15,10 +15,10 @@ build:
 node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
 
-## test: everything CI runs: formatting, vet, the race-enabled test suite (unit, emulator, linter),
-## then the fault-injection scenarios on their own, so their load does not starve the others,
-## then the container smoke run
-test: node_modules/.package-lock.json fmt-check vet
+## test: everything CI runs: formatting, vet, the cross-builds, the race-enabled test suite (unit,
+## emulator, linter), then the fault-injection scenarios on their own, so their load does not
+## starve the others, then the container smoke run
+test: node_modules/.package-lock.json fmt-check vet cross
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container)
 	$(GO) test -race -count=1 -timeout 12m ./internal/testing/scenarios
 	$(MAKE) --no-print-directory smoke-container
@@ -36,6 +36,22 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# CROSS are the GOOS/GOARCH pairs the operator tools are built for besides linux/amd64 (listen
+# and try run on Linux only; elsewhere they say so and exit 2: docs/containers.md, Platforms).
+CROSS := darwin/arm64 windows/amd64 linux/arm64
+
+## cross: every package built, and vetted with its tests, for each of CROSS; the static binaries
+## land in bin/watchbot-GOOS-GOARCH
+cross:
+	@set -e; for p in $(CROSS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  echo "cross: $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build ./... ; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) vet ./... ; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+	    -o bin/watchbot-$$os-$$arch$$ext ./cmd/watchbot; \
+	done
 
 ## demo: run the supervisor end to end against the local emulator
 demo: build node_modules/.package-lock.json

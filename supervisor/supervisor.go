@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,6 +117,9 @@ type runEvent struct {
 // their messages released. It returns nil after a clean drain, a listenspec.Error when a startup
 // check fails (before any message is received), and ErrAborted when deps.Abort closed.
 func Run(ctx context.Context, cfg Config, deps Deps) error {
+	if err := PlatformError("listen", runtime.GOOS); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

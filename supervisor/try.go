@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -67,6 +68,9 @@ const tryQueueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/watchbot-t
 // involved; the queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's
 // does. Worker output goes to log.
 func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *slog.Logger) ([]Decision, error) {
+	if err := PlatformError("try", runtime.GOOS); err != nil {
+		return nil, err
+	}
 	if cfg.QueueURL == "" {
 		cfg.QueueURL = tryQueueURL
 	}

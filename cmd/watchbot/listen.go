@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			withDefaultText(durationFlag("dedupe-ttl", def.Dedupe.TTL, "how long a completed key is remembered"), "the queue's message retention period"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
+			if err := supervisor.PlatformError("listen", runtime.GOOS); err != nil {
+				return err
+			}
 			opts, err := listenOptions(c, os.Getenv(ecsagent.EnvURI))
 			if err != nil {
 				return err

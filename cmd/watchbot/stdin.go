@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -41,23 +40,4 @@ func readStdin[T any](c *cli.Context, read func(io.Reader) (T, error)) (T, error
 		return zero, interrupted{"nothing was sent or run"}
 	}
 	return v, err
-}
-
-// pollable returns a copy of f's descriptor in non-blocking mode, which Go's poller can wake with
-// a deadline, and a function that puts the descriptor back in blocking mode (it is shared with
-// the shell that started watchbot) and closes the copy.
-func pollable(f *os.File) (*os.File, func(), error) {
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		_ = syscall.Close(fd)
-		return nil, nil, err
-	}
-	in := os.NewFile(uintptr(fd), f.Name())
-	return in, func() {
-		_ = syscall.SetNonblock(fd, false)
-		_ = in.Close()
-	}, nil
 }

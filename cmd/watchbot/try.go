@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -55,6 +56,9 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			logFormatFlag(),
 		},
 		Action: func(c *cli.Context) error {
+			if err := supervisor.PlatformError("try", runtime.GOOS); err != nil {
+				return err
+			}
 			cfg := supervisor.DefaultConfig()
 			cfg.Command = c.Args().Slice()
 			cfg.MaxAttempts = c.Int("max-attempts")

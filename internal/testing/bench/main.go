@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures watchbot against a minimal receive → spawn → batch-delete loop on
 // the same local SQS emulator, in one run, and prints the figures as ratios. It is run by
 // `make bench` (scripts/bench); it is not part of the product. With WATCHBOT_BENCH_KEEP_LOGS

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command testworker is the worker the fault-injection scenarios of internal/testing/scenarios run
 // under watchbot. It does what the message tells it (succeed, fail, hang, kill itself, fork a
 // child that outlives it, flood stdout ...) and records every run in a trace file, so the

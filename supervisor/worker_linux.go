@@ -14,42 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Causes of a worker being stopped by watchbot, carried as context causes.
-var (
-	errTimedOut  = errors.New("--max-job-duration exceeded")
-	errShutdown  = errors.New("shutdown window closed")
-	errSecond    = errors.New("second signal: stopped at once")
-	errLeaseLost = errors.New("lease lost")
-	errCeiling   = errors.New("12h in-flight limit reached")
-)
-
-// maxLogLine is the longest worker output line logged as one entry; longer lines are split.
-const maxLogLine = 64 * 1024
-
-// workerSpec says how to run one worker process.
-type workerSpec struct {
-	Command   []string
-	Env       []string
-	StdinPath string
-	// Stdin, when set, is StdinPath already open at its start; runWorker does not close it.
-	Stdin *os.File
-	// MaxDuration stops the worker after this long (0: never).
-	MaxDuration time.Duration
-	KillGrace   time.Duration
-	// Started is called with the process group id once the worker runs.
-	Started func(pgid int)
-	// waiter watches the exit with a waiting goroutine even where pidfds work (tests).
-	waiter bool
-}
-
-// workerRun is how a worker process ended.
-type workerRun struct {
-	End      runEnd
-	ExitCode int // exit status, or the signal number when End is endSignaled
-	Err      error
-	Duration time.Duration
-}
-
 // runWorker runs one worker in its own process group and waits for it and for every process
 // it left in that group. ctx cancellation stops it: SIGTERM to the group, SIGKILL after
 // KillGrace. The cause of the cancellation (errShutdown, errLeaseLost, errCeiling) becomes the
@@ -330,6 +294,9 @@ func (o *output) pump(exitFd int, grace time.Duration, exited func()) {
 	}
 }
 
+// maxLogLine is the longest worker output line logged as one entry; longer lines are split.
+const maxLogLine = 64 * 1024
+
 // lineLog logs what one output stream writes, a line at a time, splitting lines longer than
 // maxLogLine.
 type lineLog struct {
@@ -366,19 +333,6 @@ func (l *lineLog) flush() {
 func (l *lineLog) emit() {
 	l.log.Info("worker output", "stream", l.stream, "line", string(l.buf))
 	l.buf = l.buf[:0]
-}
-
-func endFor(cause error) runEnd {
-	switch {
-	case errors.Is(cause, errTimedOut):
-		return endTimedOut
-	case errors.Is(cause, errLeaseLost):
-		return endLeaseLost
-	case errors.Is(cause, errCeiling):
-		return endCeiling
-	default:
-		return endShutdown
-	}
 }
 
 // exitOf reads an exit status: its code, or the signal that killed the process.
