@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // The publisher modes (--metrics).
@@ -106,7 +108,7 @@ func (c PublisherConfig) Validate() error {
 	switch c.Mode {
 	case ModeCloudWatch, ModeEMF, ModeNone:
 	default:
-		return fmt.Errorf("--metrics (%q) must be %s, %s or %s", c.Mode, ModeCloudWatch, ModeEMF, ModeNone)
+		return listenspec.Refuse(listenspec.SettingMetrics, c.Mode, fmt.Sprintf("must be %s, %s or %s", ModeCloudWatch, ModeEMF, ModeNone))
 	}
 	if err := ValidateNamespace(c.Namespace); err != nil {
 		return err
@@ -132,21 +134,25 @@ type Sampler struct {
 	Sample func() float64
 }
 
-// ValidateNamespace reports why CloudWatch would refuse ns as a custom metrics namespace.
+// ValidateNamespace reports why CloudWatch would refuse ns as a custom metrics namespace, as
+// a listenspec.Error naming the setting.
 func ValidateNamespace(ns string) error {
+	refuse := func(v any, reason string) error {
+		return listenspec.Refuse(listenspec.SettingMetricsNamespace, v, reason)
+	}
 	switch {
 	case strings.TrimSpace(ns) == "":
-		return errors.New("--metrics-namespace must not be empty")
+		return refuse(nil, "must not be empty")
 	case len(ns) > maxNamespaceLen:
-		return fmt.Errorf("--metrics-namespace (%d characters) must be at most %d characters", len(ns), maxNamespaceLen)
+		return refuse(characters(len(ns)), fmt.Sprintf("must be at most %d characters", maxNamespaceLen))
 	case strings.HasPrefix(ns, "AWS/"):
-		return fmt.Errorf("--metrics-namespace (%q) must not start with AWS/, which AWS services reserve", ns)
+		return refuse(ns, "must not start with AWS/, which AWS services reserve")
 	case strings.HasPrefix(ns, ":"):
-		return fmt.Errorf("--metrics-namespace (%q) must not start with a colon", ns)
+		return refuse(ns, "must not start with a colon")
 	}
 	for _, r := range ns {
 		if !namespaceRune(r) {
-			return fmt.Errorf("--metrics-namespace (%q) may hold only letters, digits, spaces and . - _ / # :", ns)
+			return refuse(ns, "may hold only letters, digits, spaces and . - _ / # :")
 		}
 	}
 	return nil
@@ -253,10 +259,10 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	if cfg.Mode == ModeEMF && cfg.Stdout == nil {
-		return nil, errors.New("--metrics emf needs an output for its lines")
+		return nil, errors.New("emf metrics need an output for their lines")
 	}
 	if cfg.Mode == ModeCloudWatch && cfg.CloudWatch == nil {
-		return nil, errors.New("--metrics cloudwatch needs a CloudWatch client")
+		return nil, errors.New("cloudwatch metrics need a CloudWatch client")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -393,3 +399,8 @@ func (p *Publisher) Flush(ctx context.Context) error {
 func sortedKeys[V any](m map[Metric]V) []Metric {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// characters is a length shown in place of a value too long to repeat.
+type characters int
+
+func (n characters) String() string { return fmt.Sprintf("%d characters", int(n)) }

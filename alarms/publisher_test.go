@@ -43,12 +43,12 @@ func TestValidate(t *testing.T) {
 		{"none needs no output", func(c *PublisherConfig) { c.Mode = ModeNone; c.Stdout = nil }, ""},
 		{"two dimensions", func(c *PublisherConfig) { c.Dimensions = append(c.Dimensions, Dimension{"Service", "resize"}) }, ""},
 		{"namespace with allowed punctuation", func(c *PublisherConfig) { c.Namespace = "Team/Watchbot #1 v.2_a-b:c" }, ""},
-		{"unknown mode", func(c *PublisherConfig) { c.Mode = "statsd" }, `--metrics ("statsd") must be cloudwatch, emf or none`},
-		{"empty mode", func(c *PublisherConfig) { c.Mode = "" }, `--metrics ("") must be`},
-		{"empty namespace", func(c *PublisherConfig) { c.Namespace = " " }, "--metrics-namespace must not be empty"},
-		{"AWS namespace", func(c *PublisherConfig) { c.Namespace = "AWS/SQS" }, "--metrics-namespace (\"AWS/SQS\") must not start with AWS/"},
-		{"long namespace", func(c *PublisherConfig) { c.Namespace = long }, "--metrics-namespace (256 characters) must be at most 255"},
-		{"namespace with a control character", func(c *PublisherConfig) { c.Namespace = "Watch\nbot" }, "--metrics-namespace (\"Watch\\nbot\") may hold only"},
+		{"unknown mode", func(c *PublisherConfig) { c.Mode = "statsd" }, `Metrics ("statsd") must be cloudwatch, emf or none`},
+		{"empty mode", func(c *PublisherConfig) { c.Mode = "" }, `Metrics ("") must be`},
+		{"empty namespace", func(c *PublisherConfig) { c.Namespace = " " }, "MetricsNamespace: must not be empty"},
+		{"AWS namespace", func(c *PublisherConfig) { c.Namespace = "AWS/SQS" }, "MetricsNamespace (\"AWS/SQS\") must not start with AWS/"},
+		{"long namespace", func(c *PublisherConfig) { c.Namespace = long }, "MetricsNamespace (256 characters) must be at most 255"},
+		{"namespace with a control character", func(c *PublisherConfig) { c.Namespace = "Watch\nbot" }, "MetricsNamespace (\"Watch\\nbot\") may hold only"},
 		{"namespace with a colon first", func(c *PublisherConfig) { c.Namespace = ":Watchbot" }, "must not start with a colon"},
 		{"no dimension", func(c *PublisherConfig) { c.Dimensions = nil }, "at least one dimension"},
 		{"empty service", func(c *PublisherConfig) { c.Dimensions = append(c.Dimensions, Dimension{"Service", ""}) },
@@ -104,8 +104,8 @@ func TestNewPublisherNeedsItsOutput(t *testing.T) {
 		change  func(*PublisherConfig)
 		wantErr string
 	}{
-		{"emf without output", func(c *PublisherConfig) { c.Stdout = nil }, "--metrics emf needs an output"},
-		{"cloudwatch without client", func(c *PublisherConfig) { c.Mode = ModeCloudWatch }, "--metrics cloudwatch needs a CloudWatch client"},
+		{"emf without output", func(c *PublisherConfig) { c.Stdout = nil }, "emf metrics need an output"},
+		{"cloudwatch without client", func(c *PublisherConfig) { c.Mode = ModeCloudWatch }, "cloudwatch metrics need a CloudWatch client"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

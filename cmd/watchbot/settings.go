@@ -60,6 +60,7 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingMinTasks:            "--min-tasks",
 	listenspec.SettingMaxTasks:            "--max-tasks",
 	listenspec.SettingMetrics:             "--metrics",
+	listenspec.SettingMetricsNamespace:    "--metrics-namespace",
 	listenspec.SettingEnvironment:         "--env",
 	listenspec.SettingExtraStatements:     "--extra-policy",
 	listenspec.SettingAlarms:              "alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold)",

@@ -69,6 +69,7 @@ const (
 	SettingMinTasks            Setting = "MinTasks"
 	SettingMaxTasks            Setting = "MaxTasks"
 	SettingMetrics             Setting = "Metrics"
+	SettingMetricsNamespace    Setting = "MetricsNamespace"
 	SettingEnvironment         Setting = "Environment"
 	SettingExtraStatements     Setting = "ExtraStatements"
 	SettingAlarms              Setting = "Alarms"
@@ -88,7 +89,7 @@ var Settings = []Setting{
 	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
 	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
 	SettingNamePrefix, SettingQueueName, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
-	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingEnvironment, SettingExtraStatements,
+	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 }
 
@@ -158,8 +159,12 @@ func (e Error) Render(name func(Setting) string) string {
 	return out
 }
 
-// showValue quotes strings, so that an empty or spaced value is seen as typed.
+// showValue quotes strings, so that an empty or spaced value is seen as typed; a value with
+// a String method shows that.
 func showValue(v any) string {
+	if s, ok := v.(fmt.Stringer); ok {
+		return s.String()
+	}
 	if reflect.ValueOf(v).Kind() == reflect.String {
 		return fmt.Sprintf("%q", v)
 	}
