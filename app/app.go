@@ -30,10 +30,11 @@ import (
 type Options struct {
 	// Listen is the supervisor's configuration, validated by Run.
 	Listen supervisor.Config
-	// Logger receives every log line; Run adds the queue's name to it.
+	// Logger receives every log line; Run adds the queue's name to it. nil discards them.
 	Logger *slog.Logger
-	// Metrics configures the publisher (--metrics*). Run adds the samplers of the supervisor's
-	// load, the dead-letter queue's depth and the CloudWatch client.
+	// Metrics configures the publisher (--metrics*), from alarms.DefaultPublisherConfig. Run
+	// adds the samplers of the supervisor's load, the dead-letter queue's depth and the
+	// CloudWatch client.
 	Metrics alarms.PublisherConfig
 	// HTTPAddr, when set, serves /healthz, /readyz and /metrics there (--http-addr).
 	HTTPAddr string
@@ -57,6 +58,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err := o.Metrics.Validate(); err != nil {
 		return err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := o.Logger.With("queue", queueattr.NameFromURL(o.Listen.QueueURL))
 	o.Metrics.Logger = log
