@@ -83,7 +83,8 @@ type Config struct {
 	// instead of the backoff policy (--retry-delay).
 	RetryDelay time.Duration
 	// TempDir holds each job's message and result files (--temp-dir). "" means /dev/shm when
-	// it is usable, spilling to $TMPDIR when it is full, or else $TMPDIR.
+	// it takes files, spilling to $TMPDIR when it is full, or else $TMPDIR. Run refuses one
+	// that cannot take a file.
 	TempDir string
 	// ProtectionIdle is how long the task stays protected from scale-in after watchbot last
 	// held a message (--scale-in-protection-idle), when Deps.Protection is set.

@@ -50,11 +50,10 @@ type runner struct {
 	// dedupe, when set, claims each message's key before it runs (--dedupe-table).
 	dedupe *deduper
 
-	// workDir holds the jobs' message and result files, spillDir those that did not fit in
-	// workDir when it is a size-limited tmpfs ("" when workDir is already on disk); jobSeq
-	// names them.
-	workDir, spillDir string
-	jobSeq            atomic.Uint64
+	// dirs hold the jobs' message and result files (nil for an HTTP worker); jobSeq names
+	// those of a spill.
+	dirs   *workDirs
+	jobSeq atomic.Uint64
 	// slots name the work directory's job files.
 	slots slotFiles
 }
@@ -693,51 +692,41 @@ func (r *runner) newJobFiles(dir string) *jobFiles {
 	return &jobFiles{message: n + ".message", result: n + ".result.json"}
 }
 
-// sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
-// microseconds; on a disk file system creating and removing them costs far more per job.
-const sharedMemory = "/dev/shm"
-
-// makeWorkDirs creates the directories that hold the jobs' files: in --temp-dir when set;
-// otherwise in /dev/shm when it is usable, with a spill directory in $TMPDIR for when it is
-// full (a container's /dev/shm is often only 64 MiB), or else in $TMPDIR.
+// makeWorkDirs makes the directories that hold the jobs' files (openWorkDirs), unless the
+// worker is an HTTP application, which gets no files.
 func (r *runner) makeWorkDirs() error {
-	if r.cfg.TempDir == "" {
-		if dir, err := os.MkdirTemp(sharedMemory, "watchbot-"); err == nil {
-			spill, err := os.MkdirTemp("", "watchbot-")
-			if err != nil {
-				os.RemoveAll(dir)
-				return fmt.Errorf("create the jobs' directory: %w", err)
-			}
-			r.workDir, r.spillDir = dir, spill
-			r.slots.dir = dir
-			return nil
-		}
+	if r.http != nil {
+		return nil
 	}
-	dir, err := os.MkdirTemp(r.cfg.TempDir, "watchbot-")
+	log := r.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dirs, err := openWorkDirs(r.cfg.TempDir, sharedMemory, os.TempDir(), log)
 	if err != nil {
-		return fmt.Errorf("create the jobs' directory: %w", err)
+		return err
 	}
-	r.workDir = dir
-	r.slots.dir = dir
+	r.dirs = dirs
+	r.slots.dir = dirs.work
 	return nil
 }
 
-func (r *runner) removeWorkDirs() {
-	os.RemoveAll(r.workDir)
-	if r.spillDir != "" {
-		os.RemoveAll(r.spillDir)
-	}
-}
+func (r *runner) removeWorkDirs() { r.dirs.remove() }
 
 // writeJobFiles writes the message file, one of the pool's in the work directory, or one of
 // its own in the spill directory when the work directory is full, and leaves it open at its
-// start for the worker's stdin.
+// start for the worker's stdin. When neither takes it, the error says so and names
+// --temp-dir: the job then fails its attempt, as a worker that could not start.
 func (r *runner) writeJobFiles(body string) (*jobFiles, error) {
 	files := r.slotJobFiles()
 	err := files.write(body)
-	if err != nil && r.spillDir != "" {
+	if err != nil && r.dirs.spillParent != "" {
 		files.remove()
-		files = r.newJobFiles(r.spillDir)
+		spill, serr := r.dirs.spillDir()
+		if serr != nil {
+			return nil, fmt.Errorf("write message file: %w; %w (set --temp-dir to a writable volume)", err, serr)
+		}
+		files = r.newJobFiles(spill)
 		err = files.write(body)
 	}
 	if err != nil {

@@ -169,13 +169,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	s.leaser.health = s.health
 	s.runner.dedupe = newDeduper(cfg, deps.Dedupe, deps.Metrics, s.log, deps.Random)
 	s.leaser.dedupe = s.runner.dedupe
-	if err := s.check(ctx); err != nil {
-		return err
-	}
 	if err := s.runner.makeWorkDirs(); err != nil {
 		return err
 	}
 	defer s.runner.removeWorkDirs()
+	if err := s.check(ctx); err != nil {
+		return err
+	}
 	s.runner.baseEnv = os.Environ()
 	s.log.Info("watchbot listening", "queue_url", cfg.QueueURL, "fifo", s.fifo, "concurrency", cfg.Concurrency,
 		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, worker(cfg, s.runner.command))
@@ -212,11 +212,6 @@ func (s *Supervisor) check(ctx context.Context) error {
 	for _, v := range s.cfg.Volumes {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
 			return listenspec.Refuse(listenspec.SettingVolumes, v, "is not a directory")
-		}
-	}
-	if s.cfg.TempDir != "" {
-		if fi, err := os.Stat(s.cfg.TempDir); err != nil || !fi.IsDir() {
-			return listenspec.Refuse("", nil, fmt.Sprintf("temporary directory %q is not a directory", s.cfg.TempDir))
 		}
 	}
 	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"syscall"
 )
 
@@ -24,3 +25,7 @@ func runWorker(context.Context, workerSpec, *slog.Logger) workerRun {
 func signalGroup(int, syscall.Signal) error { return errNotLinux }
 
 func (f *jobFiles) write(string) error { return errNotLinux }
+
+func newWorkDir(string) (string, *os.File, error) { return "", nil, errNotLinux }
+
+func claimGone(string) (*os.File, bool) { return nil, false }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,6 +154,8 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "--queue-url: queue not reachable"},
 		{"no redrive policy", noDLQ, []string{"--queue-url", noDLQ.URL, "--", "true"}, 2, "the queue has no redrive policy"},
 		{"command does not exist", withDLQ, []string{"--queue-url", withDLQ.URL, "--", filepath.Join(dir, "missing.sh")}, 2, "missing.sh"},
+		{"--temp-dir cannot be written", withDLQ, []string{"--queue-url", withDLQ.URL, "--temp-dir", filepath.Join(dir, "missing"), "--", "true"}, 2,
+			fmt.Sprintf("--temp-dir (%q) cannot hold the jobs' files", filepath.Join(dir, "missing"))},
 		{"max attempts above maxReceiveCount", withDLQ, []string{"--queue-url", withDLQ.URL, "--max-attempts", "5", "--", "true"}, 2, "--max-attempts (5) is above the queue's maxReceiveCount (3)"},
 	}
 	for _, tt := range tests {
