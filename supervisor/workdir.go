@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -62,6 +63,9 @@ func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*workDirs, error)
 	sweepWorkDirs(shm, log)
 	sweepWorkDirs(tmp, log)
 	dir, owner, shmErr := newWorkDir(shm)
+	if shmErr == nil && filepath.Clean(tmp) == filepath.Clean(shm) {
+		return &workDirs{work: dir, owners: []*os.File{owner}}, nil // TMPDIR=/dev/shm: nowhere to spill
+	}
 	if shmErr == nil {
 		if err := probeDir(tmp); err != nil {
 			log.Warn("the jobs' files are in "+shm+", and a message file that does not fit there fails its attempt: "+
@@ -146,7 +150,7 @@ func sweepWorkDirs(parent string, log *slog.Logger) {
 		if !e.IsDir() || !isWorkDirName(e.Name()) {
 			continue
 		}
-		dir := parent + string(os.PathSeparator) + e.Name()
+		dir := filepath.Join(parent, e.Name())
 		lock, gone := claimGone(dir)
 		if !gone {
 			continue

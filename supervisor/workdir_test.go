@@ -95,6 +95,16 @@ func TestWorkDirsRefused(t *testing.T) {
 			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.dirs.work, r.dirs.spillParent, tmp)
 		}
 	})
+	t.Run("TMPDIR=/dev/shm: no spill", func(t *testing.T) {
+		shm := t.TempDir()
+		r, _, err := workDirsRunner(t, shm, shm+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(r.dirs.work) != shm || r.dirs.spillParent != "" {
+			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.dirs.work, r.dirs.spillParent, shm)
+		}
+	})
 	t.Run("no $TMPDIR: no spill directory is made", func(t *testing.T) {
 		shm := t.TempDir()
 		r, log, err := workDirsRunner(t, shm, missing)
