@@ -45,7 +45,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			logFormatFlag(),
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "log-bodies", Usage: "include message bodies in log lines (off: bodies may hold secrets)"},
-			&cli.StringFlag{Name: "temp-dir", Usage: "writable directory for the jobs' message and result files, tried at start (exit 2 when it cannot take a file)", DefaultText: "/dev/shm, spilling to $TMPDIR; else $TMPDIR"},
+			&cli.StringFlag{Name: "temp-dir", Usage: "writable directory for the jobs' message and result files (checked at start)", DefaultText: "/dev/shm, spilling to $TMPDIR; else $TMPDIR"},
 			&cli.StringFlag{Name: "endpoint-url", Usage: "SQS endpoint, for local emulators", EnvVars: []string{"AWS_ENDPOINT_URL_SQS"}},
 			&cli.StringFlag{Name: "scale-in-protection", Value: app.ProtectAuto, Usage: "protect the ECS task from scale-in while it holds messages: auto, on or off"},
 			durationFlag("scale-in-protection-idle", def.ProtectionIdle, "how long an idle task stays protected after its last message"),
