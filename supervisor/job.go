@@ -220,18 +220,27 @@ func (j *job) detach() {
 // on with the new handle and lease. It reports false when the job's settle has begun (its
 // worker, if it had one, has ended; a retry may have made it visible again), or the loop has
 // decided to hand it back: that delivery is a new attempt, for a new job. The loop alone calls
-// it, so a hand-back the loop decided always comes first.
+// it, so a hand-back the loop decided always comes first. A job given up for a lost lease
+// whose worker was not stopped for it (a batch's, or none yet) is watchbot's again.
 func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Duration) bool {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.settled {
+		j.mu.Unlock()
 		return false
 	}
 	j.receipt = m.ReceiptHandle
 	j.receivedAt = receivedAt
 	j.leaseUntil = receivedAt.Add(lease)
 	j.renewBy(receivedAt.Add(renew))
+	j.mu.Unlock()
 	j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
 		"receive_count", m.Attempt)
+	// The message is watchbot's again: a lease given up for lost no longer stands, unless
+	// it stopped the job's worker already.
+	j.stopMu.Lock()
+	if errors.Is(j.cause, errLeaseLost) && (j.cancel == nil || j.shared) {
+		j.cause = nil
+	}
+	j.stopMu.Unlock()
 	return true
 }

@@ -258,6 +258,9 @@ func (s *Supervisor) giveUp(j *job) { s.lost.post(j) }
 // it: near the 12 h ceiling it is released (keeping what is left of an in-place retry); with
 // its lease lost it is no longer watchbot's and is left alone.
 func (s *Supervisor) dropLost(sched *scheduler, j *job) {
+	if j.stopped() == nil {
+		return // delivered again since it was given up (takeOver): watchbot's again
+	}
 	found, wait, behind := sched.drop(j, time.Now())
 	if !found {
 		return // in a run: the run settles it by its cause

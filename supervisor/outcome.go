@@ -60,7 +60,7 @@ const (
 	actRelease                    // visibility 0: visible again at once
 	actDeadLetter                 // send to the DLQ (or log, with no DLQ), then delete
 	actRedrive                    // visibility 0 on the last receive: the redrive policy moves it
-	actAbandon                    // touch nothing: someone else holds the message now
+	actAbandon                    // the lease is lost: released if watchbot holds it still, else left alone
 	actRetryInPlace               // FIFO: keep it, leased, and run it again after Delay
 	actHold                       // FIFO: keep it behind a message of its group retried in place
 )

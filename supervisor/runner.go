@@ -472,6 +472,14 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 		}
 		log.Error("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
 	case actAbandon:
+		// Given up for lost, the lease may be watchbot's still: a renewal that SQS took
+		// late, or a new delivery taken over. Released, the message comes back at once
+		// rather than when that lease ends; a receipt that someone else's receive replaced
+		// is refused and changes nothing.
+		if err := r.acks.changeVisibility(dl.receipt, 0); err == nil {
+			log.Warn("message released: its lease was given up for lost, but watchbot still held it", "reason", o.Reason)
+			return returned
+		}
 		log.Warn("message left alone", "reason", o.Reason)
 		return returned
 	}
