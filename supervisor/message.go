@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,10 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
-
-// maxEnvMessage is the largest body placed in the Message variable. Linux limits one
-// environment string to 128 KiB; larger bodies are read from WATCHBOT_MESSAGE_FILE or stdin.
-const maxEnvMessage = 64 * 1024
 
 // message is a received SQS message as the worker sees it.
 type message struct {
@@ -112,73 +106,3 @@ func epochMillis(s string) time.Time {
 	}
 	return time.UnixMilli(ms).UTC()
 }
-
-// jobEnv is what a worker's environment is built from, beyond the message itself.
-type jobEnv struct {
-	// Attempt is the attempt number: the receive count, plus the runs watchbot gave the
-	// message in place on a FIFO queue.
-	Attempt     int
-	QueueURL    string
-	MaxAttempts int
-	MessageFile string
-	ResultFile  string
-	Deadline    time.Time // zero: none
-}
-
-// buildEnv returns the worker's variables (docs/worker-contract.md), to be appended to
-// the supervisor's own environment. Values never pass through a shell.
-func buildEnv(m message, j jobEnv) []string {
-	env := []string{
-		"MessageId=" + m.ID,
-		"ApproximateReceiveCount=" + strconv.Itoa(m.Attempt),
-		"WATCHBOT_MESSAGE_FILE=" + j.MessageFile,
-		"WATCHBOT_RESULT_FILE=" + j.ResultFile,
-		"WATCHBOT_ATTEMPT=" + strconv.Itoa(j.Attempt),
-		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(j.MaxAttempts),
-		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
-	}
-	if len(m.Body) <= maxEnvMessage && envSafe(m.Body) {
-		env = append(env, "Message="+m.Body)
-	}
-	if m.Subject != "" && envSafe(m.Subject) {
-		env = append(env, "Subject="+m.Subject)
-	}
-	if !m.SentAt.IsZero() {
-		env = append(env, "SentTimestamp="+m.SentAt.Format(time.RFC3339Nano))
-	}
-	if !m.FirstReceive.IsZero() {
-		env = append(env, "ApproximateFirstReceiveTimestamp="+m.FirstReceive.Format(time.RFC3339Nano))
-	}
-	if !j.Deadline.IsZero() {
-		env = append(env, "WATCHBOT_DEADLINE="+j.Deadline.UTC().Format(time.RFC3339))
-	}
-	if m.GroupID != "" {
-		env = append(env, "WATCHBOT_GROUP_ID="+m.GroupID)
-	}
-	// Names that differ only in case or punctuation map to one variable: the first name in
-	// byte order wins, so the worker sees the same value on every delivery.
-	seen := map[string]bool{}
-	for _, name := range slices.Sorted(maps.Keys(m.Attributes)) {
-		v, key := m.Attributes[name], "WATCHBOT_ATTR_"+envName(name)
-		if seen[key] || !envSafe(v) || len(v) > maxEnvMessage {
-			continue
-		}
-		seen[key] = true
-		env = append(env, key+"="+v)
-	}
-	return env
-}
-
-// envName upper-cases an attribute name and replaces every non-alphanumeric byte with _.
-func envName(name string) string {
-	b := []byte(strings.ToUpper(name))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
-
-// envSafe reports whether s can be an environment value (no NUL byte).
-func envSafe(s string) bool { return !strings.ContainsRune(s, 0) }
