@@ -53,60 +53,69 @@ func TestHungRenewalAtRedelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inBubble(t, "TestHungRenewalAtRedelivery/"+tc.name, 60*time.Second, func(t *testing.T) {
-				r := newChaosRig(t, false, 5)
-				if tc.batch {
-					r.cfg.Concurrency, r.cfg.BatchSize = 2, 2
-				}
-				r.took = func(body string) time.Duration {
-					if body == "A" || body == "Z" {
-						return time.Second
+				hungRenewalAtRedelivery(t, tc.batch, tc.hung, tc.handedBack, func(r *chaosRig) {
+					for _, s := range tc.sends {
+						time.Sleep(s.at - time.Since(t0Bubble))
+						r.send(s.bodies...)
 					}
-					return 300 * time.Second
-				}
-				r.sqs.setPlan(func(op string, bodies []string) fault {
-					if !strings.HasPrefix(op, "ChangeMessageVisibility") || time.Since(t0Bubble) >= 30*time.Second {
-						return fault{}
-					}
-					for _, b := range bodies {
-						if slices.Contains(tc.hung, b) {
-							return fault{hang: true}
-						}
-					}
-					return fault{}
 				})
-				stop := r.start(Deps{})
-				for _, s := range tc.sends {
-					time.Sleep(s.at - time.Since(t0Bubble))
-					r.send(s.bodies...)
-				}
-				time.Sleep(45*time.Second - time.Since(t0Bubble))
-				r.send("Z")
-				time.Sleep(20 * time.Second)
-				if !received(r, "Z") {
-					t.Errorf("Z, sent at 45 s, not received by 65 s: the supervisor stopped receiving\n%s", r.logs)
-				}
-				if n := receives(r, "Y"); n < 2 {
-					t.Errorf("Y received %d times: the test did not reach the moment it is about\n%s", n, r.logs)
-				}
-				for _, b := range tc.handedBack {
-					// A third receive would mean the new delivery was dropped with the old job
-					// and came back when its lease lapsed.
-					if n := receives(r, b); n != 2 {
-						t.Errorf("%s received %d times by 65 s, want 2\n%s", b, n, r.logs)
-					}
-				}
-				took, err := stop()
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-				if limit := r.cfg.ShutdownTimeout + r.cfg.KillGrace + 2*time.Second; took > limit {
-					t.Errorf("stop took %v, want at most %v", took, limit)
-				}
-				if twice := r.ranTwice(); len(twice) > 0 {
-					t.Errorf("ran twice at once: %v", twice)
-				}
 			})
 		})
+	}
+}
+
+// hungRenewalAtRedelivery runs one case: renewals of the hung bodies hang until t=30 s, sends
+// sends the messages, Z is sent at 45 s and must be received by 65 s, and the stop must end
+// in its window.
+func hungRenewalAtRedelivery(t *testing.T, batch bool, hung, handedBack []string, sends func(*chaosRig)) {
+	r := newChaosRig(t, false, 5)
+	if batch {
+		r.cfg.Concurrency, r.cfg.BatchSize = 2, 2
+	}
+	r.took = func(body string) time.Duration {
+		if body == "A" || body == "Z" {
+			return time.Second
+		}
+		return 300 * time.Second
+	}
+	r.sqs.setPlan(func(op string, bodies []string) fault {
+		if !strings.HasPrefix(op, "ChangeMessageVisibility") || time.Since(t0Bubble) >= 30*time.Second {
+			return fault{}
+		}
+		for _, b := range bodies {
+			if slices.Contains(hung, b) {
+				return fault{hang: true}
+			}
+		}
+		return fault{}
+	})
+	stop := r.start(Deps{})
+	sends(r)
+	time.Sleep(45*time.Second - time.Since(t0Bubble))
+	r.send("Z")
+	time.Sleep(20 * time.Second)
+	if !received(r, "Z") {
+		t.Errorf("Z, sent at 45 s, not received by 65 s: the supervisor stopped receiving\n%s", r.logs)
+	}
+	if n := receives(r, "Y"); n < 2 {
+		t.Errorf("Y received %d times: the test did not reach the moment it is about\n%s", n, r.logs)
+	}
+	for _, b := range handedBack {
+		// A third receive would mean the new delivery was dropped with the old job and came
+		// back when its lease lapsed.
+		if n := receives(r, b); n != 2 {
+			t.Errorf("%s received %d times by 65 s, want 2\n%s", b, n, r.logs)
+		}
+	}
+	took, err := stop()
+	if err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if limit := r.cfg.ShutdownTimeout + r.cfg.KillGrace + 2*time.Second; took > limit {
+		t.Errorf("stop took %v, want at most %v", took, limit)
+	}
+	if twice := r.ranTwice(); len(twice) > 0 {
+		t.Errorf("ran twice at once: %v", twice)
 	}
 }
 

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -76,63 +77,15 @@ func TestInterleavings(t *testing.T) {
 	}
 }
 
-// interleave runs one seed.
+// interleave runs one seed: the supervisor under faults, stopped at a random time, then a
+// fault-free one draining the queue.
 func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) {
 	rng := seedRand(seed)
-	r := newChaosRig(t, mode == "fifo", 3)
-	cfg := &r.cfg
-	cfg.Concurrency = 1 + rng.IntN(3)
-	if mode == "batch" {
-		cfg.BatchSize = 2 + rng.IntN(3)
-		cfg.BatchWindow = time.Duration(rng.IntN(3)) * time.Second
-	}
-	// A hung call ends with its timeout: the default, or a short one, which retries renewals
-	// more often. Either way the releases after the drain window end in time.
-	if rng.IntN(2) == 0 {
-		cfg.AckTimeout = time.Duration(300+rng.IntN(1000)) * time.Millisecond
-	}
-	cfg.ShutdownTimeout = time.Duration(5+rng.IntN(16)) * time.Second
-	cfg.KillGrace = time.Duration(1+rng.IntN(3)) * time.Second
-	cfg.Backoff = backoff.Exponential{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.None}
-	var deps Deps
-	if mode == "dedupe" {
-		cfg.Dedupe = DedupeConfig{Table: "fake", Key: dedupe.MessageIDKey}
-		deps.Dedupe = newFakeDedupe()
-	}
-	kinds := map[string]string{}
-	r.took = func(body string) time.Duration {
-		ms, _ := strconv.Atoi(strings.Fields(body)[2])
-		return time.Duration(ms) * time.Millisecond
-	}
-	r.exit = func(body string) int {
-		return map[string]int{"ok": 0, "fail": 1, "reject": 3, "release": 4}[strings.Fields(body)[1]]
-	}
+	r, deps := chaosSetup(t, rng, mode)
+	events, kinds := chaosEvents(rng)
 	r.sqs.setPlan(chaosPlan(rng))
-
-	type event struct {
-		at   time.Duration
-		body string // "" is the stop
-	}
-	var events []event
-	for i := range 6 + rng.IntN(11) {
-		kind := "ok"
-		switch k := rng.IntN(20); {
-		case k < 2:
-			kind = "fail"
-		case k < 4:
-			kind = "reject"
-		case k < 5:
-			kind = "release"
-		}
-		body := fmt.Sprintf("%c%d %s %d", 'a'+rune(rng.IntN(3)), i, kind, 200+rng.IntN(60_000))
-		kinds[body] = kind
-		events = append(events, event{at: time.Duration(rng.IntN(40_000)) * time.Millisecond, body: body})
-	}
-	stopAt := time.Duration(5_000+rng.IntN(80_000)) * time.Millisecond
-	events = append(events, event{at: stopAt})
-	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
-
 	stop := r.start(deps)
+	cfg := r.cfg
 	var late []string // sent after the stop: for the drain
 	stopped := false
 	for _, e := range events {
@@ -140,11 +93,12 @@ func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) 
 		switch {
 		case e.body == "":
 			stopped = true
-			took, err := stopWithin(t, stop, cfg.ShutdownTimeout+cfg.KillGrace+2*time.Second)
+			limit := cfg.ShutdownTimeout + cfg.KillGrace + 2*time.Second
+			took, err := stopWithin(t, stop, limit)
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			if limit := cfg.ShutdownTimeout + cfg.KillGrace + 2*time.Second; took > limit {
+			if took > limit {
 				t.Errorf("stop took %v, want at most %v (--shutdown-timeout %v + --kill-grace %v + 2 s)\n%s",
 					took, limit, cfg.ShutdownTimeout, cfg.KillGrace, r.logs)
 			}
@@ -169,8 +123,77 @@ func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) 
 	stats.redeliveries.Add(int64(redeliveries))
 	stats.hangs.Add(int64(hangs))
 	stats.lost.Add(int64(lost))
+	chaosDrain(t, r, deps, late, kinds)
+}
 
-	// Leases lapse; a fault-free supervisor then drains the queue.
+// chaosSetup builds a seed's rig: its mode, slots, batch, timeouts and backoff.
+func chaosSetup(t *testing.T, rng *rand.Rand, mode string) (*chaosRig, Deps) {
+	r := newChaosRig(t, mode == "fifo", 3)
+	cfg := &r.cfg
+	cfg.Concurrency = 1 + rng.IntN(3)
+	if mode == "batch" {
+		cfg.BatchSize = 2 + rng.IntN(3)
+		cfg.BatchWindow = time.Duration(rng.IntN(3)) * time.Second
+	}
+	// A hung call ends with its timeout: the default, or a short one, which retries renewals
+	// more often. Either way the releases after the drain window end in time.
+	if rng.IntN(2) == 0 {
+		cfg.AckTimeout = time.Duration(300+rng.IntN(1000)) * time.Millisecond
+	}
+	cfg.ShutdownTimeout = time.Duration(5+rng.IntN(16)) * time.Second
+	cfg.KillGrace = time.Duration(1+rng.IntN(3)) * time.Second
+	cfg.Backoff = backoff.Exponential{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.None}
+	var deps Deps
+	if mode == "dedupe" {
+		cfg.Dedupe = DedupeConfig{Table: "fake", Key: dedupe.MessageIDKey}
+		deps.Dedupe = newFakeDedupe()
+	}
+	r.took = func(body string) time.Duration {
+		ms, _ := strconv.Atoi(strings.Fields(body)[2])
+		return time.Duration(ms) * time.Millisecond
+	}
+	r.exit = func(body string) int {
+		return map[string]int{"ok": 0, "fail": 1, "reject": 3, "release": 4}[strings.Fields(body)[1]]
+	}
+	return r, deps
+}
+
+// chaosEvent is a message sent at a time, or the stop ("").
+type chaosEvent struct {
+	at   time.Duration
+	body string
+}
+
+// chaosEvents draws a seed's messages ("a3 ok 2500": group, number, what the worker does,
+// how long it runs in ms), when each is sent, and when the stop comes, in time order; and
+// each body's kind.
+func chaosEvents(rng *rand.Rand) ([]chaosEvent, map[string]string) {
+	kinds := map[string]string{}
+	var events []chaosEvent
+	for i := range 6 + rng.IntN(11) {
+		kind := "ok"
+		switch k := rng.IntN(20); {
+		case k < 2:
+			kind = "fail"
+		case k < 4:
+			kind = "reject"
+		case k < 5:
+			kind = "release"
+		}
+		body := fmt.Sprintf("%c%d %s %d", 'a'+rune(rng.IntN(3)), i, kind, 200+rng.IntN(60_000))
+		kinds[body] = kind
+		events = append(events, chaosEvent{at: time.Duration(rng.IntN(40_000)) * time.Millisecond, body: body})
+	}
+	events = append(events, chaosEvent{at: time.Duration(5_000+rng.IntN(80_000)) * time.Millisecond})
+	slices.SortStableFunc(events, func(a, b chaosEvent) int { return int(a.at - b.at) })
+	return events, kinds
+}
+
+// chaosDrain lets every lease lapse, sends what came after the stop, and runs a fault-free
+// supervisor until the queue is empty; then every message must be dead-lettered, or deleted
+// after a successful run.
+func chaosDrain(t *testing.T, r *chaosRig, deps Deps, late []string, kinds map[string]string) {
+	cfg := r.cfg
 	time.Sleep(cfg.VisibilityTimeout + time.Minute)
 	r.send(late...)
 	drain := r.start(deps)
@@ -223,10 +246,7 @@ func stopWithin(t *testing.T, stop func() (time.Duration, error), limit time.Dur
 // during which every renewal hangs and half the deletes do; outside them, a delay on about a
 // third of the calls, a few hung renewals and deletes, and a few answers lost after the call
 // took effect.
-func chaosPlan(rng interface {
-	IntN(int) int
-	Float64() float64
-}) func(op string, bodies []string) fault {
+func chaosPlan(rng *rand.Rand) func(op string, bodies []string) fault {
 	type window struct{ from, to time.Duration }
 	var outages []window
 	for range 1 + rng.IntN(2) {
