@@ -9,25 +9,44 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// outcomeCase is a row of the outcome table's tests.
+type outcomeCase struct {
+	name string
+	in   result
+	want outcome
+}
+
+// outcomeFixtures are the results and outcomes the rows start from.
+func outcomeFixtures() (mid, last, lastBelowRedrive, fifoMid, fifoLast result) {
+	mid = result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	last = result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	lastBelowRedrive = result{Attempt: 3, MaxAttempts: 3, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
+	fifoMid = result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
+	fifoLast = result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
+	return
+}
+
+// with returns r edited.
+func with(r result, edit func(*result)) result { edit(&r); return r }
+
+// unclaimed: the duplicate check kept the message from running with o (claimDecision).
+func unclaimed(r result, o outcome) result { r.End, r.Unclaimed = endUnclaimed, o; return r }
+
+func checkOutcomes(t *testing.T, tests []outcomeCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outcomeFor(tt.in); got != tt.want {
+				t.Fatalf("outcomeFor(%+v)\n got  %+v\n want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestOutcomeFor(t *testing.T) {
-	mid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
-	last := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
-	lastBelowRedrive := result{Attempt: 3, MaxAttempts: 3, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
-	fifoMid := result{Attempt: 2, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
-	fifoLast := result{Attempt: 5, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter, FIFO: true}
-	with := func(r result, edit func(*result)) result { edit(&r); return r }
-	// unclaimed: the duplicate check kept the message from running with o (claimDecision).
-	unclaimed := func(r result, o outcome) result { r.End, r.Unclaimed = endUnclaimed, o; return r }
-	held := outcome{Action: actRetry, Delay: 3 * time.Second, Reason: "its dedupe key is held by b"}
-	checkFailed := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: throttled"}
-	duplicate := outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by a"}
-	keyless := outcome{Action: actDeadLetter, DeadLetter: true, Reason: "no dedupe key"}
+	mid, last, lastBelowRedrive, _, _ := outcomeFixtures()
 	delay := func(s float64) *float64 { return &s }
-	tests := []struct {
-		name string
-		in   result
-		want outcome
-	}{
+	checkOutcomes(t, []outcomeCase{
 		{"exit 0 deletes", with(mid, func(r *result) { r.ExitCode = 0 }),
 			outcome{Action: actDelete, Success: true}},
 		{"exit 0 on the last attempt deletes", with(last, func(r *result) { r.ExitCode = 0 }),
@@ -79,6 +98,18 @@ func TestOutcomeFor(t *testing.T) {
 
 		// Not run: the duplicate check did not claim the message's key (claimDecision). A
 		// retry is a retry, on the last attempt too, without a WorkerError.
+	})
+}
+
+// A message the duplicate check kept from running.
+func TestOutcomeForUnclaimed(t *testing.T) {
+	mid, last, lastBelowRedrive, fifoMid, fifoLast := outcomeFixtures()
+	delay := func(s float64) *float64 { return &s }
+	held := outcome{Action: actRetry, Delay: 3 * time.Second, Reason: "its dedupe key is held by b"}
+	checkFailed := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: throttled"}
+	duplicate := outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by a"}
+	keyless := outcome{Action: actDeadLetter, DeadLetter: true, Reason: "no dedupe key"}
+	checkOutcomes(t, []outcomeCase{
 		{"unclaimed: a held key is retried after its wait", unclaimed(mid, held), held},
 		{"unclaimed: a failed check is retried after the backoff", unclaimed(mid, checkFailed), checkFailed},
 		{"unclaimed: a held key on the last attempt is left to the redrive policy", unclaimed(last, held),
@@ -123,14 +154,7 @@ func TestOutcomeFor(t *testing.T) {
 		{"FIFO: unclaimed, a duplicate is deleted; the group goes on", unclaimed(fifoLast, duplicate), duplicate},
 		{"FIFO: held behind an unclaimed message of its group", unclaimed(fifoMid, outcome{Action: actHold, Reason: "behind"}),
 			outcome{Action: actHold, Reason: "behind"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := outcomeFor(tt.in); got != tt.want {
-				t.Fatalf("outcomeFor(%+v)\n got  %+v\n want %+v", tt.in, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestInGroupOrder(t *testing.T) {
