@@ -144,33 +144,69 @@ func TestSchedulerBatchWindow(t *testing.T) {
 
 // TestSchedulerFIFO walks the per-group rules step by step: each step applies one event and
 // says what must start.
-func TestSchedulerFIFO(t *testing.T) {
-	type step struct {
-		name  string
-		do    func(s *scheduler, st *state) []*job // returns what must go back to SQS
-		at    time.Duration
-		start []string // runs started next, as "a1 a2"
-		back  string   // messages handed back, in order
-		room  int
+// fifoStep is one step of a FIFO scheduling script: an event, then what must start, go back
+// and be left as room.
+type fifoStep struct {
+	name  string
+	do    func(s *scheduler, st *state) []*job // returns what must go back to SQS
+	at    time.Duration
+	start []string // runs started next, as "a1 a2"
+	back  string   // messages handed back, in order
+	room  int
+}
+
+// check runs the step on s and checks its decisions and the scheduler's books.
+func (fs fifoStep) check(t *testing.T, s *scheduler, st *state) {
+	t.Helper()
+	now := t0.Add(fs.at)
+	st.now = now
+	var back []*job
+	if fs.do != nil {
+		back = fs.do(s, st)
 	}
+	runs := s.next(now)
+	for _, r := range runs {
+		st.runs[ids(r)] = r
+	}
+	got := runIDs(runs)
+	if got == nil {
+		got = []string{}
+	}
+	want := fs.start
+	if want == nil {
+		want = []string{}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("%s: runs (-want +got):\n%s", fs.name, diff)
+	}
+	if ids(back) != fs.back {
+		t.Fatalf("%s: handed back %q, want %q", fs.name, ids(back), fs.back)
+	}
+	if fs.room != 0 && s.room() != fs.room {
+		t.Fatalf("%s: room = %d, want %d", fs.name, s.room(), fs.room)
+	}
+	checkBooks(t, s)
+}
+
+func TestSchedulerFIFO(t *testing.T) {
 	tests := []struct {
 		name      string
 		slots     int
 		batchSize int
-		steps     []step
+		steps     []fifoStep
 	}{
-		{"one at a time per group, groups side by side", 4, 1, []step{
+		{"one at a time per group, groups side by side", 4, 1, []fifoStep{
 			{name: "receive", do: add("a1", "a2", "a3", "b1"), start: []string{"a1", "b1"}, room: 2},
 			{name: "a1 done: a2 next, in order", do: fin("a1", done), start: []string{"a2"}, room: 2},
 			{name: "b1 done: group b empty", do: fin("b1", done), room: 3},
 			{name: "a2 done", do: fin("a2", done), start: []string{"a3"}, room: 3},
 		}},
-		{"out-of-order arrival is run in sequence order", 2, 1, []step{
+		{"out-of-order arrival is run in sequence order", 2, 1, []fifoStep{
 			{name: "receive a3 then a1 a2", do: add("a3", "a1", "a2"), start: []string{"a1"}, room: 1},
 			{name: "a1 done", do: fin("a1", done), start: []string{"a2"}},
 			{name: "a2 done", do: fin("a2", done), start: []string{"a3"}},
 		}},
-		{"a retry in place waits without a slot and keeps the group's place", 1, 1, []step{
+		{"a retry in place waits without a slot and keeps the group's place", 1, 1, []fifoStep{
 			{name: "receive", do: add("a1", "a2"), start: []string{"a1"}},
 			{name: "a1 fails: retried in place in 2 s; the slot is free", do: fin("a1", retryAt(t0.Add(2*time.Second))), room: 1},
 			{name: "b1 arrives and runs meanwhile", do: add("b1"), start: []string{"b1"}},
@@ -178,17 +214,17 @@ func TestSchedulerFIFO(t *testing.T) {
 			{name: "a1's delay ends: a1 again, before a2", at: 2 * time.Second, start: []string{"a1"}},
 			{name: "a1 done", at: 3 * time.Second, do: fin("a1", done), start: []string{"a2"}},
 		}},
-		{"a message handed back takes its group's held messages with it", 2, 1, []step{
+		{"a message handed back takes its group's held messages with it", 2, 1, []fifoStep{
 			{name: "receive", do: add("a1", "a2", "a3", "b1"), start: []string{"a1", "b1"}},
 			{name: "a1 released (exit 4)", do: fin("a1", back), back: "a2 a3", room: 1},
 			{name: "b1 done", do: fin("b1", done), room: 2},
 		}},
-		{"batch: a group's messages in order, one batch per group at a time", 2, 10, []step{
+		{"batch: a group's messages in order, one batch per group at a time", 2, 10, []fifoStep{
 			{name: "receive", do: add("a1", "b1", "a2", "a3", "b2"), start: []string{"a1 a2 a3 b1 b2"}},
 			{name: "a2 fails: a3 held behind it; a1, b1, b2 done", do: fin("a1 a2 a3 b1 b2", done, retryAt(t0.Add(time.Second)), heldBehind(false), done, done), room: 10},
 			{name: "a2 a3 come back together, after the delay, in order", at: time.Second, start: []string{"a2 a3"}},
 		}},
-		{"batch: a group split by the batch size waits for the rest", 2, 2, []step{
+		{"batch: a group split by the batch size waits for the rest", 2, 2, []fifoStep{
 			{name: "receive", do: add("a1", "a2", "a3"), start: []string{"a1 a2"}},
 			{name: "b1 arrives: another slot, another group (window 0)", do: add("b1"), start: []string{"b1"}},
 			{name: "a1 a2 done: a3 after them", do: fin("a1 a2", done, done), start: []string{"a3"}},
@@ -199,34 +235,7 @@ func TestSchedulerFIFO(t *testing.T) {
 			s := newScheduler(tt.slots, tt.batchSize, 0, true)
 			st := &state{jobs: map[string]*job{}, runs: map[string][]*job{}}
 			for _, step := range tt.steps {
-				now := t0.Add(step.at)
-				st.now = now
-				var back []*job
-				if step.do != nil {
-					back = step.do(s, st)
-				}
-				runs := s.next(now)
-				for _, r := range runs {
-					st.runs[ids(r)] = r
-				}
-				got := runIDs(runs)
-				if got == nil {
-					got = []string{}
-				}
-				want := step.start
-				if want == nil {
-					want = []string{}
-				}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Fatalf("%s: runs (-want +got):\n%s", step.name, diff)
-				}
-				if ids(back) != step.back {
-					t.Fatalf("%s: handed back %q, want %q", step.name, ids(back), step.back)
-				}
-				if step.room != 0 && s.room() != step.room {
-					t.Fatalf("%s: room = %d, want %d", step.name, s.room(), step.room)
-				}
-				checkBooks(t, s)
+				step.check(t, s, st)
 			}
 		})
 	}
