@@ -418,3 +418,46 @@ func TestREADMEContainer(t *testing.T) {
 		t.Errorf("stopTimeout %v is shorter than --shutdown-timeout + --kill-grace (%v)", stop, cfg.ShutdownTimeout+cfg.KillGrace)
 	}
 }
+
+var (
+	goTestRun   = regexp.MustCompile("go test [^`\\n]*?-run '?\\^?([A-Za-z0-9_|]*)\\$?'?[^`\\n]*?\\./([a-z0-9/]+?)/?(?:[`\\s]|$)")
+	goTestBench = regexp.MustCompile("-bench '?([A-Za-z0-9_]+)'?")
+)
+
+// TestDocsGoTestCommands checks that every `go test -run NAME ./PKG/` the docs give to
+// reproduce a figure names tests (or benchmarks) that exist in that package.
+func TestDocsGoTestCommands(t *testing.T) {
+	n := 0
+	for p, text := range docPages(t) {
+		for _, m := range goTestRun.FindAllStringSubmatch(text, -1) {
+			names := strings.Split(m[1], "|")
+			if b := goTestBench.FindStringSubmatch(m[0]); b != nil {
+				names = []string{"Benchmark" + b[1]}
+			} else if m[1] == "" {
+				continue
+			}
+			dir := filepath.Join("../..", m[2])
+			files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+			var src strings.Builder
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src.Write(b)
+			}
+			for _, name := range names {
+				if name == "TestX" {
+					continue // CONTRIBUTING's pattern
+				}
+				n++
+				if !regexp.MustCompile(`\nfunc (Test|Benchmark)?` + name).MatchString(src.String()) {
+					t.Errorf("%s: %s names %s, which is not a test of %s", p, strings.Trim(m[0], "` \n"), name, m[2])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no go test -run command found in the docs")
+	}
+}
