@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/internal/awsenv"
@@ -44,11 +47,20 @@ func explainAWS(err error, queueURL string) error {
 	if queueURL != "" {
 		queue = "queue " + queueURL
 	}
+	// The SDK gives a missing queue this type whichever of its two names SQS answers with
+	// (QueueDoesNotExist, or the query protocol's AWS.SimpleQueueService.NonExistentQueue).
+	var missing *types.QueueDoesNotExist
+	if errors.As(err, &missing) {
+		return usagef("%s does not exist: check its name, account and region in the URL (and --endpoint-url for an emulator)", queue)
+	}
+	// No answer at all: the endpoint is wrong, or nothing listens there. The SDK has retried.
+	var send *smithyhttp.RequestSendError
+	if errors.As(err, &send) {
+		return fmt.Errorf("%s: SQS could not be reached (%v): check --endpoint-url or AWS_ENDPOINT_URL_SQS, the network, and for an emulator that it runs", queue, rootCause(send))
+	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
-		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
-			return usagef("%s does not exist: check its name, account and region in the URL (and --endpoint-url for an emulator)", queue)
 		case "AccessDenied", "AccessDeniedException", "AuthorizationError":
 			return fmt.Errorf("%s: permission denied (%s): grant the credentials in use the SQS actions listed in docs/operator-tools.md#iam-permissions, or use others (AWS_PROFILE)", queue, api.ErrorMessage())
 		case "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken":
@@ -59,6 +71,22 @@ func explainAWS(err error, queueURL string) error {
 		return usagef("%s: no AWS credentials found: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where a role provides them (an emulator takes any, such as test/test)", queue)
 	}
 	return err
+}
+
+// rootCause is the innermost error err wraps, such as "dial tcp 127.0.0.1:9: connect:
+// connection refused" under the SDK's layers of context.
+func rootCause(err error) error {
+	for {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return op
+		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // explained runs action and explains the AWS errors it returns, naming the queue its flags give;

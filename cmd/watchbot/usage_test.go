@@ -26,6 +26,10 @@ func TestMistakes(t *testing.T) {
 	}))
 	defer denied.Close()
 	deniedQueue := denied.URL + "/000000000000/jobs"
+	gone := httptest.NewServer(http.NotFoundHandler())
+	closed := gone.URL
+	gone.Close()
+	unreachable := closed + "/000000000000/jobs"
 
 	creds := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true"}
 	noCreds := map[string]string{"AWS_EC2_METADATA_DISABLED": "true"}
@@ -58,6 +62,9 @@ func TestMistakes(t *testing.T) {
 		{"no queue: status", creds, []string{"status", "--queue-url", missing}, 2, "queue " + missing + " does not exist", ""},
 		{"no queue: send", creds, []string{"send", "--queue-url", missing, "--body", "x"}, 2, "queue " + missing + " does not exist", ""},
 		{"no queue: dead-letter", creds, []string{"dead-letter", "--queue-url", missing, "peek"}, 2, "queue " + missing + " does not exist", ""},
+		// Nothing answers at the endpoint.
+		{"unreachable: status", creds, []string{"status", "--queue-url", unreachable, "--endpoint-url", closed}, 1, "SQS could not be reached (dial tcp " + strings.TrimPrefix(closed, "http://") + ": connect: connection refused): check --endpoint-url", ""},
+		{"unreachable: dead-letter", creds, []string{"dead-letter", "--queue-url", unreachable, "--endpoint-url", closed, "count"}, 1, "SQS could not be reached", ""},
 		// No permission: the command is right, exit 1.
 		{"denied: status", creds, []string{"status", "--queue-url", deniedQueue}, 1, "permission denied", ""},
 		{"denied: dead-letter", creds, []string{"dead-letter", "--queue-url", deniedQueue, "count"}, 1, "permission denied", ""},
