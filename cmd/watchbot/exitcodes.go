@@ -34,7 +34,7 @@ var exitCodes = []struct {
 		var c listenspec.Error
 		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil
 	}},
-	{1, "runtime failure: the queue became unreachable at startup, permission denied, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
+	{1, "runtime failure: the queue became unreachable at startup, SQS could not be reached, permission denied, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
 }
 
 // isDecided matches try's decision code.
