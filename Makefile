@@ -17,11 +17,14 @@ node_modules/.package-lock.json: package-lock.json
 
 ## test: everything CI runs: formatting, vet, the cross-builds, the race-enabled test suite (unit,
 ## emulator, linter), then the fault-injection scenarios on their own, so their load does not
-## starve the others, then the container smoke run
+## starve the others, then the container smoke run, the built binary under env -i, and the demo
+## against its golden transcript
 test: node_modules/.package-lock.json fmt-check vet cross
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container)
 	$(GO) test -race -count=1 -timeout 12m ./internal/testing/scenarios
 	$(MAKE) --no-print-directory smoke-container
+	$(MAKE) --no-print-directory smoke
+	$(MAKE) --no-print-directory demo-golden
 
 ## smoke-container: the static binary run as a container runs it (docs/containers.md): PID 1 of
 ## a new PID namespace, read-only root, a writable /tmp, /dev/shm of 64 MiB, uid 65534, only the
@@ -68,9 +71,9 @@ demo-http: build node_modules/.package-lock.json
 demo-mapreduce: build node_modules/.package-lock.json
 	scripts/demo-mapreduce
 
-## demo-golden: make demo twice from a fresh clone of HEAD (commit first), each transcript compared
-## with scripts/testdata/demo.golden, times, ids and ports masked; about 20 s, apart from make
-## test. scripts/demo-golden -update rewrites the golden file
+## demo-golden: make demo twice from a fresh copy of the checkout, each transcript compared with
+## scripts/testdata/demo.golden, times, ids and ports masked; scripts/demo-golden -update
+## rewrites the golden file
 .PHONY: demo-golden
 demo-golden: node_modules/.package-lock.json
 	scripts/demo-golden
