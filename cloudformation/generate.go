@@ -389,6 +389,7 @@ func (g *generator) task() {
 	if _, set := g.o.Environment["TMPDIR"]; !set {
 		env = append(env, KeyValuePair{Name: "TMPDIR", Value: ScratchPath})
 	}
+	env = append(env, g.o.otelEnvironment(sub(g.name("")))...)
 	for _, t := range Tables(g.o) {
 		if t.Env != "" {
 			env = append(env, KeyValuePair{Name: t.Env, Value: GetAtt(t.LogicalID, "Arn")})

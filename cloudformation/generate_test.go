@@ -109,6 +109,15 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			return o
 		}},
+		// Traces exported to a collector beside watchbot in the task, over gRPC.
+		{name: "tracing", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "thumbs"
+			o.Command = []string{"/app/worker"}
+			o.OTelEndpoint, o.OTelProtocol = "http://localhost:4317", "grpc"
+			o.Environment = map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=production"}
+			return o
+		}},
 		{name: "reduce-dedupe", formats: []Format{YAML, JSON}, opts: func() Options {
 			o := DefaultOptions()
 			o.NamePrefix = "tiles"

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -99,6 +100,61 @@ type Options struct {
 	Reduce bool
 	// Dedupe adds DedupeTable, the table of listen's duplicate suppression (--dedupe-table).
 	Dedupe bool
+	// OTelEndpoint is the OTLP endpoint watchbot exports its traces to (an http or https
+	// URL), set on the container as OTEL_EXPORTER_OTLP_ENDPOINT; empty exports nothing.
+	// OTelProtocol is OTEL_EXPORTER_OTLP_PROTOCOL, one of OTelProtocols. See docs/tracing.md.
+	OTelEndpoint, OTelProtocol string
+}
+
+// OTelProtocols are the OTLP protocols watchbot exports with; the first is the default.
+var OTelProtocols = []string{"http/protobuf", "grpc"}
+
+// otelVariables are the container variables an OTel endpoint sets: --env may not set them
+// too, since the two would disagree.
+var otelVariables = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_EXPORTER"}
+
+// otelEnvironment returns the container variables of the OTel options, or none without an
+// endpoint. The service name defaults to the stack's name prefix unless --env sets one.
+func (o Options) otelEnvironment(serviceName any) []KeyValuePair {
+	if o.OTelEndpoint == "" {
+		return nil
+	}
+	protocol := o.OTelProtocol
+	if protocol == "" {
+		protocol = OTelProtocols[0]
+	}
+	env := []KeyValuePair{
+		{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: o.OTelEndpoint},
+		{Name: "OTEL_EXPORTER_OTLP_PROTOCOL", Value: protocol},
+	}
+	if _, set := o.Environment["OTEL_SERVICE_NAME"]; !set {
+		env = append(env, KeyValuePair{Name: "OTEL_SERVICE_NAME", Value: serviceName})
+	}
+	return env
+}
+
+// validateOTel checks the OTel options: an http(s) URL with a host, a known protocol, and no
+// --env that sets the same variables.
+func (o Options) validateOTel() error {
+	if o.OTelEndpoint == "" {
+		if o.OTelProtocol != "" {
+			return listenspec.Refuse(listenspec.SettingOTelProtocol, o.OTelProtocol, "needs "+listenspec.Ref(listenspec.SettingOTelEndpoint))
+		}
+		return nil
+	}
+	u, err := url.Parse(o.OTelEndpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return listenspec.Refuse(listenspec.SettingOTelEndpoint, o.OTelEndpoint, "must be an http:// or https:// URL with a host, e.g. http://localhost:4318 for a collector beside watchbot")
+	}
+	if o.OTelProtocol != "" && !slices.Contains(OTelProtocols, o.OTelProtocol) {
+		return listenspec.Refuse(listenspec.SettingOTelProtocol, o.OTelProtocol, "must be "+strings.Join(OTelProtocols, " or "))
+	}
+	for _, name := range otelVariables {
+		if _, set := o.Environment[name]; set {
+			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is set by the template itself with "+listenspec.Ref(listenspec.SettingOTelEndpoint))
+		}
+	}
+	return nil
 }
 
 // DefaultOptions returns the options of `watchbot template` without flags. Command is empty
@@ -290,6 +346,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	if err := alarms.ValidateNamespace(o.MetricsNamespace); err != nil {
+		return err
+	}
+	if err := o.validateOTel(); err != nil {
 		return err
 	}
 	for name := range o.Environment {

@@ -82,6 +82,19 @@ func TestValidate(t *testing.T) {
 		{"job duration over 12h", func(o *Options) { o.ExpectedJobDuration = 12*time.Hour + time.Second }, "ExpectedJobDuration (12h0m1s)"},
 		{"namespace AWS", func(o *Options) { o.MetricsNamespace = "AWS/SQS" }, `MetricsNamespace ("AWS/SQS")`},
 		{"namespace empty", func(o *Options) { o.MetricsNamespace = "" }, "MetricsNamespace: must not be empty"},
+		{"otel endpoint ok", func(o *Options) { o.OTelEndpoint = "https://otlp.example.com:4318" }, ""},
+		{"otel endpoint and protocol ok", func(o *Options) { o.OTelEndpoint, o.OTelProtocol = "http://localhost:4317", "grpc" }, ""},
+		{"otel endpoint not a URL", func(o *Options) { o.OTelEndpoint = "localhost:4318" }, `OTelEndpoint ("localhost:4318") must be an http:// or https:// URL`},
+		{"otel endpoint no host", func(o *Options) { o.OTelEndpoint = "http:///v1/traces" }, `OTelEndpoint ("http:///v1/traces") must be an http:// or https:// URL`},
+		{"otel protocol unknown", func(o *Options) { o.OTelEndpoint, o.OTelProtocol = "http://localhost:4318", "http/json" }, `OTelProtocol ("http/json") must be http/protobuf or grpc`},
+		{"otel protocol without endpoint", func(o *Options) { o.OTelProtocol = "grpc" }, `OTelProtocol ("grpc") needs OTelEndpoint`},
+		{"otel env clash", func(o *Options) {
+			o.OTelEndpoint = "http://localhost:4318"
+			o.Environment = map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://other:4318"}
+		}, `Environment ("OTEL_EXPORTER_OTLP_ENDPOINT") is set by the template itself with OTelEndpoint`},
+		{"otel env without endpoint ok", func(o *Options) {
+			o.Environment = map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://other:4318"}
+		}, ""},
 		{"env name", func(o *Options) { o.Environment = map[string]string{"1BAD": "x"} }, `Environment ("1BAD") is not a variable name`},
 		{"env reserved", func(o *Options) { o.Environment = map[string]string{"QueueUrl": "x"} }, `Environment ("QueueUrl") is set by the template itself`},
 		{"env ok", func(o *Options) { o.Environment = map[string]string{"Volumes": "/tmp/work", "TMPDIR": "/tmp/x"} }, ""},

@@ -67,6 +67,8 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingLogRetentionDays:    "--log-retention-days",
 	listenspec.SettingTargetLatency:       "--target-latency",
 	listenspec.SettingExpectedJobDuration: "--expected-job-duration",
+	listenspec.SettingOTelEndpoint:        "--otel-endpoint",
+	listenspec.SettingOTelProtocol:        "--otel-protocol",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

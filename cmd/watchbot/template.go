@@ -55,6 +55,8 @@ func templateCommand() *cli.Command {
 			&cli.StringFlag{Name: "schedule-timezone", Value: d.ScheduleTimezone, Usage: "IANA time `ZONE` the schedules' cron expressions are read in"},
 			&cli.BoolFlag{Name: "reduce", Usage: "add the DynamoDB table of watchbot progress; workers get its ARN in $ProgressTable"},
 			&cli.BoolFlag{Name: "dedupe", Usage: "add a DynamoDB table for duplicate suppression, passed to listen as --dedupe-table"},
+			&cli.StringFlag{Name: "otel-endpoint", Usage: "export traces to the OTLP endpoint `URL` (OTEL_EXPORTER_OTLP_ENDPOINT)"},
+			&cli.StringFlag{Name: "otel-protocol", Usage: "OTLP `PROTOCOL` of --otel-endpoint: " + strings.Join(cloudformation.OTelProtocols, " or "), DefaultText: cloudformation.OTelProtocols[0]},
 		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
@@ -129,6 +131,7 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.ScheduleTimezone = c.String("schedule-timezone")
 	o.Reduce = c.Bool("reduce")
 	o.Dedupe = c.Bool("dedupe")
+	o.OTelEndpoint, o.OTelProtocol = c.String("otel-endpoint"), c.String("otel-protocol")
 	if path := c.String("cron-yaml"); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {

@@ -77,6 +77,8 @@ func TestTemplatesStartListen(t *testing.T) {
 		{"scheduled tasks", []string{"--fifo", "--schedule", "tick=rate(5 minutes),path=/tick", "--cron-yaml", cronYAML, "--schedule-timezone", "Europe/Paris"},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
+		{"traces to a collector", []string{"--otel-endpoint", "http://localhost:4318", "--otel-protocol", "http/protobuf"},
+			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"duplicate suppression", []string{"--dedupe"},
 			func(c *supervisor.Config) {
@@ -259,13 +261,17 @@ func parseCommand(cmd *cli.Command, args []string) error {
 }
 
 // resolve turns a template value into what the container sees: the queue's URL for the
-// queue's Ref, a region for AWS::Region, a state table's name and ARN for its Ref and Arn.
+// queue's Ref, a region for AWS::Region, a state table's name and ARN for its Ref and Arn,
+// the stack's name for a name built from it.
 func resolve(t *testing.T, v any) string {
 	t.Helper()
 	switch v := v.(type) {
 	case string:
 		return v
 	case map[string]any:
+		if s, ok := v["Fn::Sub"].(string); ok && !strings.Contains(strings.ReplaceAll(s, "${AWS::StackName}", ""), "${") {
+			return strings.ReplaceAll(s, "${AWS::StackName}", "stack")
+		}
 		switch ref := v["Ref"]; ref {
 		case "Queue":
 			return generatedQueueURL

@@ -66,7 +66,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--extra-policy", policy,
 		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m", "--braking-threshold", "5m", "--brake", "off",
 		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s", "--http-addr", "[::1]:9091",
-		"--reduce", "--dedupe",
+		"--reduce", "--dedupe", "--otel-endpoint", "https://otlp.example.com", "--otel-protocol", "grpc",
 		"--", "sh", "-c", "exec /app/orders",
 	)
 	if code != 0 || stdout != "" || stderr != "" {
@@ -85,6 +85,7 @@ func TestTemplateFlags(t *testing.T) {
 	o.LogRetentionDays, o.ShutdownTimeout, o.KillGrace = 90, time.Minute, 10*time.Second
 	o.HTTPAddr = "[::1]:9091"
 	o.Reduce, o.Dedupe = true, true
+	o.OTelEndpoint, o.OTelProtocol = "https://otlp.example.com", "grpc"
 	o.Command = []string{"sh", "-c", "exec /app/orders"}
 	got, err := os.ReadFile(out)
 	if err != nil {
@@ -153,6 +154,10 @@ func TestTemplateBadInput(t *testing.T) {
 		{"max attempts 0", []string{"--max-attempts", "0"}, "--max-attempts (0) must be between 1 and 1000"},
 		{"max attempts 1001", []string{"--max-attempts", "1001"}, "--max-attempts (1001) must be between 1 and 1000"},
 		{"max attempts not a number", []string{"--max-attempts", "ten"}, "max-attempts"},
+		{"otel endpoint not a URL", []string{"--otel-endpoint", "collector:4318"}, `--otel-endpoint ("collector:4318") must be an http:// or https:// URL`},
+		{"otel protocol without endpoint", []string{"--otel-protocol", "grpc"}, `--otel-protocol ("grpc") needs --otel-endpoint`},
+		{"otel variable twice", []string{"--otel-endpoint", "http://localhost:4318", "--env", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
+			`--env ("OTEL_EXPORTER_OTLP_PROTOCOL") is set by the template itself with --otel-endpoint`},
 		{"brake neither on nor off", []string{"--brake", "maybe"}, `--brake ("maybe") must be on or off`},
 		{"visibility over 12h", []string{"--visibility-timeout", "13h"}, "--visibility-timeout (13h0m0s) must be between 1s and 12h"},
 		{"visibility negative", []string{"--visibility-timeout", "-5s"}, "--visibility-timeout (-5s)"},

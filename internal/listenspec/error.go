@@ -76,6 +76,8 @@ const (
 	SettingLogRetentionDays    Setting = "LogRetentionDays"
 	SettingTargetLatency       Setting = "TargetLatency"
 	SettingExpectedJobDuration Setting = "ExpectedJobDuration"
+	SettingOTelEndpoint        Setting = "OTelEndpoint"
+	SettingOTelProtocol        Setting = "OTelProtocol"
 )
 
 // Settings lists every Setting, so the command line can check it names each one.
@@ -91,6 +93,7 @@ var Settings = []Setting{
 	SettingNamePrefix, SettingQueueName, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
+	SettingOTelEndpoint, SettingOTelProtocol,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
