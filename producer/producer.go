@@ -231,6 +231,8 @@ func Batches(msgs []Message) [][2]int {
 type Result struct {
 	MessageID string
 	Err       error
+	// Warning says what was left out of a message sent anyway (its trace context), or "".
+	Warning string
 }
 
 // SendBatch sends msgs (at most sqsspec.MaxBatchEntries) in one SendMessageBatch call and

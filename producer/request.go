@@ -40,6 +40,9 @@ type Request struct {
 	Delay time.Duration
 	// GroupID is the MessageGroupId: required on FIFO queues, refused on standard ones.
 	GroupID string
+	// TraceContext is added to every message's attributes where SQS's limits leave room;
+	// where they do not, the message is sent without it and its Result says so.
+	TraceContext TraceContext
 }
 
 // Validate checks what can be checked without asking SQS.
@@ -100,6 +103,7 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 	}
 	limits := Limits{MaxSize: info.MaximumMessageSize, FIFO: info.FIFO}
 	msgs := make([]Message, len(r.Bodies))
+	warnings := make([]string, len(r.Bodies))
 	var problems []string
 	for i, b := range r.Bodies {
 		m := Message{Body: b.Text, Attributes: r.Attributes, GroupID: r.GroupID, Delay: r.Delay}
@@ -109,13 +113,16 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 		if err := Check(m, limits); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", b.Source, err))
 		}
-		msgs[i] = m
+		msgs[i], warnings[i] = withTraceContext(m, r.TraceContext, limits)
 	}
 	if len(problems) > 0 {
 		return nil, &InputError{Problems: problems}
 	}
 	results := make([]Result, len(msgs))
-	Send(ctx, api, r.QueueURL, msgs, func(i int, res Result) { results[i] = res })
+	Send(ctx, api, r.QueueURL, msgs, func(i int, res Result) {
+		res.Warning = warnings[i]
+		results[i] = res
+	})
 	return results, nil
 }
 
