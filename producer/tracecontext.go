@@ -8,12 +8,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // The message attributes that carry the W3C trace context (docs/tracing.md).
 const (
-	TraceParentAttribute = "traceparent"
-	TraceStateAttribute  = "tracestate"
+	TraceParentAttribute = tracing.Traceparent
+	TraceStateAttribute  = tracing.Tracestate
 )
 
 // TraceContext is the W3C trace context a Request hands on to every message it sends: the

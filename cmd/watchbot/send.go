@@ -75,7 +75,11 @@ func sendCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			tr := startSendTrace(c.Context, c.App.ErrWriter, req.QueueURL, len(req.Bodies))
+			req.TraceContext = tr.context
 			results, err := producer.Deliver(c.Context, client, req)
+			tr.end(results, err)
+			warnSentWithout(c.App.ErrWriter, req, results)
 			var bad *producer.InputError
 			if errors.As(err, &bad) {
 				for _, p := range bad.Problems {
@@ -100,6 +104,30 @@ func sendCommand() *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// warnSentWithout reports the messages sent without part of their trace context, one line
+// per reason: the bodies of one send share their attributes, so one reason usually covers
+// them all.
+func warnSentWithout(stderr io.Writer, req producer.Request, results []producer.Result) {
+	var reasons []string
+	sources := map[string][]string{}
+	for i, r := range results {
+		if r.Warning == "" || r.Err != nil {
+			continue
+		}
+		if _, seen := sources[r.Warning]; !seen {
+			reasons = append(reasons, r.Warning)
+		}
+		sources[r.Warning] = append(sources[r.Warning], req.Bodies[i].Source)
+	}
+	for _, w := range reasons {
+		who := sources[w][0]
+		if n := len(sources[w]); n > 1 {
+			who = fmt.Sprintf("%d messages (%s, …)", n, who)
+		}
+		fmt.Fprintf(stderr, "watchbot: warning: %s: %s\n", who, w)
 	}
 }
 
