@@ -62,38 +62,16 @@ type acker struct {
 
 	health *Health // told of each call, so a hung one shows
 	in     chan ackOp
-	// hard ends when the stop's last moment has come (cutoff): every call under way then,
-	// and every later one, ends with it.
-	hard      context.Context
-	endHard   context.CancelFunc
-	cutMu     sync.Mutex
-	cutAt     time.Time
-	cut       *time.Timer
+	// cut ends every call under way at a stop's last moment, and every later one.
+	cut       *cutoff
 	flights   runPool // batch calls under way
 	stopped   chan struct{}
 	closeOnce sync.Once
 }
 
 func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker {
-	hard, endHard := context.WithCancel(context.Background())
 	return &acker{api: api, queueURL: queueURL, linger: linger, urgentLinger: min(linger, urgentLinger), timeout: timeout,
-		in: make(chan ackOp), stopped: make(chan struct{}), hard: hard, endHard: endHard}
-}
-
-// cutoff makes every call end by at, those under way and those to come: a stop gives its
-// drain, and the releases that follow it, until then, so that watchbot exits in time
-// whatever SQS does. A message whose release did not go out is visible again when its
-// lease ends. The earliest cutoff counts.
-func (a *acker) cutoff(at time.Time) {
-	a.cutMu.Lock()
-	defer a.cutMu.Unlock()
-	if a.cut != nil {
-		if !at.Before(a.cutAt) {
-			return
-		}
-		a.cut.Stop()
-	}
-	a.cutAt, a.cut = at, time.AfterFunc(time.Until(at), a.endHard)
+		in: make(chan ackOp), stopped: make(chan struct{})}
 }
 
 // submit queues an op and returns where its result arrives.
@@ -127,7 +105,7 @@ func (a *acker) run(ctx context.Context) {
 	defer close(a.stopped)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	defer context.AfterFunc(a.hard, cancel)()
+	defer a.cut.cuts(cancel)()
 	var pending [2][]ackOp
 	var timer *time.Timer
 	var fire <-chan time.Time
@@ -184,11 +162,6 @@ func (a *acker) run(ctx context.Context) {
 func (a *acker) close() {
 	a.closeOnce.Do(func() { close(a.in) })
 	<-a.stopped
-	a.cutMu.Lock()
-	if a.cut != nil {
-		a.cut.Stop()
-	}
-	a.cutMu.Unlock()
 }
 
 // send sends one batch of ops of one kind and answers each op on its own. An entry that

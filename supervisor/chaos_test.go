@@ -46,8 +46,9 @@ type faultySQS struct {
 	mu        sync.Mutex
 	plan      func(op string, bodies []string) fault
 	byReceipt map[string]string // receipt handle -> body
-	// hangs and lostAnswers count the faults injected; hungRenewals the renewals hanging now.
-	hangs, lostAnswers, hungRenewals int
+	// hangs and lostAnswers count the faults injected, hungSends the dead-letter sends among
+	// the hangs; hungRenewals the renewals hanging now.
+	hangs, hungSends, lostAnswers, hungRenewals int
 	// lastReceipt is each body's latest receipt handle, settling the handles a delete or a
 	// visibility change other than a renewal was sent for; lapsed counts the deliveries of a
 	// message whose previous receipt was never settled (its lease lapsed while watchbot held
@@ -107,6 +108,9 @@ func (f *faultySQS) around(ctx context.Context, op string, handles []*string, ca
 	}
 	if ft.hang {
 		f.hangs++
+		if op == "SendMessage" {
+			f.hungSends++
+		}
 	}
 	if ft.lost {
 		f.lostAnswers++

@@ -108,6 +108,9 @@ type deduper struct {
 	metrics alarms.Recorder
 	log     *slog.Logger
 	random  func() float64
+	// cut ends the table's calls at a stop's last moment: a claim cut short is a claim that
+	// failed, a completion or release cut short one that did not go out.
+	cut *cutoff
 
 	// mu guards claims, those of the messages of the runs under way, and the error log's state.
 	mu        sync.Mutex
@@ -236,7 +239,7 @@ func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
 	}
 	owner := d.instance + "/" + j.msg.ID + "/" + strconv.FormatUint(d.seq.Add(1), 10)
 	until := time.Now().Add(d.lease)
-	callCtx, cancel := context.WithTimeout(ctx, dedupeCallTimeout)
+	callCtx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
 	c, err := d.api.Claim(callCtx, key, owner, until)
 	cancel()
 	now := time.Now()
@@ -348,7 +351,7 @@ func (d *deduper) finish(ctx context.Context, jobs []*job, outs []outcome) {
 
 // settle completes or releases one claim.
 func (d *deduper) settle(ctx context.Context, j *job, c *keyClaim, success bool) {
-	ctx, cancel := context.WithTimeout(ctx, dedupeCallTimeout)
+	ctx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
 	defer cancel()
 	if success {
 		err := d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
@@ -403,7 +406,7 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 	}
 	errs := make([]error, len(exts))
 	inParallel(len(exts), func(i int) {
-		ctx, cancel := context.WithTimeout(context.Background(), dedupeCallTimeout)
+		ctx, cancel := d.cut.bound(context.Background(), dedupeCallTimeout)
 		defer cancel()
 		errs[i] = d.api.Extend(ctx, exts[i].c.key, exts[i].c.owner, exts[i].until)
 	})

@@ -33,9 +33,13 @@ type fakeDedupe struct {
 	// lostAnswers: the next claims write their record, then fail, as a call whose answer
 	// was lost (a timeout).
 	lostAnswers int
-	// hang: claims answer only when their context ends (set before the supervisor starts);
-	// hangExtend: the same for extensions.
+	// hang: claims answer only when their context ends; hangExtend: the same for
+	// extensions; hangIf, when set, says for each claim, extension, completion or release
+	// ("Claim", "Extend", "Complete", "Release") whether it hangs so. hung counts the calls
+	// that hung.
 	hang, hangExtend bool
+	hangIf           func(op string) bool
+	hung             int
 }
 
 type fakeRecord struct {
@@ -48,6 +52,24 @@ var _ DedupeAPI = (*fakeDedupe)(nil)
 
 func newFakeDedupe() *fakeDedupe {
 	return &fakeDedupe{records: map[string]*fakeRecord{}, calls: map[string]int{}}
+}
+
+// hangs makes a call of op that is to hang wait until its context ends, and reports whether
+// it did.
+func (f *fakeDedupe) hangs(ctx context.Context, op string) bool {
+	f.mu.Lock()
+	hang := op == "Claim" && f.hang || op == "Extend" && f.hangExtend || f.hangIf != nil && f.hangIf(op)
+	if hang {
+		f.hung++
+		if op != "Claim" {
+			f.calls[op]++
+		}
+	}
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+	}
+	return hang
 }
 
 // call counts a call and returns the error it fails with.
@@ -107,8 +129,7 @@ func (f *fakeDedupe) Check(context.Context) (dedupe.TTLStatus, error) {
 }
 
 func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error) {
-	if f.hang {
-		<-ctx.Done()
+	if f.hangs(ctx, "Claim") {
 		return dedupe.Claim{}, fmt.Errorf("dedupe claim: %w", context.Cause(ctx))
 	}
 	f.mu.Lock()
@@ -134,15 +155,11 @@ func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil ti
 }
 
 func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.hangExtend {
-		f.calls["Extend"]++
-		f.mu.Unlock()
-		<-ctx.Done()
-		f.mu.Lock()
+	if f.hangs(ctx, "Extend") {
 		return ctx.Err()
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.call("Extend"); err != nil {
 		return err
 	}
@@ -158,7 +175,10 @@ func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil t
 	return nil
 }
 
-func (f *fakeDedupe) Complete(_ context.Context, key, owner string, expiresAt time.Time) error {
+func (f *fakeDedupe) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
+	if f.hangs(ctx, "Complete") {
+		return fmt.Errorf("dedupe complete: %w", ctx.Err())
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Complete"); err != nil {
@@ -172,7 +192,10 @@ func (f *fakeDedupe) Complete(_ context.Context, key, owner string, expiresAt ti
 	return nil
 }
 
-func (f *fakeDedupe) Release(_ context.Context, key, owner string) error {
+func (f *fakeDedupe) Release(ctx context.Context, key, owner string) error {
+	if f.hangs(ctx, "Release") {
+		return fmt.Errorf("dedupe release: %w", ctx.Err())
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Release"); err != nil {

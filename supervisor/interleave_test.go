@@ -18,9 +18,9 @@ import (
 // The randomized interleaving suite: per seed, the whole supervisor in a testing/synctest
 // bubble against fakesqs that delays every call at random, hangs renewals and deletes (in
 // outages where every renewal hangs, and now and then), loses answers after the call took
-// effect, and so lets leases lapse and SQS deliver held messages again; messages arrive at
-// random times and a stop comes at a random time; the modes are standard, FIFO, batch and
-// dedupe. For every seed:
+// effect, hangs dead-letter sends and (in dedupe mode) the dedupe table's calls, and so lets
+// leases lapse and SQS deliver held messages again; messages arrive at random times and a stop
+// comes at a random time; the modes are standard, FIFO, batch and dedupe. For every seed:
 //   - no deadlock: inBubble reports a frozen bubble, synctest a deadlock through channels,
 //     and a Run that does not return is a failure; each prints every goroutine's stack;
 //   - no message runs twice at the same time;
@@ -41,7 +41,7 @@ var interleaveModes = []string{"standard", "fifo", "batch", "dedupe"}
 
 // interleaveStats are the suite's counts over its seeds.
 type interleaveStats struct {
-	seeds, together, redeliveries, hangs, lost atomic.Int64
+	seeds, together, redeliveries, hangs, hungSends, hungTable, lost atomic.Int64
 }
 
 func TestInterleavings(t *testing.T) {
@@ -69,8 +69,9 @@ func TestInterleavings(t *testing.T) {
 				func(t *testing.T) { interleave(t, seed, mode, &stats) })
 		})
 	}
-	report := fmt.Sprintf("interleavings: %d seeds in %v; %d reached a hung renewal and a redelivery of a lapsed lease together (%d such redeliveries, %d calls hung, %d answers lost)",
-		stats.seeds.Load(), time.Since(began).Round(time.Millisecond), stats.together.Load(), stats.redeliveries.Load(), stats.hangs.Load(), stats.lost.Load())
+	report := fmt.Sprintf("interleavings: %d seeds in %v; %d reached a hung renewal and a redelivery of a lapsed lease together (%d such redeliveries, %d SQS calls hung of which %d dead-letter sends, %d dedupe table calls hung, %d answers lost)",
+		stats.seeds.Load(), time.Since(began).Round(time.Millisecond), stats.together.Load(), stats.redeliveries.Load(), stats.hangs.Load(), stats.hungSends.Load(),
+		stats.hungTable.Load(), stats.lost.Load())
 	t.Log(report)
 	if os.Getenv("WATCHBOT_SEEDS") != "" {
 		fmt.Println(report)
@@ -83,7 +84,14 @@ func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) 
 	rng := seedRand(seed)
 	r, deps := chaosSetup(t, rng, mode)
 	events, kinds := chaosEvents(rng)
-	r.sqs.setPlan(chaosPlan(rng))
+	outages := chaosOutages(rng, events)
+	r.sqs.setPlan(chaosPlan(rng, outages))
+	db, _ := deps.Dedupe.(*fakeDedupe)
+	if db != nil {
+		db.mu.Lock()
+		db.hangIf = tablePlan(seedRand(seed^0x5bd1e995), outages)
+		db.mu.Unlock()
+	}
 	stop := r.start(deps)
 	cfg := r.cfg
 	var late []string // sent after the stop: for the drain
@@ -112,16 +120,25 @@ func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) 
 		t.Errorf("ran twice at the same time: %v\n%s", twice, r.logs)
 	}
 	r.sqs.mu.Lock()
-	together, redeliveries, hangs, lost := r.sqs.together, r.sqs.lapsed, r.sqs.hangs, r.sqs.lostAnswers
+	together, redeliveries, hangs, hungSends, lost := r.sqs.together, r.sqs.lapsed, r.sqs.hangs, r.sqs.hungSends, r.sqs.lostAnswers
 	r.sqs.setPlanLocked(nil)
 	r.sqs.mu.Unlock()
-	t.Logf("%d redeliveries of a lapsed lease, %d of them while a renewal hung; %d calls hung, %d answers lost", redeliveries, together, hangs, lost)
+	hungTable := 0
+	if db != nil {
+		db.mu.Lock()
+		hungTable, db.hangIf = db.hung, nil
+		db.mu.Unlock()
+	}
+	t.Logf("%d redeliveries of a lapsed lease, %d of them while a renewal hung; %d SQS calls hung of which %d dead-letter sends, %d table calls hung, %d answers lost",
+		redeliveries, together, hangs, hungSends, hungTable, lost)
 	stats.seeds.Add(1)
 	if together > 0 {
 		stats.together.Add(1)
 	}
 	stats.redeliveries.Add(int64(redeliveries))
 	stats.hangs.Add(int64(hangs))
+	stats.hungSends.Add(int64(hungSends))
+	stats.hungTable.Add(int64(hungTable))
 	stats.lost.Add(int64(lost))
 	chaosDrain(t, r, deps, late, kinds)
 }
@@ -242,35 +259,68 @@ func stopWithin(t *testing.T, stop func() (time.Duration, error), limit time.Dur
 	}
 }
 
-// chaosPlan returns a plan of faults drawn from rng: one or two outages in the first minute,
-// during which every renewal hangs and half the deletes do; outside them, a delay on about a
-// third of the calls, a few hung renewals and deletes, and a few answers lost after the call
-// took effect.
-func chaosPlan(rng *rand.Rand) func(op string, bodies []string) fault {
-	type window struct{ from, to time.Duration }
-	var outages []window
+// chaosOutage is a time window, from the bubble's start, in which faults come thick.
+type chaosOutage struct{ from, to time.Duration }
+
+// chaosOutages draws one or two outages in the first minute, and, one time in two, one from
+// the stop on, so that what the drain sends at its end hangs.
+func chaosOutages(rng *rand.Rand, events []chaosEvent) []chaosOutage {
+	var outages []chaosOutage
 	for range 1 + rng.IntN(2) {
 		from := time.Duration(rng.IntN(60)) * time.Second
-		outages = append(outages, window{from, from + time.Duration(15+rng.IntN(25))*time.Second})
+		outages = append(outages, chaosOutage{from, from + time.Duration(15+rng.IntN(25))*time.Second})
 	}
+	if rng.IntN(2) == 0 {
+		for _, e := range events {
+			if e.body == "" {
+				outages = append(outages, chaosOutage{e.at, e.at + time.Hour})
+			}
+		}
+	}
+	return outages
+}
+
+// during reports whether now falls in an outage.
+func during(outages []chaosOutage, now time.Duration) bool {
+	for _, w := range outages {
+		if now >= w.from && now < w.to {
+			return true
+		}
+	}
+	return false
+}
+
+// chaosPlan returns a plan of faults drawn from rng: during an outage every renewal hangs
+// and half the deletes and dead-letter sends do; outside them, a delay on about a third of the
+// calls, a few hung renewals, deletes and dead-letter sends, and a few answers lost after the
+// call took effect.
+func chaosPlan(rng *rand.Rand, outages []chaosOutage) func(op string, bodies []string) fault {
 	return func(op string, _ []string) fault {
-		now := time.Since(t0Bubble)
 		var f fault
 		if rng.Float64() < 0.3 {
 			f.delay = time.Duration(rng.IntN(300)) * time.Millisecond
 		}
-		renewal, del := strings.HasPrefix(op, "ChangeMessageVisibility"), strings.HasPrefix(op, "DeleteMessage")
-		for _, w := range outages {
-			if now >= w.from && now < w.to && (renewal || del && rng.IntN(2) == 0) {
-				f.hang = true
-			}
+		renewal, del, send := strings.HasPrefix(op, "ChangeMessageVisibility"), strings.HasPrefix(op, "DeleteMessage"), op == "SendMessage"
+		if during(outages, time.Since(t0Bubble)) && (renewal || (del || send) && rng.IntN(2) == 0) {
+			f.hang = true
 		}
 		switch p := rng.Float64(); {
-		case (renewal && p < 0.05) || (del && p < 0.03):
+		case (renewal && p < 0.05) || (del && p < 0.03) || (send && p < 0.1):
 			f.hang = true
 		case op == "ReceiveMessage" && p < 0.02, op != "ReceiveMessage" && p < 0.05:
 			f.lost = true
 		}
 		return f
+	}
+}
+
+// tablePlan returns which of the dedupe table's calls hang, drawn from rng: half of them
+// during the outages, and a few outside.
+func tablePlan(rng *rand.Rand, outages []chaosOutage) func(op string) bool {
+	return func(string) bool {
+		if during(outages, time.Since(t0Bubble)) {
+			return rng.IntN(2) == 0
+		}
+		return rng.Float64() < 0.05
 	}
 }

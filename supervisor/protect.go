@@ -120,6 +120,9 @@ type protector struct {
 	// counts as idle, so it stops renewing and its task is unprotected within the idle hold
 	// after the next renewal was due, however long it stays stuck.
 	healthy func() bool
+	// cut ends a call to the agent at a stop's last moment, the last unprotect's included:
+	// protection left on lapses by itself when it expires.
+	cut *cutoff
 
 	st         protection
 	lastErrLog time.Time
@@ -172,7 +175,7 @@ func (p *protector) run(ctx context.Context) {
 
 // call makes one call to the agent and books its outcome.
 func (p *protector) call(ctx context.Context, enable bool) {
-	ctx, cancel := context.WithTimeout(ctx, protectCallTimeout)
+	ctx, cancel := p.cut.bound(ctx, protectCallTimeout)
 	defer cancel()
 	now := time.Now()
 	p.st.lastCall = now

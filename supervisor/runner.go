@@ -26,6 +26,7 @@ type runner struct {
 
 	api     sqsAPI
 	acks    *acker
+	cut     *cutoff // ends the dead-letter sends at a stop's last moment
 	brake   *brake
 	metrics alarms.Recorder
 	log     *slog.Logger

@@ -219,6 +219,7 @@ func (r *runner) setVisibility(dl delivery, log *slog.Logger, delay time.Duratio
 // attributes and watchbot's to the dead-letter queue. The caller deletes it from the source
 // only when this returns nil. On a FIFO dead-letter queue the message keeps its group id, and
 // its message id is the deduplication id, so a send retried after a lost answer is stored once.
+// A send still under way at a stop's last moment fails, and the message stays in the queue.
 func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 	m := j.msg
 	cause := dlqattr.Cause{Reason: reason, SourceQueue: r.cfg.QueueURL, Attempts: j.attempt, Lineage: dlqattr.Lineage{
@@ -243,7 +244,7 @@ func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 		in.MessageGroupId = aws.String(group)
 		in.MessageDeduplicationId = aws.String(m.ID)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout)
+	ctx, cancel := r.cut.bound(context.WithoutCancel(ctx), r.cfg.AckTimeout)
 	defer cancel()
 	if _, err := r.api.SendMessage(ctx, in); err != nil {
 		return fmt.Errorf("send to dead-letter queue: %w", err)

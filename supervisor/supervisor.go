@@ -78,7 +78,9 @@ type Supervisor struct {
 	random  func() float64
 	fifo    bool
 
-	acks      *acker
+	acks *acker
+	// cut is the stop's last moment, which every call to SQS and DynamoDB obeys.
+	cut       *cutoff
 	leaser    *leaser
 	runner    *runner
 	load      *Load
@@ -148,26 +150,29 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		deps.Health = NewHealth()
 	}
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, load: deps.Load, health: deps.Health,
-		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{})}
+		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{}), cut: newCutoff()}
 	if deps.Protection != nil {
 		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
 			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random,
-			healthy: func() bool { ok, _ := s.health.Check(time.Now()); return ok }}
+			healthy: func() bool { ok, _ := s.health.Check(time.Now()); return ok }, cut: s.cut}
 	}
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
-	s.acks.health = s.health
+	s.acks.health, s.acks.cut = s.health, s.cut
 	slots := cfg.Concurrency
 	if cfg.Once {
 		slots = 1
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
-	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn}
+	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut}
 	if cfg.HTTP.URL != "" {
 		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
 	}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp)
 	s.leaser.health = s.health
 	s.runner.dedupe = newDeduper(cfg, deps.Dedupe, deps.Metrics, s.log, deps.Random)
+	if s.runner.dedupe != nil {
+		s.runner.dedupe.cut = s.cut
+	}
 	s.leaser.dedupe = s.runner.dedupe
 	if err := s.runner.makeWorkDirs(); err != nil {
 		return err
@@ -328,7 +333,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	}
 	aborted := false
 	if ctx.Err() != nil {
-		s.acks.cutoff(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
+		s.cut.set(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
 	}
 	window := time.NewTimer(s.cfg.ShutdownTimeout)
 	defer window.Stop()
@@ -348,7 +353,7 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	}
 	if aborted {
 		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
-		s.acks.cutoff(time.Now().Add(releaseSlack))
+		s.cut.set(time.Now().Add(releaseSlack))
 		stopJobs(errSecond)
 		stopPolls()
 		for _, j := range s.leaser.list() {
@@ -368,8 +373,8 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 }
 
 // releaseSlack is how long after its drain window and --kill-grace a stop waits for SQS to
-// take the releases of the messages it held: every SQS call ends by then (acker.cutoff), so a
-// stop ends within --shutdown-timeout + --kill-grace + 2 s whatever SQS does.
+// take the releases of the messages it held: every call to SQS and DynamoDB ends by then
+// (cutoff), so a stop ends within --shutdown-timeout + --kill-grace + 2 s whatever SQS and DynamoDB do.
 const releaseSlack = 1500 * time.Millisecond
 
 // shutdown stops what outlives the loop, in order: the heartbeat (so no renewal follows a
@@ -386,6 +391,7 @@ func (s *Supervisor) shutdown(stopHeartbeat context.CancelFunc, heartbeat, owned
 		s.handBacks.Wait()
 		s.acks.close()
 		owned.Wait()
+		s.cut.release()
 	})
 }
 
