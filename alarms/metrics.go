@@ -80,8 +80,8 @@ var Metrics = []MetricDefinition{
 }
 
 // Diagnostics are recorded like the metrics above but served only on listen's Prometheus
-// endpoint (--http-addr), never published: they say where the receive loop's time goes,
-// which no alarm watches. Their values are seconds.
+// endpoint (--http-addr), never published: they say where the receive loop's time goes, or
+// count what no alarm watches. The durations' values are seconds.
 const (
 	// ReceiveDuration is how long each receive took: its long poll and the SDK's retries.
 	ReceiveDuration Metric = "ReceiveDuration"
@@ -91,10 +91,13 @@ const (
 	// LeaseExtensionDuration is how long each extension of a short receive lease took, which
 	// the receive loop also waits for.
 	LeaseExtensionDuration Metric = "LeaseExtensionDuration"
+	// TraceContextMalformed counts trace context carriers (a traceparent message attribute,
+	// an AWSTraceHeader) that were present but could not be read, and were ignored.
+	TraceContextMalformed Metric = "TraceContextMalformed"
 )
 
 // Diagnostics lists the diagnostic metrics.
-var Diagnostics = []Metric{ReceiveDuration, RetriedReceiveDuration, LeaseExtensionDuration}
+var Diagnostics = []Metric{ReceiveDuration, RetriedReceiveDuration, LeaseExtensionDuration, TraceContextMalformed}
 
 // Lookup returns the definition of m.
 func Lookup(m Metric) (MetricDefinition, bool) {

@@ -28,6 +28,7 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: ScaleInProtectionErrors, Name: "watchbot_scale_in_protection_errors_total", Type: "counter", Help: "Failed calls to the ECS agent's task scale-in protection endpoint."},
 	{Metric: DuplicatesSkipped, Name: "watchbot_duplicates_skipped_total", Type: "counter", Help: "Messages deleted without running: a run had completed their dedupe key."},
 	{Metric: DedupeErrors, Name: "watchbot_dedupe_errors_total", Type: "counter", Help: "Failed calls to the dedupe table."},
+	{Metric: TraceContextMalformed, Name: "watchbot_trace_context_malformed_total", Type: "counter", Help: "Malformed traceparent or AWSTraceHeader carriers, ignored."},
 	{Metric: WorkerDuration, Name: "watchbot_worker_duration_seconds", Type: "histogram", Help: "Wall-clock time of each worker run."},
 	{Metric: MessageAge, Name: "watchbot_message_age_seconds", Type: "histogram", Help: "Time from a message's send to the start of its worker."},
 	{Metric: ReceiveDuration, Name: "watchbot_receive_duration_seconds", Type: "histogram", Help: "Time each receive took, its long poll and the SDK's retries included."},

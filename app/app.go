@@ -22,6 +22,7 @@ import (
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -94,8 +95,42 @@ func Run(ctx context.Context, o Options) error {
 	if prom != nil {
 		metrics = alarms.Tee(metrics, prom)
 	}
+	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,
-		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB})
+		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer})
+}
+
+// flushSpans returns the function that flushes the spans still queued once the supervisor has
+// drained. The flush ends with the drain's window: window after ctx ended (the stop), so
+// exporting never holds the process past the time its stop allows; the spans it cannot send
+// by then are dropped.
+func flushSpans(ctx context.Context, shutdown func(context.Context) error, window time.Duration, log *slog.Logger) func() {
+	var stoppedAt time.Time
+	var mu sync.Mutex
+	stopWatching := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		stoppedAt = time.Now()
+		mu.Unlock()
+	})
+	return func() {
+		stopWatching()
+		mu.Lock()
+		at := stoppedAt
+		mu.Unlock()
+		if at.IsZero() {
+			at = time.Now() // the supervisor ended on its own (--once, an error): the window starts now
+		}
+		deadline := at.Add(window)
+		fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		if err := shutdown(fctx); err != nil {
+			log.Warn("spans not exported before the drain's window ended", "error", err)
+		}
+	}
 }
 
 // startMetrics starts the publisher, sampling load's gauges and the dead-letter queue's

@@ -15,8 +15,12 @@ import (
 	"strings"
 	"time"
 
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // HTTPWorker configures an HTTP worker (--http-worker): each message is POSTed to URL, as
@@ -184,6 +188,7 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 	if err != nil {
 		return workerRun{End: endSpawnError, Err: err, Duration: time.Since(start)}, nil
 	}
+	tracing.InjectHeaders(ctx, header)
 	req.Header = header
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -207,6 +212,9 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 			run.End = endTimedOut
 		}
 		return run, nil
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	}
 	directives := w.directives(jobs, batch, resp, answer)
 	switch code := resp.StatusCode; {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // job is one message held by the supervisor, from its receive until it is settled: where it
@@ -28,7 +30,7 @@ type job struct {
 	// claimed (dedupe.go), which space its claims as attempts would; written by its runs.
 	dedupeWaits int
 
-	// stopMu guards cause and cancel. cause is the first reason the heartbeat gave to stop
+	// stopMu guards cause, cancel and span. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one
 	// does. In batch mode a lost lease does not stop the shared worker: the message alone is
 	// abandoned when the batch settles.
@@ -36,6 +38,8 @@ type job struct {
 	cause  error
 	cancel context.CancelCauseFunc
 	shared bool // the worker runs other messages too
+	// span is the recording span of the run the job is part of, for the heartbeat's events.
+	span trace.Span
 
 	// mu guards the fields below. It is held only while they are read or written, never
 	// across an SQS call, a channel send or a wait: a renewal reads the receipt, calls SQS

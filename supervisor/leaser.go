@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -62,7 +63,7 @@ func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *l
 func (l *leaser) newJob(m message, receivedAt time.Time, log *slog.Logger) *job {
 	lease, renew := l.received()
 	j := &job{msg: m, attempt: m.Attempt, receipt: m.ReceiptHandle, receivedAt: receivedAt,
-		leaseUntil: receivedAt.Add(lease), log: log.With("message_id", m.ID)}
+		leaseUntil: receivedAt.Add(lease), log: log.With(append([]any{"message_id", m.ID}, m.Trace.LogAttrs()...)...)}
 	j.renewBy(receivedAt.Add(renew))
 	return j
 }
@@ -371,14 +372,17 @@ func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
 	case r.stopped: // stopped when the answer was overdue
 	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
+		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))
 		l.stop(j, errLeaseLost)
 	case retry < minRetryGap:
 		j.log.Error("stopping job: SQS cannot be reached to renew its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
 			"error", err, "lease_lapses_in", lapsesIn.Round(time.Millisecond).String())
+		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))
 		l.stop(j, errLeaseLost)
 	default:
 		j.log.Warn("lease renewal failed; retrying", "error", err, "retry_in", retry.Round(time.Millisecond).String(),
 			"lease_lapses_in", lapsesIn.Round(time.Second).String())
+		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))
 	}
 	if r.round.pending--; r.round.pending == 0 && l.dedupe != nil && len(r.round.renewed) > 0 {
 		// The table's calls take up to their own timeout: in a goroutine of their own, so

@@ -225,6 +225,7 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 	for _, m := range msgs {
 		s.runner.metrics.Add(alarms.MessageReceives, 1)
 		msg := parseMessage(m)
+		noteTrace(msg, s.log, s.runner.metrics)
 		lease, renew := s.leaser.received()
 		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, lease, renew) {
 			continue

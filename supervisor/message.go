@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // message is a received SQS message as the worker sees it.
@@ -33,6 +35,12 @@ type message struct {
 	GroupID  string
 	DedupID  string
 	Sequence string
+	// TraceHeader is the AWSTraceHeader system attribute (X-Ray's), "" if absent.
+	TraceHeader string
+	// Trace is the message's trace context (tracing.Extract); TraceMalformed the carriers
+	// that were present but could not be read.
+	Trace          tracing.Remote
+	TraceMalformed []tracing.Malformed
 }
 
 // parseMessage turns an SQS message into a message. It never fails: a body that is not an
@@ -57,6 +65,7 @@ func parseMessage(m types.Message) message {
 	msg.GroupID = sys[string(types.MessageSystemAttributeNameMessageGroupId)]
 	msg.DedupID = sys[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
 	msg.Sequence = sys[string(types.MessageSystemAttributeNameSequenceNumber)]
+	msg.TraceHeader = sys[string(types.MessageSystemAttributeNameAWSTraceHeader)]
 	for name, v := range m.MessageAttributes {
 		if v.StringValue != nil && !strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
 			msg.Attributes[name] = *v.StringValue
@@ -71,6 +80,7 @@ func parseMessage(m types.Message) message {
 			}
 		}
 	}
+	msg.Trace, _, msg.TraceMalformed = tracing.Extract(msg.Attributes, msg.TraceHeader)
 	return msg
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // runner runs workers: one path for one message or a batch. It writes the message file,
@@ -37,6 +38,9 @@ type runner struct {
 	http *httpWorker
 	// dedupe, when set, claims each message's key before it runs (--dedupe-table).
 	dedupe *deduper
+	// tracer starts each run's span (nil or disabled: none); queueName names the spans.
+	tracer    *tracing.Provider
+	queueName string
 
 	// dirs hold the jobs' message and result files (nil for an HTTP worker); jobSeq names
 	// those of a spill.
@@ -51,6 +55,7 @@ type runner struct {
 // before the messages are settled, so its slot can serve another run while their acks go
 // out. It returns how each job left the run (disps[i] is jobs[i]'s), for the scheduler.
 func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Duration)) []disposition {
+	ctx, span := r.startSpan(ctx, jobs)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a := r.attempt(runCtx, cancel, jobs)
@@ -73,7 +78,9 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		outs = inGroupOrder(groups, outs)
 	}
 	r.dedupe.finish(ctx, jobs, outs)
-	return r.settleRun(ctx, jobs, outs, decided, attrs)
+	disps := r.settleRun(ctx, jobs, outs, decided, attrs)
+	r.endSpan(span, jobs, results, outs)
+	return disps
 }
 
 // attempt is what one run of the worker found for each message of a run (results[i],

@@ -13,6 +13,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
@@ -93,6 +96,7 @@ func (r *runner) settleAs(ctx context.Context, j *job, o outcome, leaving bool, 
 				"reason", o.Reason, "retry_in_seconds", sqsspec.Seconds(delay), "waits", j.dedupeWaits)
 			return disposition{keep: true, at: time.Now().Add(delay)}
 		}
+		recordRetryDelay(ctx, j, delay)
 		log.Info("message will be retried in place: watchbot keeps it, and its group's later messages, leased",
 			"reason", o.Reason, "retry_in_seconds", sqsspec.Seconds(delay))
 		return disposition{keep: true, at: time.Now().Add(delay), attempt: true}
@@ -122,15 +126,19 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 			log.Warn("message deleted", "reason", o.Reason)
 		}
 	case actRetry:
-		r.setVisibility(dl, log, r.delay(o, j.attempt), "message will be retried", o.Reason)
+		delay := r.delay(o, j.attempt)
+		recordRetryDelay(ctx, j, delay)
+		r.setVisibility(dl, log, delay, "message will be retried", o.Reason)
 		return returned
 	case actRelease:
 		r.setVisibility(dl, log, 0, "message released", o.Reason)
 		return returned
 	case actRedrive:
+		spanEvent(ctx, "dead-letter", semconv.MessagingMessageID(j.msg.ID), attrReason.String(o.Reason), attribute.String("watchbot.dead_letter.by", "redrive policy"))
 		r.setVisibility(dl, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
 		return returned
 	case actDeadLetter:
+		spanEvent(ctx, "dead-letter", semconv.MessagingMessageID(j.msg.ID), attrReason.String(o.Reason), attribute.String("watchbot.dead_letter.by", "watchbot"))
 		if r.dlqURL == "" {
 			if err := r.acks.delete(j.receipt, r.fifo); err != nil {
 				return r.failed(j, log, o, err, "delete failed")
@@ -235,6 +243,12 @@ func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 		QueueUrl:          aws.String(r.dlqURL),
 		MessageBody:       aws.String(m.Raw),
 		MessageAttributes: attrs,
+	}
+	if m.TraceHeader != "" {
+		// The copy keeps X-Ray's context as it keeps the W3C attributes, so the trace goes on
+		// when it is replayed.
+		in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+			string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)}}
 	}
 	if strings.HasSuffix(r.dlqURL, ".fifo") {
 		group := m.GroupID

@@ -21,6 +21,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // sqsAPI is the part of the SQS client the supervisor calls.
@@ -62,6 +63,9 @@ type Deps struct {
 	// Dedupe, when set, is the table of duplicate suppression (cfg.Dedupe): each message's
 	// key is claimed there before it runs. It goes with cfg.Dedupe.Table; nil is off.
 	Dedupe DedupeAPI
+	// Tracer, when enabled, records a span per run (docs/tracing.md); nil records none. The
+	// worker receives the message's trace context either way.
+	Tracer *tracing.Provider
 
 	// spawn stands in for runWorker in tests; nil runs real processes.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
@@ -163,7 +167,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		slots = 1
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
-	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut}
+	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut,
+		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL)}
 	if cfg.HTTP.URL != "" {
 		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
 	}

@@ -120,7 +120,9 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		for k, v := range m.Attributes {
 			sm.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 		}
-		jobs[i] = &job{msg: parseMessage(sm), attempt: attempt, log: log.With("message_id", id)}
+		msg := parseMessage(sm)
+		noteTrace(msg, log, alarms.Discard)
+		jobs[i] = &job{msg: msg, attempt: attempt, log: log.With(append([]any{"message_id", id}, msg.Trace.LogAttrs()...)...)}
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // runWorker writes the message file for jobs, runs the worker with the environment of the
@@ -52,7 +53,7 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	}
 	r.starting(jobs)
 	run := r.spawn(ctx, workerSpec{
-		Command: r.command, Env: append(slices.Clip(r.baseEnv), r.env(jobs, *files, deadline)...),
+		Command: r.command, Env: slices.Concat(r.baseEnv, r.env(jobs, *files, deadline), tracing.Env(ctx)),
 		StdinPath: files.message, Stdin: files.stdin,
 		MaxDuration: r.cfg.MaxJobDuration, KillGrace: r.cfg.KillGrace,
 		Started: func(pgid int) {

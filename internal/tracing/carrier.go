@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -44,29 +45,53 @@ type Malformed struct {
 	Err     error
 }
 
-// Extract returns ctx with a message's context: the first valid of the W3C traceparent /
-// tracestate (and baggage) message attributes, and X-Ray's AWSTraceHeader system attribute
-// converted to W3C. attrs are the message's String attributes (an SNS envelope's included);
+// Remote is a message's context, kept with the message until its run: the producer's span
+// context and baggage. The zero Remote is no context.
+type Remote struct {
+	Span    trace.SpanContext
+	Baggage baggage.Baggage
+}
+
+// Valid reports whether r has a span context to continue.
+func (r Remote) Valid() bool { return r.Span.IsValid() }
+
+// Context returns ctx carrying r as its remote parent and its baggage.
+func (r Remote) Context(ctx context.Context) context.Context {
+	if r.Baggage.Len() > 0 {
+		ctx = baggage.ContextWithBaggage(ctx, r.Baggage)
+	}
+	if r.Span.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, r.Span)
+	}
+	return ctx
+}
+
+// LogAttrs returns r's trace_id and span_id as slog arguments for Logger.With, or nil.
+func (r Remote) LogAttrs() []any { return spanLogAttrs(r.Span) }
+
+// Extract returns a message's context: the first valid of the W3C traceparent / tracestate
+// (and baggage) message attributes, and X-Ray's AWSTraceHeader system attribute converted to
+// W3C. attrs are the message's String attributes (an SNS envelope's included);
 // awsTraceHeader is the system attribute, "" if absent. The carriers that were present but
 // malformed are returned so that the caller can log and count them; they never fail the
 // message.
-func Extract(ctx context.Context, attrs map[string]string, awsTraceHeader string) (context.Context, Source, []Malformed) {
+func Extract(attrs map[string]string, awsTraceHeader string) (Remote, Source, []Malformed) {
 	var bad []Malformed
 	if tp, ok := attrs[Traceparent]; ok {
-		out := w3c.Extract(ctx, propagation.MapCarrier(attrs))
-		if trace.SpanContextFromContext(out).IsValid() {
-			return out, SourceTraceparent, nil
+		ctx := w3c.Extract(context.Background(), propagation.MapCarrier(attrs))
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			return Remote{Span: sc, Baggage: baggage.FromContext(ctx)}, SourceTraceparent, nil
 		}
 		bad = append(bad, Malformed{Carrier: Traceparent, Value: tp, Err: errors.New("not a W3C traceparent")})
 	}
 	if awsTraceHeader != "" {
 		sc, err := ParseXRay(awsTraceHeader)
 		if err == nil {
-			return trace.ContextWithRemoteSpanContext(ctx, sc), SourceXRay, bad
+			return Remote{Span: sc}, SourceXRay, bad
 		}
 		bad = append(bad, Malformed{Carrier: AWSTraceHeader, Value: awsTraceHeader, Err: err})
 	}
-	return ctx, SourceNone, bad
+	return Remote{}, SourceNone, bad
 }
 
 // ParseXRay converts X-Ray's trace header, "Root=1-5759e988-bd862e3fe1be46a994272793;
@@ -157,8 +182,9 @@ func FromEnv(ctx context.Context, getenv func(string) string) context.Context {
 
 // LogAttrs returns the trace_id and span_id of ctx's span context as slog arguments for
 // Logger.With, or nil when it has none.
-func LogAttrs(ctx context.Context) []any {
-	sc := trace.SpanContextFromContext(ctx)
+func LogAttrs(ctx context.Context) []any { return spanLogAttrs(trace.SpanContextFromContext(ctx)) }
+
+func spanLogAttrs(sc trace.SpanContext) []any {
 	if !sc.IsValid() {
 		return nil
 	}

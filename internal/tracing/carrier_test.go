@@ -70,8 +70,8 @@ func TestExtract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, src, bad := Extract(context.Background(), tt.attrs, tt.xray)
-			sc := trace.SpanContextFromContext(ctx)
+			r, src, bad := Extract(tt.attrs, tt.xray)
+			sc := trace.SpanContextFromContext(r.Context(context.Background()))
 			if src != tt.source {
 				t.Errorf("source %q, want %q", src, tt.source)
 			}
@@ -90,7 +90,8 @@ func TestExtract(t *testing.T) {
 }
 
 func TestCarriersRoundTrip(t *testing.T) {
-	ctx, _, _ := Extract(context.Background(), map[string]string{Traceparent: producerTP, Tracestate: "vendor=x", Baggage: "user=42"}, "")
+	r, _, _ := Extract(map[string]string{Traceparent: producerTP, Tracestate: "vendor=x", Baggage: "user=42"}, "")
+	ctx := r.Context(context.Background())
 	env := Env(ctx)
 	want := []string{"TRACEPARENT=" + producerTP, "TRACESTATE=vendor=x", "BAGGAGE=user=42"}
 	if !slices.Equal(env, want) {
@@ -146,7 +147,8 @@ func TestReadSetting(t *testing.T) {
 }
 
 func TestDisabledProviderStartsNothing(t *testing.T) {
-	ctx, _, _ := Extract(context.Background(), map[string]string{Traceparent: producerTP}, "")
+	r, _, _ := Extract(map[string]string{Traceparent: producerTP}, "")
+	ctx := r.Context(context.Background())
 	var p Provider
 	out, span := p.Start(ctx, "process q")
 	if span.IsRecording() || span.SpanContext().SpanID().String() != "00f067aa0ba902b7" || out != ctx {
@@ -161,8 +163,8 @@ func FuzzExtract(f *testing.F) {
 	f.Add("00-zz", "", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=;Sampled=1")
 	f.Add("", ",,=", "Root=;;;=")
 	f.Fuzz(func(t *testing.T, tp, ts, xray string) {
-		ctx, src, bad := Extract(context.Background(), map[string]string{Traceparent: tp, Tracestate: ts}, xray)
-		sc := trace.SpanContextFromContext(ctx)
+		r, src, bad := Extract(map[string]string{Traceparent: tp, Tracestate: ts}, xray)
+		sc := r.Span
 		if (src != SourceNone) != sc.IsValid() {
 			t.Fatalf("source %q but span context valid %v", src, sc.IsValid())
 		}
@@ -174,6 +176,6 @@ func FuzzExtract(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		Env(ctx)
+		Env(r.Context(context.Background()))
 	})
 }
