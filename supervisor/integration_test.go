@@ -23,6 +23,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // harness runs the supervisor against the emulator for one test.
@@ -35,6 +36,7 @@ type harness struct {
 	logs    *testenv.Buffer
 	dir     string     // scratch directory for worker scripts and their traces
 	level   slog.Level // of the supervisor's log, Info unless a test lowers it
+	tracer  *tracing.Provider
 }
 
 func newHarness(t *testing.T, qo testenv.QueueOptions) *harness {
@@ -72,7 +74,7 @@ func (h *harness) start(cfg Config) (stop func() error) {
 	h.t.Helper()
 	return testenv.Run(h.t, "supervisor", 60*time.Second, func(ctx context.Context) error {
 		log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: h.level}))
-		return Run(ctx, cfg, Deps{SQS: h.c, Logger: log, Metrics: h.metrics})
+		return Run(ctx, cfg, Deps{SQS: h.c, Logger: log, Metrics: h.metrics, Tracer: h.tracer})
 	}, h.logs.String)
 }
 
