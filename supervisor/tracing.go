@@ -22,8 +22,8 @@ const (
 	attrAttempt    = attribute.Key("watchbot.attempt")
 	attrOutcome    = attribute.Key("watchbot.outcome")
 	attrReason     = attribute.Key("watchbot.reason")
-	attrRetryDelay = attribute.Key("watchbot.retry_delay_ms")
-	attrQueueWait  = attribute.Key("watchbot.queue_wait_ms")
+	attrRetryDelay = attribute.Key("watchbot.retry_delay") // seconds
+	attrQueueWait  = attribute.Key("watchbot.queue_wait")  // seconds
 	attrExitCode   = attribute.Key("watchbot.exit_code")
 	attrSignal     = attribute.Key("watchbot.signal")
 )
@@ -73,7 +73,7 @@ func (r *runner) startSpan(ctx context.Context, jobs []*job) (context.Context, t
 			attrs = append(attrs, semconv.MessagingMessageConversationID(m.GroupID))
 		}
 		if !m.SentAt.IsZero() {
-			attrs = append(attrs, attrQueueWait.Int64(time.Since(m.SentAt).Milliseconds()))
+			attrs = append(attrs, attrQueueWait.Float64(time.Since(m.SentAt).Seconds()))
 		}
 	}
 	ctx, span := r.tracer.Start(ctx, "process "+r.queueName, append(opts, trace.WithAttributes(attrs...))...)
@@ -144,8 +144,8 @@ func spanEvent(ctx context.Context, name string, attrs ...attribute.KeyValue) {
 // recordRetryDelay notes on the run's span how long a retry of message j waits.
 func recordRetryDelay(ctx context.Context, j *job, delay time.Duration) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("retry", trace.WithAttributes(semconv.MessagingMessageID(j.msg.ID), attrRetryDelay.Int64(delay.Milliseconds())))
-		span.SetAttributes(attrRetryDelay.Int64(delay.Milliseconds()))
+		span.AddEvent("retry", trace.WithAttributes(semconv.MessagingMessageID(j.msg.ID), attrRetryDelay.Float64(delay.Seconds())))
+		span.SetAttributes(attrRetryDelay.Float64(delay.Seconds()))
 	}
 }
 

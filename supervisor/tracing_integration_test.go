@@ -100,8 +100,8 @@ func TestTraceContinuesTheProducersTrace(t *testing.T) {
 			t.Errorf("attribute %s = %q, want %q", k, got, v)
 		}
 	}
-	if s.Attr("watchbot.queue_wait_ms") == "" {
-		t.Error("no watchbot.queue_wait_ms")
+	if s.Attr("watchbot.queue_wait") == "" {
+		t.Error("no watchbot.queue_wait")
 	}
 	if s.Resource["service.name"] != "jobs-worker" {
 		t.Errorf("service.name = %q, want OTEL_SERVICE_NAME's", s.Resource["service.name"])
@@ -147,8 +147,8 @@ func TestTraceOneSpanPerAttempt(t *testing.T) {
 	if !slices.Equal(attempts, []string{"1", "2", "3"}) || !slices.Equal(outcomes, []string{"retry", "retry", "redrive"}) {
 		t.Fatalf("attempts %v outcomes %v, want 1 2 3 and retry retry redrive", attempts, outcomes)
 	}
-	if spans[0].Attr("watchbot.retry_delay_ms") != "1000" || spans[0].Attr("watchbot.exit_code") != "1" {
-		t.Errorf("first attempt: retry delay %q exit code %q, want 1000 and 1", spans[0].Attr("watchbot.retry_delay_ms"), spans[0].Attr("watchbot.exit_code"))
+	if spans[0].Attr("watchbot.retry_delay") != "1" || spans[0].Attr("watchbot.exit_code") != "1" {
+		t.Errorf("first attempt: retry delay %q exit code %q, want 1 and 1", spans[0].Attr("watchbot.retry_delay"), spans[0].Attr("watchbot.exit_code"))
 	}
 	if !hasEvent(spans[2], "dead-letter") {
 		t.Errorf("the last attempt's span has no dead-letter event: %v", spans[2].Span.GetEvents())
