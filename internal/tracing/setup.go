@@ -117,3 +117,12 @@ func Setup(ctx context.Context, serviceDefault string, log *slog.Logger) (*Provi
 	log.Info("tracing on", "protocol", s.Protocol, "endpoint", s.Endpoint)
 	return &Provider{tracer: tp.Tracer("github.com/watchbot/watchbot")}, tp.Shutdown, nil
 }
+
+// NewProvider returns a Provider that starts its spans from tp: for tests, which record spans
+// in memory, and callers that build their own SDK. A nil tp records nothing.
+func NewProvider(tp trace.TracerProvider) *Provider {
+	if tp == nil {
+		return &Provider{}
+	}
+	return &Provider{tracer: tp.Tracer("github.com/watchbot/watchbot")}
+}
