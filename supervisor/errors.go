@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
 )
@@ -10,7 +11,16 @@ import (
 // ErrAborted is returned by Run when a second stop request ended the drain at once.
 var ErrAborted = errors.New("stopped at once by a second signal")
 
-// commandError is the startup error of a worker command that cannot be run.
-func commandError(command string, err error) error {
-	return listenspec.Refuse("", nil, fmt.Sprintf("worker command %q: %v", command, unwrapExec(err)))
+// resolveCommand finds the worker command's program as starting it would, and returns the
+// command with the program's path: listen and try refuse a command that cannot be run before
+// any message is received or run.
+func resolveCommand(command []string) ([]string, error) {
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		if e, ok := errors.AsType[*exec.Error](err); ok {
+			err = e.Err
+		}
+		return nil, listenspec.Refuse("", nil, fmt.Sprintf("worker command %q: %v", command[0], err))
+	}
+	return append([]string{path}, command[1:]...), nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -213,11 +212,11 @@ func worker(cfg Config, command []string) slog.Attr {
 func (s *Supervisor) check(ctx context.Context) error {
 	r := s.runner
 	if s.cfg.HTTP.URL == "" {
-		path, err := exec.LookPath(s.cfg.Command[0])
+		command, err := resolveCommand(s.cfg.Command)
 		if err != nil {
-			return commandError(s.cfg.Command[0], err)
+			return err
 		}
-		r.command = append([]string{path}, s.cfg.Command[1:]...)
+		r.command = command
 	}
 	for _, v := range s.cfg.Volumes {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
@@ -282,14 +281,6 @@ const noSuchQueueReason = "does not exist in this account and region"
 func noSuchQueue(err error) bool {
 	var missing *types.QueueDoesNotExist
 	return errors.As(err, &missing)
-}
-
-func unwrapExec(err error) error {
-	var e *exec.Error
-	if errors.As(err, &e) {
-		return e.Err
-	}
-	return err
 }
 
 // run starts the acknowledger, the heartbeat, the receive loop and the loop, waits for a

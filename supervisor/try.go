@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"time"
@@ -91,11 +90,11 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 	if cfg.HTTP.URL != "" {
 		return nil, listenspec.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
 	}
-	path, err := exec.LookPath(cfg.Command[0])
+	command, err := resolveCommand(cfg.Command)
 	if err != nil {
-		return nil, commandError(cfg.Command[0], err)
+		return nil, err
 	}
-	r := &runner{cfg: cfg, command: append([]string{path}, cfg.Command[1:]...), maxAttempts: cfg.MaxAttempts,
+	r := &runner{cfg: cfg, command: command, maxAttempts: cfg.MaxAttempts,
 		maxReceiveCount: cfg.MaxAttempts, metrics: alarms.Discard, log: log,
 		random: rand.Float64, spawn: runWorker}
 	if err := r.makeWorkDirs(); err != nil {
