@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,18 +81,18 @@ var scheduleNamePattern = regexp.MustCompile(`^[0-9A-Za-z._-]{1,64}$`)
 func ParseSchedule(s string) (Schedule, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok {
-		return Schedule{}, fmt.Errorf("--schedule %q: expected NAME=EXPR[,path=/PATH][,body=BODY]", s)
+		return Schedule{}, &ScheduleError{Task: strconv.Quote(s), Reason: "expected NAME=EXPR[,path=/PATH][,body=BODY]"}
 	}
 	end := strings.Index(rest, ")")
 	if end < 0 {
-		return Schedule{}, fmt.Errorf("--schedule %s: %q is not a rate(...) or cron(...) expression", name, rest)
+		return Schedule{}, &ScheduleError{Task: name, Reason: fmt.Sprintf("%q is not a rate(...) or cron(...) expression", rest)}
 	}
 	sc := Schedule{Name: name, Expression: rest[:end+1]}
 	rest = rest[end+1:]
 	for rest != "" {
 		opt, ok := strings.CutPrefix(rest, ",")
 		if !ok {
-			return Schedule{}, fmt.Errorf("--schedule %s: unexpected %q after the expression: expected ,path=/PATH or ,body=BODY", name, rest)
+			return Schedule{}, &ScheduleError{Task: name, Reason: fmt.Sprintf("unexpected %q after the expression: expected ,path=/PATH or ,body=BODY", rest)}
 		}
 		switch {
 		case strings.HasPrefix(opt, "body="):
@@ -103,25 +104,57 @@ func ParseSchedule(s string) (Schedule, error) {
 				rest = "," + after
 			}
 		default:
-			return Schedule{}, fmt.Errorf("--schedule %s: unknown option %q: expected path=/PATH or body=BODY", name, opt)
+			return Schedule{}, &ScheduleError{Task: name, Reason: fmt.Sprintf("unknown option %q: expected path=/PATH or body=BODY", opt)}
 		}
 	}
 	return sc, sc.check()
 }
 
+// ScheduleError is a schedule that the template cannot hold, named by Task: its name, or,
+// quoted, the value given when it has no valid name. The command line says where the schedule
+// came from (Render).
+type ScheduleError struct {
+	Task string
+	// Reason says what is wrong; other settings appear in it as listenspec.Ref placeholders.
+	Reason string
+	// Err is the expression's own error, if that is what is wrong.
+	Err error
+}
+
+// Error renders e with the settings' own names.
+func (e *ScheduleError) Error() string {
+	return e.Render(func(s listenspec.Setting) string { return string(s) })
+}
+
+// Unwrap returns the expression's error, if any.
+func (e *ScheduleError) Unwrap() error { return e.Err }
+
+// Render writes e as "SCHEDULES TASK: REASON[: ERR]", with name giving each setting's name as
+// the user knows it (--schedule).
+func (e *ScheduleError) Render(name func(listenspec.Setting) string) string {
+	out := name(listenspec.SettingSchedules) + " " + e.Task
+	if reason := (listenspec.Error{Reason: e.Reason}).Render(name); reason != "" {
+		out += ": " + reason
+	}
+	if e.Err != nil {
+		out += ": " + e.Err.Error()
+	}
+	return out
+}
+
 // check validates one schedule, naming it.
 func (sc Schedule) check() error {
 	if !scheduleNamePattern.MatchString(sc.Name) {
-		return fmt.Errorf("--schedule %q: the name must be 1 to %d letters, digits, -, _ and .", sc.Name, maxScheduleName)
+		return &ScheduleError{Task: strconv.Quote(sc.Name), Reason: fmt.Sprintf("the name must be 1 to %d letters, digits, -, _ and .", maxScheduleName)}
 	}
 	if err := CheckScheduleExpression(sc.Expression); err != nil {
-		return fmt.Errorf("--schedule %s: %w", sc.Name, err)
+		return &ScheduleError{Task: sc.Name, Err: err}
 	}
 	if sc.Path != "" && (!strings.HasPrefix(sc.Path, "/") || strings.ContainsAny(sc.Path, " \t\r\n")) {
-		return fmt.Errorf("--schedule %s: path (%q) must start with / and hold no spaces", sc.Name, sc.Path)
+		return &ScheduleError{Task: sc.Name, Reason: fmt.Sprintf("path (%q) must start with / and hold no spaces", sc.Path)}
 	}
 	if len(sc.Body) > MaxScheduleBody {
-		return fmt.Errorf("--schedule %s: the body (%d bytes) must be at most %d bytes", sc.Name, len(sc.Body), MaxScheduleBody)
+		return &ScheduleError{Task: sc.Name, Reason: fmt.Sprintf("the body (%d bytes) must be at most %d bytes", len(sc.Body), MaxScheduleBody)}
 	}
 	return nil
 }
@@ -134,15 +167,15 @@ func checkSchedules(schedules []Schedule, timezone string) error {
 			return err
 		}
 		if seen[sc.Name] {
-			return fmt.Errorf("--schedule %s: given twice (names must be unique, --cron-yaml entries included)", sc.Name)
+			return &ScheduleError{Task: sc.Name, Reason: "given twice (names must be unique, " + listenspec.Ref(listenspec.SettingCronYAML) + " entries included)"}
 		}
 		seen[sc.Name] = true
 	}
 	if timezone == "" {
-		return errors.New("--schedule-timezone must not be empty (UTC by default)")
+		return listenspec.Refuse(listenspec.SettingScheduleTimezone, nil, "must not be empty (UTC by default)")
 	}
 	if _, err := time.LoadLocation(timezone); err != nil || strings.EqualFold(timezone, "Local") {
-		return fmt.Errorf("--schedule-timezone (%q) must be an IANA time zone, e.g. UTC or Europe/Paris", timezone)
+		return listenspec.Refuse(listenspec.SettingScheduleTimezone, timezone, "must be an IANA time zone, e.g. UTC or Europe/Paris")
 	}
 	return nil
 }

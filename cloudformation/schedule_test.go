@@ -2,6 +2,7 @@ package cloudformation
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestParseSchedule(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"tick", "expected NAME=EXPR"},
 		{"tick=", "is not a rate(...) or cron(...) expression"},
-		{"tick=rate(5 minute)", "--schedule tick: \"rate(5 minute)\": the unit is singular for 1"},
+		{"tick=rate(5 minute)", "Schedules tick: \"rate(5 minute)\": the unit is singular for 1"},
 		{"tick=rate(5 minutes)path=/x", "unexpected \"path=/x\" after the expression"},
 		{"tick=rate(5 minutes),method=GET", `unknown option "method=GET"`},
 		{"tick=rate(5 minutes),path=report", `path ("report") must start with /`},
@@ -41,8 +42,9 @@ func TestParseSchedule(t *testing.T) {
 		{"=rate(5 minutes)", "the name must be"},
 		{"big=rate(5 minutes),body=" + strings.Repeat("x", MaxScheduleBody+1), "must be at most 8192 bytes"},
 	} {
-		if _, err := ParseSchedule(c.in); err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "--schedule") {
-			t.Errorf("ParseSchedule(%.40q) = %v, want an error naming --schedule with %q", c.in, err, c.want)
+		_, err := ParseSchedule(c.in)
+		if se, ok := errors.AsType[*ScheduleError](err); !ok || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "Schedules "+se.Task+": ") {
+			t.Errorf("ParseSchedule(%.40q) = %v, want a ScheduleError with %q", c.in, err, c.want)
 		}
 	}
 }
@@ -77,7 +79,7 @@ cron:
 		{"unknown key", "version: 1\ncron:\n - {name: a, url: /a, schedule: '* * * * *', method: GET}", `unknown field "method"`},
 		{"missing url", "version: 1\ncron:\n - {name: a, schedule: '* * * * *'}", "entry 1: name, url and schedule are required"},
 		{"both days", "version: 1\ncron:\n - {name: payroll, url: /pay, schedule: '0 0 1 * 5'}", "entry payroll: schedule \"0 0 1 * 5\": both day-of-month and day-of-week"},
-		{"bad url", "version: 1\ncron:\n - {name: a, url: pay, schedule: '0 0 1 * *'}", "entry a: --schedule a: path (\"pay\") must start with /"},
+		{"bad url", "version: 1\ncron:\n - {name: a, url: pay, schedule: '0 0 1 * *'}", "entry a: Schedules a: path (\"pay\") must start with /"},
 		{"bad name", "version: 1\ncron:\n - {name: 'a b', url: /a, schedule: '0 0 1 * *'}", "the name must be"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,14 +94,14 @@ func TestSchedulesValidate(t *testing.T) {
 	o := DefaultOptions()
 	o.Command = []string{"/app/worker"}
 	o.Schedules = []Schedule{{Name: "a", Expression: "rate(1 hour)"}, {Name: "a", Expression: "rate(2 hours)"}}
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--schedule a: given twice") {
-		t.Errorf("duplicate names: %v", err)
+	if se, ok := errors.AsType[*ScheduleError](o.Validate()); !ok || se.Task != "a" || !strings.HasPrefix(se.Reason, "given twice") {
+		t.Errorf("duplicate names: %v", se)
 	}
 	o.Schedules = o.Schedules[:1]
 	for _, tz := range []string{"", "Mars/Olympus", "Local"} {
 		o.ScheduleTimezone = tz
-		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--schedule-timezone") {
-			t.Errorf("time zone %q: %v", tz, err)
+		if e, ok := errors.AsType[listenspec.Error](o.Validate()); !ok || e.Setting != listenspec.SettingScheduleTimezone {
+			t.Errorf("time zone %q: %v", tz, e)
 		}
 	}
 }

@@ -69,6 +69,9 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingExpectedJobDuration: "--expected-job-duration",
 	listenspec.SettingOTelEndpoint:        "--otel-endpoint",
 	listenspec.SettingOTelProtocol:        "--otel-protocol",
+	listenspec.SettingSchedules:           "--schedule",
+	listenspec.SettingScheduleTimezone:    "--schedule-timezone",
+	listenspec.SettingCronYAML:            "--cron-yaml",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.
@@ -79,10 +82,11 @@ func flagOf(s listenspec.Setting) string {
 	return string(s)
 }
 
-// withFlags returns err with the listenspec.Error in it, if any, worded with the flags of
-// names (settingFlags where names has none). What err wraps stays reachable with errors.As.
+// withFlags returns err with the first error in it that names settings (a listenspec.Error,
+// a cloudformation.ScheduleError), if any, worded with the flags of names (settingFlags where
+// names has none). What err wraps stays reachable with errors.As.
 func withFlags(err error, names map[listenspec.Setting]string) error {
-	var e listenspec.Error
+	var e settingsError
 	if err == nil || !errors.As(err, &e) {
 		return err
 	}
@@ -93,6 +97,13 @@ func withFlags(err error, names map[listenspec.Setting]string) error {
 		return flagOf(s)
 	})
 	return flagged{err: err, text: strings.Replace(err.Error(), e.Error(), named, 1)}
+}
+
+// settingsError is a library's typed error that names settings: Render words it with the
+// names the user knows them by.
+type settingsError interface {
+	error
+	Render(name func(listenspec.Setting) string) string
 }
 
 // flagged is an error reworded with flag names.

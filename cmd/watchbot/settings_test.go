@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
@@ -46,6 +47,8 @@ func TestWithFlags(t *testing.T) {
 			`--env Volumes ("tmp") must be an absolute directory path`},
 		{"a failed call", listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: errors.New("timeout")}, nil,
 			"--queue-url: queue not reachable: timeout"},
+		{"a schedule", fmt.Errorf("--cron-yaml c.yaml: %w", &cloudformation.ScheduleError{Task: "tick",
+			Reason: "given twice (" + listenspec.Ref(listenspec.SettingCronYAML) + ")"}), nil, "--cron-yaml c.yaml: --schedule tick: given twice (--cron-yaml)"},
 		{"no setting", errors.New("other"), nil, "other"},
 	}
 	for _, tt := range tests {

@@ -139,7 +139,7 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		}
 		schedules, err := cloudformation.ParseCronYAML(data)
 		if err != nil {
-			return o, usagef("--cron-yaml %s: %v", path, err)
+			return o, usagef("--cron-yaml %s: %w", path, err)
 		}
 		o.Schedules = schedules
 	}

@@ -144,6 +144,7 @@ func TestTemplateBadInput(t *testing.T) {
 	principal := write("principal.json", `{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}`)
 	cronBoth := write("cron-both.yaml", "version: 1\ncron:\n - {name: payroll, url: /pay, schedule: '0 0 1 * 5'}\n")
 	cronBroken := write("cron-broken.yaml", "version: 1\ncron: [\n")
+	cronBadURL := write("cron-bad-url.yaml", "version: 1\ncron:\n - {name: a, url: pay, schedule: '0 0 1 * *'}\n")
 	cronDup := write("cron-dup.yaml", "version: 1\ncron:\n - {name: tick, url: /t, schedule: '* * * * *'}\n")
 	lowercase := write("lowercase.json", `{"Version": "2012-10-17", "Statement": [{"Effect": "allow", "Action": "s3:GetObject", "Resource": "*"}]}`)
 	for _, c := range []struct {
@@ -193,8 +194,12 @@ func TestTemplateBadInput(t *testing.T) {
 		{"schedule path", []string{"--schedule", "tick=rate(5 minutes),path=tick"}, `--schedule tick: path ("tick") must start with /`},
 		{"schedule name", []string{"--schedule", "my tick=rate(5 minutes)"}, `--schedule "my tick": the name must be`},
 		{"schedule twice", []string{"--schedule", "tick=rate(5 minutes)", "--schedule", "tick=rate(1 hour)"}, "--schedule tick: given twice"},
-		{"schedule and cron.yaml clash", []string{"--cron-yaml", cronDup, "--schedule", "tick=rate(1 hour)"}, "--schedule tick: given twice"},
-		{"schedule time zone", []string{"--schedule", "tick=rate(5 minutes)", "--schedule-timezone", "Mars/Olympus"}, `--schedule-timezone ("Mars/Olympus")`},
+		{"schedule and cron.yaml clash", []string{"--cron-yaml", cronDup, "--schedule", "tick=rate(1 hour)"},
+			"--schedule tick: given twice (names must be unique, --cron-yaml entries included)"},
+		{"schedule time zone", []string{"--schedule", "tick=rate(5 minutes)", "--schedule-timezone", "Mars/Olympus"},
+			`--schedule-timezone ("Mars/Olympus") must be an IANA time zone, e.g. UTC or Europe/Paris`},
+		{"schedule time zone empty", []string{"--schedule", "tick=rate(5 minutes)", "--schedule-timezone", ""}, "--schedule-timezone: must not be empty (UTC by default)"},
+		{"cron.yaml bad url", []string{"--cron-yaml", cronBadURL}, "--cron-yaml " + cronBadURL + `: entry a: --schedule a: path ("pay") must start with /`},
 		{"cron.yaml missing", []string{"--cron-yaml", filepath.Join(dir, "nope.yaml")}, "--cron-yaml: open"},
 		{"cron.yaml malformed", []string{"--cron-yaml", cronBroken}, "--cron-yaml " + cronBroken + ": not YAML"},
 		{"cron.yaml both days", []string{"--cron-yaml", cronBoth}, "entry payroll: schedule \"0 0 1 * 5\": both day-of-month and day-of-week are restricted"},

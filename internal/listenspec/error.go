@@ -78,6 +78,11 @@ const (
 	SettingExpectedJobDuration Setting = "ExpectedJobDuration"
 	SettingOTelEndpoint        Setting = "OTelEndpoint"
 	SettingOTelProtocol        Setting = "OTelProtocol"
+	SettingSchedules           Setting = "Schedules"
+	SettingScheduleTimezone    Setting = "ScheduleTimezone"
+	// SettingCronYAML is the cron.yaml file that schedules are read from (ParseCronYAML),
+	// which joins Schedules.
+	SettingCronYAML Setting = "CronYAML"
 )
 
 // Settings lists every Setting, so the command line can check it names each one.
@@ -93,7 +98,7 @@ var Settings = []Setting{
 	SettingNamePrefix, SettingQueueName, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
-	SettingOTelEndpoint, SettingOTelProtocol,
+	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
