@@ -123,7 +123,9 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		noteTrace(msg, log, alarms.Discard)
 		jobs[i] = &job{msg: msg, attempt: attempt, log: log.With(append([]any{"message_id", id}, msg.Trace.LogAttrs()...)...)}
 	}
-	runCtx, cancel := context.WithCancelCause(ctx)
+	// try records no span; the worker still gets the message's context (a traceparent --attr).
+	traceCtx, _ := r.startSpan(ctx, jobs)
+	runCtx, cancel := context.WithCancelCause(traceCtx)
 	defer cancel(nil)
 	tried := r.attempt(runCtx, cancel, jobs)
 	if errors.Is(ctx.Err(), context.Canceled) {

@@ -135,12 +135,13 @@ exit 1`)
 func TestTryEnvironmentAndSNS(t *testing.T) {
 	dir := t.TempDir()
 	worker := writeWorker(t, dir, `env > "`+dir+`/env"; cat > "`+dir+`/stdin"`)
-	code, out, errOut := runCLI(t, nil, "try", "--body", "payload", "--subject", "Invoice", "--attr", "tenant=acme", "--attempt", "2", "--", worker)
+	code, out, errOut := runCLI(t, nil, "try", "--body", "payload", "--subject", "Invoice", "--attr", "tenant=acme", "--attempt", "2",
+		"--attr", "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "--", worker)
 	if code != 0 || strings.TrimSpace(out) != "delete [exit code 0]" {
 		t.Fatalf("exit %d, %q, %s", code, out, errOut)
 	}
 	env, _ := os.ReadFile(filepath.Join(dir, "env"))
-	for _, want := range []string{"Message=payload", "Subject=Invoice", "WATCHBOT_ATTEMPT=2", "ApproximateReceiveCount=2", "WATCHBOT_MAX_ATTEMPTS=10", "MessageId=try-1-"} {
+	for _, want := range []string{"TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n", "Message=payload", "Subject=Invoice", "WATCHBOT_ATTEMPT=2", "ApproximateReceiveCount=2", "WATCHBOT_MAX_ATTEMPTS=10", "MessageId=try-1-"} {
 		if !strings.Contains(string(env), want) {
 			t.Errorf("worker environment lacks %s", want)
 		}
