@@ -97,7 +97,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
 	if err != nil {
-		return fmt.Errorf("tracing: %w", err)
+		// The OTEL_* variables are configuration: a value watchbot cannot use is refused.
+		return listenspec.Error{Reason: "tracing: " + err.Error()}
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -101,6 +103,34 @@ func BenchmarkRunSpan(b *testing.B) {
 				ctx, span := r.startSpan(context.Background(), []*job{j})
 				_ = tracing.Env(ctx)
 				r.endSpan(span, []*job{j}, []result{{End: endExited}}, []outcome{{Action: actDelete}})
+			}
+		})
+	}
+}
+
+// An HTTP worker gets the run's context in the traceparent, tracestate and baggage headers,
+// tracing on or off.
+func TestHTTPWorkerGetsTheTraceHeaders(t *testing.T) {
+	var header http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { header = r.Header.Clone() }))
+	defer srv.Close()
+	cfg := DefaultHTTPWorker()
+	cfg.URL = srv.URL
+	w := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1)
+	j := tracedJob(map[string]string{"traceparent": producerTP, "tracestate": "vendor=x", "baggage": "tenant=acme"})
+	for _, tc := range []struct {
+		name   string
+		tracer *tracing.Provider
+	}{{"off", nil}, {"on", tracing.NewProvider(sdktrace.NewTracerProvider())}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{BatchSize: 1}, queueName: "jobs", tracer: tc.tracer}
+			ctx, span := r.startSpan(t.Context(), []*job{j})
+			if run, _ := w.post(ctx, []*job{j}, false, 1); run.End != endExited {
+				t.Fatalf("run %+v", run)
+			}
+			want := "00-" + producerTrace + "-" + span.SpanContext().SpanID().String() + "-01"
+			if header.Get("traceparent") != want || header.Get("tracestate") != "vendor=x" || header.Get("baggage") != "tenant=acme" {
+				t.Errorf("headers traceparent %q tracestate %q baggage %q, want %s", header.Get("traceparent"), header.Get("tracestate"), header.Get("baggage"), want)
 			}
 		})
 	}
