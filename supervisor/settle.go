@@ -72,7 +72,7 @@ func (r *runner) settleLeaving(ctx context.Context, j *job, o outcome) dispositi
 }
 
 func (r *runner) settleAs(ctx context.Context, j *job, o outcome, leaving bool, attrs ...any) disposition {
-	log := j.log.With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
+	log := r.runLog(ctx, j).With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
 	switch o.Action {
 	case actRetryInPlace:
 		attempt := j.attempt

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/tracing"
 )
 
 // watchbot's own span attributes.
@@ -147,6 +148,17 @@ func recordRetryDelay(ctx context.Context, j *job, delay time.Duration) {
 		span.AddEvent("retry", trace.WithAttributes(semconv.MessagingMessageID(j.msg.ID), attrRetryDelay.Float64(delay.Seconds())))
 		span.SetAttributes(attrRetryDelay.Float64(delay.Seconds()))
 	}
+}
+
+// runLog returns the logger for message j's lines during a run: j's own (with the context the
+// message came with), or, when the run of this one message records a span, one that names
+// that span, so the run's lines join watchbot's span. A batch's messages keep their own, as
+// each has its own trace.
+func (r *runner) runLog(ctx context.Context, j *job) *slog.Logger {
+	if r.cfg.BatchSize > 1 || !trace.SpanFromContext(ctx).IsRecording() {
+		return j.log
+	}
+	return r.log.With(append([]any{"message_id", j.msg.ID}, tracing.LogAttrs(ctx)...)...)
 }
 
 // setSpan records the span of the run j is part of, nil when none records, so the heartbeat

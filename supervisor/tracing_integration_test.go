@@ -110,8 +110,21 @@ func TestTraceContinuesTheProducersTrace(t *testing.T) {
 	if wantTP := "00-" + producerTrace + "-" + s.SpanID() + "-01"; got[0] != wantTP || got[1] != "vendor=x" || got[2] != "tenant=acme" {
 		t.Errorf("worker's TRACEPARENT, TRACESTATE, BAGGAGE = %q, want %s, vendor=x, tenant=acme", got, wantTP)
 	}
-	if !strings.Contains(h.logs.String(), `"trace_id":"`+producerTrace+`"`) {
-		t.Errorf("no trace_id in the message's log lines:\n%s", h.logs)
+	// The run's lines name watchbot's span; the message's other lines the producer's.
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if !strings.Contains(line, `"message_id":"`+id+`"`) {
+			continue
+		}
+		span := producerSpan
+		if strings.Contains(line, `"msg":"message done"`) {
+			span = s.SpanID()
+		}
+		if !strings.Contains(line, `"trace_id":"`+producerTrace+`","span_id":"`+span+`"`) {
+			t.Errorf("log line without trace_id %s and span_id %s: %s", producerTrace, span, line)
+		}
+	}
+	if !strings.Contains(h.logs.String(), `"msg":"message done"`) {
+		t.Errorf("no message done line:\n%s", h.logs)
 	}
 }
 

@@ -20,9 +20,9 @@ import (
 // message, or one per message of a batch, by message id.
 func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[string]*directive) {
 	batch := r.cfg.BatchSize > 1
-	log := jobs[0].log.With("attempt", jobs[0].attempt)
+	log := r.runLog(ctx, jobs[0]).With("attempt", jobs[0].attempt)
 	if batch {
-		log = r.log.With("batch_size", len(jobs), "first_message_id", jobs[0].msg.ID)
+		log = r.log.With(append([]any{"batch_size", len(jobs), "first_message_id", jobs[0].msg.ID}, tracing.LogAttrs(ctx)...)...)
 	}
 	if r.http != nil {
 		r.starting(jobs)
