@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/producer"
 )
@@ -43,22 +44,32 @@ type Location struct {
 	To string
 }
 
-// Validate checks the combination of flags without any I/O.
+// The settings of a Location, as its errors name them.
+var (
+	queueURL = listenspec.Ref(listenspec.SettingQueueURL)
+	dlqURL   = listenspec.Ref(listenspec.SettingDLQURL)
+	to       = listenspec.Ref(listenspec.SettingTo)
+)
+
+// Validate checks the combination of settings without any I/O.
 func (l Location) Validate() error {
 	switch {
 	case l.QueueURL == "" && l.DLQURL == "":
-		return errors.New("give --queue-url (the source queue; WATCHBOT_QUEUE_URL gives it too) or --dlq-url (the dead-letter queue)")
+		return listenspec.Refuse("", nil, "give "+queueURL+" (the source queue; WATCHBOT_QUEUE_URL gives it too) or "+dlqURL+" (the dead-letter queue)")
 	case l.QueueURL != "" && l.DLQURL != "":
-		return errors.New("give either --queue-url or --dlq-url, not both")
+		return listenspec.Refuse("", nil, "give either "+queueURL+" or "+dlqURL+", not both")
 	case l.To != "" && l.QueueURL != "":
-		return errors.New("--to is only for --dlq-url: with --queue-url, messages are replayed to that queue")
+		return listenspec.Refuse("", nil, to+" is only for "+dlqURL+": with "+queueURL+", messages are replayed to that queue")
 	}
-	for _, f := range []struct{ flag, url string }{{"--queue-url", l.QueueURL}, {"--dlq-url", l.DLQURL}, {"--to", l.To}} {
+	for _, f := range []struct {
+		setting listenspec.Setting
+		url     string
+	}{{listenspec.SettingQueueURL, l.QueueURL}, {listenspec.SettingDLQURL, l.DLQURL}, {listenspec.SettingTo, l.To}} {
 		if f.url == "" {
 			continue
 		}
 		if err := queueattr.ValidateURL(f.url); err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
+			return listenspec.Error{Setting: f.setting, Err: err}
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/watchbot/watchbot/internal/dlqattr"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/producer"
 )
@@ -138,11 +139,11 @@ func TestLocationValidate(t *testing.T) {
 		loc  Location
 		want string
 	}{
-		{"nothing", Location{}, "give --queue-url"},
-		{"both", Location{QueueURL: fakeSrc, DLQURL: fakeDLQ}, "not both"},
-		{"--to with --queue-url", Location{QueueURL: fakeSrc, To: fakeSrc}, "--to is only for --dlq-url"},
-		{"bad url", Location{DLQURL: "jobs-dlq"}, "--dlq-url"},
-		{"bad --to", Location{DLQURL: fakeDLQ, To: "ftp://x/y"}, "--to"},
+		{"nothing", Location{}, "give QueueURL (the source queue; WATCHBOT_QUEUE_URL gives it too) or DLQURL (the dead-letter queue)"},
+		{"both", Location{QueueURL: fakeSrc, DLQURL: fakeDLQ}, "give either QueueURL or DLQURL, not both"},
+		{"--to with --queue-url", Location{QueueURL: fakeSrc, To: fakeSrc}, "To is only for DLQURL: with QueueURL, messages are replayed to that queue"},
+		{"bad url", Location{DLQURL: "jobs-dlq"}, "DLQURL: "},
+		{"bad --to", Location{DLQURL: fakeDLQ, To: "ftp://x/y"}, "To: "},
 		{"queue", Location{QueueURL: fakeSrc}, ""},
 		{"dlq and to", Location{DLQURL: fakeDLQ, To: fakeSrc}, ""},
 	}
@@ -155,8 +156,8 @@ func TestLocationValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.want)
+			if _, typed := errors.AsType[listenspec.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want a listenspec.Error %q", err, tt.want)
 			}
 		})
 	}
@@ -298,14 +299,15 @@ func TestParseFilterRefuses(t *testing.T) {
 		attrs []string
 		want  string
 	}{
-		{"invalid regex", "(", nil, "--match-body"},
-		{"attr without =", "", []string{"kind"}, "--match-attr"},
-		{"contradicting attrs", "", []string{"k=a", "k=b"}, "twice"},
+		{"invalid regex", "(", nil, `Filter.Body "(" is not a valid regular expression: `},
+		{"attr without =", "", []string{"kind"}, `Filter.Attrs "kind": want NAME=VALUE`},
+		{"contradicting attrs", "", []string{"k=a", "k=b"}, `Filter.Attrs k is given twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ParseFilter(tt.body, tt.attrs); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ParseFilter = %v, want an error containing %q", err, tt.want)
+			_, err := ParseFilter(tt.body, tt.attrs)
+			if _, typed := errors.AsType[listenspec.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("ParseFilter = %v, want a listenspec.Error %q", err, tt.want)
 			}
 		})
 	}
@@ -318,8 +320,8 @@ func TestReplayConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"default", func(*ReplayConfig) {}, ""},
-		{"negative rate", func(c *ReplayConfig) { c.Rate = -1 }, "--rate"},
-		{"negative limit", func(c *ReplayConfig) { c.Limit = -1 }, "--limit"},
+		{"negative rate", func(c *ReplayConfig) { c.Rate = -1 }, "Rate (-1) must be a positive number"},
+		{"negative limit", func(c *ReplayConfig) { c.Limit = -1 }, "Limit (-1) must not be negative"},
 		{"short hold", func(c *ReplayConfig) { c.Hold = 0 }, "hold"},
 	}
 	for _, tt := range tests {
@@ -333,7 +335,7 @@ func TestReplayConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("Validate() = %v, want %q", err, tt.want)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/dlqattr"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
@@ -48,26 +49,29 @@ type Filter struct {
 	Attrs map[string]string
 }
 
-// ParseFilter compiles --match-body and --match-attr (K=V, repeatable).
+var matchAttr = listenspec.Ref(listenspec.SettingMatchAttr)
+
+// ParseFilter compiles a body's regular expression and attributes (K=V, repeatable): replay's
+// --match-body and --match-attr.
 func ParseFilter(body string, attrs []string) (Filter, error) {
 	var f Filter
 	if body != "" {
 		re, err := regexp.Compile(body)
 		if err != nil {
-			return Filter{}, fmt.Errorf("--match-body %q is not a valid regular expression: %w", body, err)
+			return Filter{}, listenspec.Error{Reason: fmt.Sprintf("%s %q is not a valid regular expression", listenspec.Ref(listenspec.SettingMatchBody), body), Err: err}
 		}
 		f.Body = re
 	}
 	for _, kv := range attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return Filter{}, fmt.Errorf("--match-attr %q: want NAME=VALUE", kv)
+			return Filter{}, listenspec.Refuse("", nil, fmt.Sprintf("%s %q: want NAME=VALUE", matchAttr, kv))
 		}
 		if f.Attrs == nil {
 			f.Attrs = map[string]string{}
 		}
 		if prev, dup := f.Attrs[k]; dup && prev != v {
-			return Filter{}, fmt.Errorf("--match-attr %s is given twice with different values (%q, %q): no message can match", k, prev, v)
+			return Filter{}, listenspec.Refuse("", nil, fmt.Sprintf("%s %s is given twice with different values (%q, %q): no message can match", matchAttr, k, prev, v))
 		}
 		f.Attrs[k] = v
 	}
@@ -121,10 +125,10 @@ func DefaultReplayConfig() ReplayConfig {
 // Validate checks the configuration without any I/O.
 func (c ReplayConfig) Validate() error {
 	if c.Limit < 0 {
-		return fmt.Errorf("--limit (%d) must not be negative", c.Limit)
+		return listenspec.Refuse(listenspec.SettingLimit, c.Limit, "must not be negative")
 	}
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
-		return fmt.Errorf("--rate (%v) must be a positive number of messages per second", c.Rate)
+		return listenspec.Refuse(listenspec.SettingRate, c.Rate, "must be a positive number of messages per second")
 	}
 	if c.Hold < time.Second || c.Hold > sqsspec.MaxInFlight {
 		return fmt.Errorf("hold (%v) must be between 1s and 12h", c.Hold)

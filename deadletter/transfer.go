@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
@@ -19,12 +20,20 @@ import (
 // PeekHold is how long peek keeps the messages it shows invisible before giving them back.
 const PeekHold = 30 * time.Second
 
+// CheckPeekLimit checks how many messages Peek is to show, without any I/O.
+func CheckPeekLimit(limit int) error {
+	if limit < 1 {
+		return listenspec.Refuse(listenspec.SettingLimit, limit, "must be at least 1")
+	}
+	return nil
+}
+
 // Peek shows up to limit messages (1 or more) without consuming them: each is received with a
 // short visibility timeout, handed to each, and made visible again when Peek returns. SQS
 // counts the receive: ApproximateReceiveCount grows by one. It returns how many were shown.
 func Peek(ctx context.Context, api API, q Queues, limit int, each func(Message) error) (n int, err error) {
-	if limit < 1 {
-		return 0, fmt.Errorf("--limit (%d) must be at least 1", limit)
+	if err := CheckPeekLimit(limit); err != nil {
+		return 0, err
 	}
 	sc := newScanner(api, q.DLQ.URL, PeekHold)
 	defer func() {
@@ -72,6 +81,14 @@ type ExportConfig struct {
 	Progress Progress
 }
 
+// Validate checks the configuration without any I/O.
+func (c ExportConfig) Validate() error {
+	if c.Limit < 0 {
+		return listenspec.Refuse(listenspec.SettingLimit, c.Limit, "must not be negative")
+	}
+	return nil
+}
+
 // ExportSummary counts what export did.
 type ExportSummary struct {
 	Exported int `json:"exported"`
@@ -86,8 +103,8 @@ type ExportSummary struct {
 // leaves every message in the file, the DLQ or both, never in neither. Without Delete the
 // messages are made visible again when the export ends.
 func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConfig) (sum ExportSummary, err error) {
-	if cfg.Limit < 0 {
-		return sum, fmt.Errorf("--limit (%d) must not be negative", cfg.Limit)
+	if err := cfg.Validate(); err != nil {
+		return sum, err
 	}
 	if cfg.Hold <= 0 {
 		cfg.Hold = DefaultHold

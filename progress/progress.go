@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
 // API is the part of the DynamoDB client this package calls.
@@ -222,7 +223,7 @@ func CompactMetadata(metadata []byte) ([]byte, error) {
 func (s *Store) FailJob(ctx context.Context, job, reason string) error {
 	switch {
 	case reason == "":
-		return errors.New("fail-job needs a reason (--reason)")
+		return listenspec.Refuse("", nil, "fail-job needs a reason ("+listenspec.Ref(listenspec.SettingReason)+")")
 	case !utf8.ValidString(reason):
 		return errors.New("the reason is not valid UTF-8")
 	case len(reason) > MaxReasonBytes:

@@ -171,8 +171,8 @@ func dlqPeekCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			limit := c.Int("limit")
-			if limit < 1 {
-				return usagef("--limit (%d) must be at least 1", limit)
+			if err := deadletter.CheckPeekLimit(limit); err != nil {
+				return usageError{err}
 			}
 			client, q, err := opLocateDLQ(c)
 			if err != nil {
@@ -308,8 +308,9 @@ func dlqExportCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("export takes one argument, the FILE to write")
 			}
-			if c.Int("limit") < 0 {
-				return usagef("--limit (%d) must not be negative", c.Int("limit"))
+			cfg := deadletter.ExportConfig{Delete: c.Bool("delete"), Limit: c.Int("limit")}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
 			}
 			name := c.Args().First()
 			client, q, err := opLocateDLQ(c)
@@ -324,9 +325,8 @@ func dlqExportCommand() *cli.Command {
 				return fmt.Errorf("create export file: %w", err)
 			}
 			bar := opProgress(c, q.DLQ.Visible, "export")
-			sum, err := deadletter.Export(c.Context, client, q, f, deadletter.ExportConfig{
-				Delete: c.Bool("delete"), Limit: c.Int("limit"), Progress: bar,
-			})
+			cfg.Progress = bar
+			sum, err := deadletter.Export(c.Context, client, q, f, cfg)
 			_ = bar.Finish()
 			if cerr := f.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", name, cerr)

@@ -126,7 +126,7 @@ func TestProgressCommands(t *testing.T) {
 		{args: []string{"set-total", "new", "-t", "0"}, code: 1, stderrHas: "total 0 is outside 1..10000000"},
 		{args: []string{"set-metadata", "job", "-m", "{name: 1}"}, code: 1, stderrHas: "--metadata: metadata is not JSON"},
 		{args: []string{"set-metadata", "job"}, code: 1, stderrHas: "set-metadata needs --metadata JSON"},
-		{args: []string{"fail-job", "job"}, code: 1, stderrHas: "fail-job needs a reason"},
+		{args: []string{"fail-job", "job"}, code: 1, stderrHas: "fail-job needs a reason (--reason)"},
 		{args: []string{"status", "job\xff"}, code: 1, stderrHas: "not valid UTF-8"},
 		{args: []string{"status", strings.Repeat("j", 1025)}, code: 1, stderrHas: "1025 bytes long; at most 1024"},
 		{args: []string{"status", "job", "job2"}, code: 1, stderrHas: `status takes one job id; "job2" is one word too many`},

@@ -72,6 +72,14 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingSchedules:           "--schedule",
 	listenspec.SettingScheduleTimezone:    "--schedule-timezone",
 	listenspec.SettingCronYAML:            "--cron-yaml",
+	// The operator tools'.
+	listenspec.SettingDLQURL:    "--dlq-url",
+	listenspec.SettingTo:        "--to",
+	listenspec.SettingMatchBody: "--match-body",
+	listenspec.SettingMatchAttr: "--match-attr",
+	listenspec.SettingLimit:     "--limit",
+	listenspec.SettingRate:      "--rate",
+	listenspec.SettingReason:    "--reason",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

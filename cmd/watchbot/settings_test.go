@@ -8,27 +8,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/internal/listenspec"
 )
 
-// Every setting a package may refuse is named by a flag that listen, try or template really has.
+// Every setting a package may refuse is named by a flag that a command really has.
 func TestSettingFlags(t *testing.T) {
 	var flags []string
-	for _, cmd := range []string{"listen", "try", "template"} {
-		for _, f := range newApp(nil, nil, nil, nil).Command(cmd).Flags {
-			for _, n := range f.Names() {
-				flags = append(flags, "--"+n)
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			for _, f := range cmd.Flags {
+				for _, n := range f.Names() {
+					flags = append(flags, "--"+n)
+				}
 			}
+			walk(cmd.Subcommands)
 		}
 	}
+	walk(newApp(nil, nil, nil, nil).Commands)
 	for _, s := range listenspec.Settings {
 		f, ok := settingFlags[s]
 		switch {
 		case !ok:
 			t.Errorf("setting %s has no flag", s)
 		case strings.HasPrefix(f, "--") && !slices.Contains(flags, f):
-			t.Errorf("setting %s: %s is no flag of listen, try or template", s, f)
+			t.Errorf("setting %s: %s is no command's flag", s, f)
 		}
 	}
 }

@@ -85,6 +85,19 @@ const (
 	SettingCronYAML Setting = "CronYAML"
 )
 
+// The operator tools' own options: the dead-letter queue's location (deadletter.Location),
+// what a replay selects and how fast it goes, how many messages an operation takes, and the
+// reason of a failed map-reduce job.
+const (
+	SettingDLQURL    Setting = "DLQURL"
+	SettingTo        Setting = "To"
+	SettingMatchBody Setting = "Filter.Body"
+	SettingMatchAttr Setting = "Filter.Attrs"
+	SettingLimit     Setting = "Limit"
+	SettingRate      Setting = "Rate"
+	SettingReason    Setting = "Reason"
+)
+
 // Settings lists every Setting, so the command line can check it names each one.
 var Settings = []Setting{
 	SettingQueueURL, SettingCommand, SettingConcurrency, SettingMaxAttempts, SettingVisibilityTimeout,
@@ -99,6 +112,7 @@ var Settings = []Setting{
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
+	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingReason,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
