@@ -207,7 +207,7 @@ func TestDeliverAgainstEmulator(t *testing.T) {
 	req.Bodies = append(req.Bodies[:2:2], Body{"", "stdin line 3"}, Body{"bad\x01", "stdin line 4"})
 	_, err = Deliver(t.Context(), api, req)
 	var bad *InputError
-	if !errors.As(err, &bad) || len(bad.Problems) != 2 || !strings.Contains(bad.Problems[0], "stdin line 3") || !strings.Contains(bad.Problems[1], "stdin line 4: body: character U+0001") {
+	if !errors.As(err, &bad) || len(bad.Problems) != 2 || !strings.Contains(bad.Problems[0].Error(), "stdin line 3") || !strings.Contains(bad.Problems[1].Error(), "stdin line 4: body: character U+0001") {
 		t.Fatalf("Deliver with bad lines = %v", err)
 	}
 	if api.calls.Load() != before {
@@ -215,7 +215,7 @@ func TestDeliverAgainstEmulator(t *testing.T) {
 	}
 	// FIFO rules come from the queue.
 	req = Request{QueueURL: q.URL, Bodies: []Body{{"x", "--body"}}, GroupID: "g"}
-	if _, err := Deliver(t.Context(), api, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "--group-id is only for FIFO") {
+	if _, err := Deliver(t.Context(), api, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "GroupID is only for FIFO") {
 		t.Errorf("group id on a standard queue: %v", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestDeliverFIFO(t *testing.T) {
 	q := emu.NewQueue(t, testenv.QueueOptions{FIFO: true})
 	req := Request{QueueURL: q.URL, Bodies: []Body{{"same", "stdin line 1"}, {"same", "stdin line 2"}}}
 	var bad *InputError
-	if _, err := Deliver(t.Context(), c, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "--group-id is required") {
+	if _, err := Deliver(t.Context(), c, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "GroupID is required") {
 		t.Fatalf("FIFO without group: %v", err)
 	}
 	req.GroupID = "g"
@@ -239,7 +239,7 @@ func TestDeliverFIFO(t *testing.T) {
 		t.Errorf("content-based deduplication: ids %s and %s differ", results[0].MessageID, results[1].MessageID)
 	}
 	req.Delay = time.Second
-	if _, err := Deliver(t.Context(), c, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "--delay") {
+	if _, err := Deliver(t.Context(), c, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "Delay is not allowed") {
 		t.Errorf("FIFO with delay: %v", err)
 	}
 }

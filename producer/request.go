@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -48,27 +49,32 @@ type Request struct {
 // Validate checks what can be checked without asking SQS.
 func (r Request) Validate() error {
 	if err := queueattr.ValidateURL(r.QueueURL); err != nil {
-		return fmt.Errorf("--queue-url: %w", err)
+		return listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
 	}
 	if len(r.Bodies) == 0 {
-		return errors.New("nothing to send: give --body, --file or lines on stdin")
+		return listenspec.Refuse("", nil, "nothing to send: give "+listenspec.Ref(listenspec.SettingBody)+", "+listenspec.Ref(listenspec.SettingFile)+" or lines on stdin")
 	}
 	if r.Delay < 0 || r.Delay > sqsspec.MaxDelay {
-		return fmt.Errorf("--delay (%v) must be between 0 and %v", r.Delay, sqsspec.MaxDelay)
+		return listenspec.Refuse(listenspec.SettingDelay, r.Delay, fmt.Sprintf("must be between 0 and %v", sqsspec.MaxDelay))
 	}
 	if err := CheckAttributes(r.Attributes); err != nil {
-		return fmt.Errorf("--attr: %w", err)
+		return listenspec.Error{Setting: listenspec.SettingAttrs, Err: err}
 	}
 	return nil
 }
 
-// InputError lists the inputs SQS would refuse; nothing was sent.
+// InputError lists the inputs SQS would refuse; nothing was sent. A problem with a setting of
+// the request is a listenspec.Error.
 type InputError struct {
-	Problems []string
+	Problems []error
 }
 
 func (e *InputError) Error() string {
-	return fmt.Sprintf("nothing sent: %s", strings.Join(e.Problems, "; "))
+	problems := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		problems[i] = p.Error()
+	}
+	return fmt.Sprintf("nothing sent: %s", strings.Join(problems, "; "))
 }
 
 // Deliver checks every body against the queue (FIFO or not, MaximumMessageSize, characters)
@@ -76,19 +82,21 @@ func (e *InputError) Error() string {
 // bad body and nothing is sent. Otherwise it returns one Result per body, in order.
 func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 	if err := r.Validate(); err != nil {
-		return nil, &InputError{Problems: []string{err.Error()}}
+		return nil, &InputError{Problems: []error{err}}
 	}
 	info, err := queueattr.Describe(ctx, api, r.QueueURL)
 	if err != nil {
 		return nil, err
 	}
+	name, groupID := queueattr.NameFromURL(r.QueueURL), listenspec.Ref(listenspec.SettingGroupID)
+	refuse := func(reason string) error { return &InputError{Problems: []error{listenspec.Refuse("", nil, reason)}} }
 	switch {
 	case info.FIFO && r.GroupID == "":
-		return nil, &InputError{Problems: []string{fmt.Sprintf("--group-id is required: %s is a FIFO queue", queueattr.NameFromURL(r.QueueURL))}}
+		return nil, refuse(groupID + " is required: " + name + " is a FIFO queue")
 	case !info.FIFO && r.GroupID != "":
-		return nil, &InputError{Problems: []string{fmt.Sprintf("--group-id is only for FIFO queues; %s is a standard queue", queueattr.NameFromURL(r.QueueURL))}}
+		return nil, refuse(groupID + " is only for FIFO queues; " + name + " is a standard queue")
 	case info.FIFO && r.Delay > 0:
-		return nil, &InputError{Problems: []string{fmt.Sprintf("--delay is not allowed: %s is a FIFO queue (set the queue's DelaySeconds instead)", queueattr.NameFromURL(r.QueueURL))}}
+		return nil, refuse(listenspec.Ref(listenspec.SettingDelay) + " is not allowed: " + name + " is a FIFO queue (set the queue's DelaySeconds instead)")
 	}
 	contentDedup := false
 	if info.FIFO {
@@ -104,14 +112,14 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 	limits := Limits{MaxSize: info.MaximumMessageSize, FIFO: info.FIFO}
 	msgs := make([]Message, len(r.Bodies))
 	warnings := make([]string, len(r.Bodies))
-	var problems []string
+	var problems []error
 	for i, b := range r.Bodies {
 		m := Message{Body: b.Text, Attributes: r.Attributes, GroupID: r.GroupID, Delay: r.Delay}
 		if info.FIFO && !contentDedup {
 			m.DeduplicationID = NewDeduplicationID()
 		}
 		if err := Check(m, limits); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", b.Source, err))
+			problems = append(problems, fmt.Errorf("%s: %w", b.Source, err))
 		}
 		msgs[i], warnings[i] = withTraceContext(m, r.TraceContext, limits)
 	}

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/urfave/cli/v2"
 
-	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -41,7 +39,7 @@ func sendCommand() *cli.Command {
 				return usageError{err}
 			}
 			if c.IsSet("delay") {
-				d, err := parseDelay(c.String("delay"))
+				d, err := parseDuration(c.String("delay"))
 				if err != nil {
 					return usagef("--delay: %v", err)
 				}
@@ -83,7 +81,7 @@ func sendCommand() *cli.Command {
 			var bad *producer.InputError
 			if errors.As(err, &bad) {
 				for _, p := range bad.Problems {
-					fmt.Fprintf(c.App.ErrWriter, "watchbot: %s\n", p)
+					fmt.Fprintf(c.App.ErrWriter, "watchbot: %s\n", withFlags(p, nil))
 				}
 				return usagef("nothing sent: %d bad input(s), listed above", len(bad.Problems))
 			}
@@ -146,17 +144,4 @@ func parseSendAttrs(values []string, req *producer.Request) error {
 		req.Attributes[name] = v
 	}
 	return nil
-}
-
-// parseDelay takes a Go duration ("90s", "5m") or a plain number of seconds, as every duration
-// flag does, and checks SQS's range.
-func parseDelay(s string) (time.Duration, error) {
-	d, err := parseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 || d > sqsspec.MaxDelay {
-		return 0, fmt.Errorf("%v is outside 0..%v", d, sqsspec.MaxDelay)
-	}
-	return d, nil
 }

@@ -80,6 +80,11 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingLimit:     "--limit",
 	listenspec.SettingRate:      "--rate",
 	listenspec.SettingReason:    "--reason",
+	listenspec.SettingBody:      "--body",
+	listenspec.SettingFile:      "--file",
+	listenspec.SettingDelay:     "--delay",
+	listenspec.SettingAttrs:     "--attr",
+	listenspec.SettingGroupID:   "--group-id",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

@@ -87,7 +87,8 @@ const (
 
 // The operator tools' own options: the dead-letter queue's location (deadletter.Location),
 // what a replay selects and how fast it goes, how many messages an operation takes, and the
-// reason of a failed map-reduce job.
+// reason of a failed map-reduce job; and what `send` sends (producer.Request): a body given
+// inline or from a file, a delay, attributes and a FIFO group.
 const (
 	SettingDLQURL    Setting = "DLQURL"
 	SettingTo        Setting = "To"
@@ -96,6 +97,11 @@ const (
 	SettingLimit     Setting = "Limit"
 	SettingRate      Setting = "Rate"
 	SettingReason    Setting = "Reason"
+	SettingBody      Setting = "Body"
+	SettingFile      Setting = "File"
+	SettingDelay     Setting = "Delay"
+	SettingAttrs     Setting = "Attributes"
+	SettingGroupID   Setting = "GroupID"
 )
 
 // Settings lists every Setting, so the command line can check it names each one.
@@ -113,6 +119,7 @@ var Settings = []Setting{
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
 	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingReason,
+	SettingBody, SettingFile, SettingDelay, SettingAttrs, SettingGroupID,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
