@@ -78,6 +78,23 @@ func (l Location) Validate() error {
 // ErrNotDeadLetterQueue is returned by Locate when the queue given as the DLQ is not one.
 var ErrNotDeadLetterQueue = errors.New("not a dead-letter queue")
 
+// worded is what an operation found, worded with the settings it names (Render, which the
+// command line uses to name them as flags). Unlike a listenspec.Error it is no refused
+// configuration; it is kind, if set, for errors.Is.
+type worded struct {
+	said listenspec.Error
+	kind error
+}
+
+func (e worded) Error() string                                      { return e.said.Error() }
+func (e worded) Is(target error) bool                               { return e.kind != nil && target == e.kind }
+func (e worded) Render(name func(listenspec.Setting) string) string { return e.said.Render(name) }
+
+// found returns the worded error of kind, saying reason.
+func found(kind error, reason string) error {
+	return worded{said: listenspec.Refuse("", nil, reason), kind: kind}
+}
+
 // Queues are the queues an operation works on.
 type Queues struct {
 	// DLQ is the dead-letter queue.
@@ -109,8 +126,8 @@ func Locate(ctx context.Context, api API, l Location) (Queues, error) {
 			return Queues{}, err
 		}
 		if src.Redrive == nil {
-			return Queues{}, fmt.Errorf("--queue-url %s: %w, so it has no dead-letter queue (give the DLQ itself with --dlq-url)",
-				l.QueueURL, queueattr.ErrNoRedrivePolicy)
+			return Queues{}, found(queueattr.ErrNoRedrivePolicy, fmt.Sprintf("%s %s: %v, so it has no dead-letter queue (give the DLQ itself with %s)",
+				queueURL, l.QueueURL, queueattr.ErrNoRedrivePolicy, dlqURL))
 		}
 		dlq, err := queueattr.DescribeDeadLetterQueue(ctx, api, src)
 		if err != nil {
@@ -125,35 +142,35 @@ func Locate(ctx context.Context, api API, l Location) (Queues, error) {
 	}
 	name := queueattr.NameFromURL(l.DLQURL)
 	if l.To != "" {
-		to, err := queueattr.Describe(ctx, api, l.To)
+		toQueue, err := queueattr.Describe(ctx, api, l.To)
 		if err != nil {
 			return Queues{}, err
 		}
 		switch {
-		case to.Redrive == nil:
-			return Queues{}, fmt.Errorf("--dlq-url %s is %w of --to %s: that queue has no redrive policy (use export and import to move messages between unrelated queues)",
-				name, ErrNotDeadLetterQueue, queueattr.NameFromURL(l.To))
-		case to.Redrive.DeadLetterTargetARN != dlq.ARN:
-			return Queues{}, fmt.Errorf("--dlq-url %s is %w of --to %s: its redrive policy names %s (use export and import to move messages between unrelated queues)",
-				name, ErrNotDeadLetterQueue, queueattr.NameFromURL(l.To), to.Redrive.DeadLetterTargetARN)
+		case toQueue.Redrive == nil:
+			return Queues{}, found(ErrNotDeadLetterQueue, fmt.Sprintf("%s %s is %v of %s %s: that queue has no redrive policy (use export and import to move messages between unrelated queues)",
+				dlqURL, name, ErrNotDeadLetterQueue, to, queueattr.NameFromURL(l.To)))
+		case toQueue.Redrive.DeadLetterTargetARN != dlq.ARN:
+			return Queues{}, found(ErrNotDeadLetterQueue, fmt.Sprintf("%s %s is %v of %s %s: its redrive policy names %s (use export and import to move messages between unrelated queues)",
+				dlqURL, name, ErrNotDeadLetterQueue, to, queueattr.NameFromURL(l.To), toQueue.Redrive.DeadLetterTargetARN))
 		}
-		return Queues{DLQ: dlq, target: &to}, nil
+		return Queues{DLQ: dlq, target: &toQueue}, nil
 	}
 
 	sources, listErr := listSources(ctx, api, l.DLQURL)
 	switch {
 	case listErr == nil && len(sources) == 0:
-		return Queues{}, fmt.Errorf("--dlq-url %s is %w: no queue's redrive policy names it", name, ErrNotDeadLetterQueue)
+		return Queues{}, found(ErrNotDeadLetterQueue, fmt.Sprintf("%s %s is %v: no queue's redrive policy names it", dlqURL, name, ErrNotDeadLetterQueue))
 	case listErr != nil && dlq.Redrive != nil:
 		// Nothing confirms it is a DLQ, and it has a redrive policy of its own: most likely a
 		// work queue given by mistake. Refusing here keeps purge and replay off work queues.
-		return Queues{}, fmt.Errorf("--dlq-url %s: nothing confirms it is a dead-letter queue (%v) and it has a redrive policy of its own, so it looks like a work queue: pass it as --queue-url, or name its source with --to: %w",
-			name, listErr, ErrNotDeadLetterQueue)
+		return Queues{}, found(ErrNotDeadLetterQueue, fmt.Sprintf("%s %s: nothing confirms it is a dead-letter queue (%v) and it has a redrive policy of its own, so it looks like a work queue: pass it as %s, or name its source with %s: %v",
+			dlqURL, name, listErr, queueURL, to, ErrNotDeadLetterQueue))
 	case listErr != nil:
-		return Queues{DLQ: dlq, targetErr: fmt.Errorf("cannot tell which queue %s belongs to (%v): name the replay target with --to (peek shows each message's watchbot-source-queue)", name, listErr)}, nil
+		return Queues{DLQ: dlq, targetErr: found(nil, fmt.Sprintf("cannot tell which queue %s belongs to (%v): name the replay target with %s (peek shows each message's watchbot-source-queue)", name, listErr, to))}, nil
 	case len(sources) > 1:
-		return Queues{DLQ: dlq, targetErr: fmt.Errorf("%s is the dead-letter queue of %d queues (%s): choose the replay target with --to (peek shows each message's watchbot-source-queue)",
-			name, len(sources), strings.Join(sources, ", "))}, nil
+		return Queues{DLQ: dlq, targetErr: found(nil, fmt.Sprintf("%s is the dead-letter queue of %d queues (%s): choose the replay target with %s (peek shows each message's watchbot-source-queue)",
+			name, len(sources), strings.Join(sources, ", "), to))}, nil
 	}
 	src, err := queueattr.Describe(ctx, api, sources[0])
 	if err != nil {

@@ -98,7 +98,7 @@ func TestLocateByDeadLetterSourceQueues(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = q.Target()
-		if err == nil || !strings.Contains(err.Error(), "--to") || !strings.Contains(err.Error(), fakeSrc+"-c") {
+		if err == nil || !strings.Contains(err.Error(), "choose the replay target with To") || !strings.Contains(err.Error(), fakeSrc+"-c") {
 			t.Fatalf("Target() = %v, want an error naming all three sources and asking for --to", err)
 		}
 		if f.calls != 2 {
@@ -118,7 +118,7 @@ func TestLocateByDeadLetterSourceQueues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Target(); err == nil || !strings.Contains(err.Error(), "AccessDenied") || !strings.Contains(err.Error(), "--to") {
+		if _, err := q.Target(); err == nil || !strings.Contains(err.Error(), "AccessDenied") || !strings.Contains(err.Error(), "name the replay target with To") {
 			t.Fatalf("Target() = %v, want the list error and a hint at --to", err)
 		}
 	})

@@ -612,7 +612,7 @@ func TestLocateRefusesWrongQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := queues.Target(); err == nil || !strings.Contains(err.Error(), "--to") {
+	if _, err := queues.Target(); err == nil || !strings.Contains(err.Error(), "with To") {
 		t.Errorf("Target() = %v, want an error asking for --to", err)
 	}
 	if _, err := Replay(t.Context(), c, queues, testConfig()); err == nil {

@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -165,12 +164,13 @@ func (s Summary) Err() error {
 		parts = append(parts, fmt.Sprintf("%d were replayed but could not be deleted from the dead-letter queue, so they are in both queues", s.NotDeleted))
 	}
 	if len(s.NotFound) > 0 {
-		parts = append(parts, fmt.Sprintf("not found in the dead-letter queue: --id %s (peek lists the ids; a message in flight elsewhere is not seen)", strings.Join(s.NotFound, ", --id ")))
+		id := listenspec.Ref(listenspec.SettingIDs)
+		parts = append(parts, fmt.Sprintf("not found in the dead-letter queue: %s %s (peek lists the ids; a message in flight elsewhere is not seen)", id, strings.Join(s.NotFound, ", "+id+" ")))
 	}
 	if len(parts) == 0 {
 		return nil
 	}
-	return errors.New("replay: " + strings.Join(parts, "; "))
+	return found(nil, "replay: "+strings.Join(parts, "; "))
 }
 
 // Replay sends the DLQ's matching messages to the replay target (see replayMessage for what is

@@ -136,7 +136,7 @@ func TestReplayByIDAndInterrupted(t *testing.T) {
 	if err != nil || sum.Replayed != 2 || len(sum.NotFound) != 1 || sum.NotFound[0] != "no-such-id" {
 		t.Fatalf("replay --id = %+v, %v; want 2 replayed, no-such-id not found", sum, err)
 	}
-	if err := sum.Err(); err == nil || !strings.Contains(err.Error(), "--id no-such-id") {
+	if err := sum.Err(); err == nil || !strings.Contains(err.Error(), "IDs no-such-id") {
 		t.Errorf("summary error %v does not name the missing id", err)
 	}
 	bodies := map[string]bool{}

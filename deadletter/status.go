@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -42,7 +43,7 @@ type RedriveStatus struct {
 // Status reads a queue's counts and settings, and its DLQ's counts. It changes nothing.
 func Status(ctx context.Context, api queueattr.API, queueURL string) (QueueStatus, error) {
 	if err := queueattr.ValidateURL(queueURL); err != nil {
-		return QueueStatus{}, fmt.Errorf("--queue-url: %w", err)
+		return QueueStatus{}, listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
 	}
 	info, err := queueattr.Describe(ctx, api, queueURL)
 	if err != nil {

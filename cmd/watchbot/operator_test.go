@@ -284,15 +284,15 @@ func TestOperatorBadInput(t *testing.T) {
 		{"attr twice", "", []string{"dead-letter", "--queue-url", q.URL, "replay", "--match-attr", "k=a", "--match-attr", "k=b"}, 2,
 			`--match-attr k is given twice with different values ("a", "b"): no message can match`},
 		{"rate 0", "", []string{"dead-letter", "--queue-url", q.URL, "replay", "--rate", "0"}, 2, "--rate"},
-		{"no redrive policy", "", []string{"dead-letter", "--queue-url", plain.URL, "count"}, 2, "no redrive policy"},
-		{"work queue as DLQ", "", []string{"dead-letter", "--dlq-url", q.URL, "purge", "--yes"}, 2, "looks like a work queue"},
-		{"DLQ of another queue", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "--to", plain.URL, "replay"}, 2, "not a dead-letter queue"},
+		{"no redrive policy", "", []string{"dead-letter", "--queue-url", plain.URL, "count"}, 2, "no redrive policy, so it has no dead-letter queue (give the DLQ itself with --dlq-url)"},
+		{"work queue as DLQ", "", []string{"dead-letter", "--dlq-url", q.URL, "purge", "--yes"}, 2, "looks like a work queue: pass it as --queue-url, or name its source with --to: not a dead-letter queue"},
+		{"DLQ of another queue", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "--to", plain.URL, "replay"}, 2, "is not a dead-letter queue of --to "},
 		{"no queue", "", []string{"dead-letter", "count"}, 2, "give --queue-url (the source queue; WATCHBOT_QUEUE_URL gives it too) or --dlq-url (the dead-letter queue)"},
 		{"both queues", "", []string{"dead-letter", "--queue-url", q.URL, "--dlq-url", q.DLQURL, "count"}, 2, "give either --queue-url or --dlq-url, not both"},
 		{"--to with --queue-url", "", []string{"dead-letter", "--queue-url", q.URL, "--to", q.URL, "count"}, 2,
 			"--to is only for --dlq-url: with --queue-url, messages are replayed to that queue"},
 		{"bad --dlq-url", "", []string{"dead-letter", "--dlq-url", "jobs-dlq", "count"}, 2, "--dlq-url: "},
-		{"no verb target", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "replay"}, 1, "--to"},
+		{"no verb target", "", []string{"dead-letter", "--dlq-url", q.DLQURL, "replay"}, 1, "the replay target with --to (peek shows each message's watchbot-source-queue)"},
 		{"triage without terminal", "", []string{"dead-letter", "--queue-url", q.URL, "triage"}, 2, "not a terminal"},
 		{"peek limit 0", "", []string{"dead-letter", "--queue-url", q.URL, "peek", "--limit", "0"}, 2, "--limit (0) must be at least 1"},
 		{"export limit -1", "", []string{"dead-letter", "--queue-url", q.URL, "export", "--limit", "-1", "x.jsonl"}, 2, "--limit (-1) must not be negative"},
@@ -305,7 +305,7 @@ func TestOperatorBadInput(t *testing.T) {
 		{"send long delay", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--delay", "16m"}, 2, "--delay (16m0s) must be between 0 and 15m0s"},
 		{"send bad attr", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--attr", "n:Number=abc"}, 2, "not a number"},
 		{"send body and file", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--file", "y"}, 2, "not both"},
-		{"status bad url", "", []string{"status", "--queue-url", "jobs"}, 2, "--queue-url"},
+		{"status bad url", "", []string{"status", "--queue-url", "jobs"}, 2, "--queue-url: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

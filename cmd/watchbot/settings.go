@@ -79,6 +79,7 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingMatchAttr: "--match-attr",
 	listenspec.SettingLimit:     "--limit",
 	listenspec.SettingRate:      "--rate",
+	listenspec.SettingIDs:       "--id",
 	listenspec.SettingReason:    "--reason",
 	listenspec.SettingBody:      "--body",
 	listenspec.SettingFile:      "--file",

@@ -96,6 +96,7 @@ const (
 	SettingMatchAttr Setting = "Filter.Attrs"
 	SettingLimit     Setting = "Limit"
 	SettingRate      Setting = "Rate"
+	SettingIDs       Setting = "IDs"
 	SettingReason    Setting = "Reason"
 	SettingBody      Setting = "Body"
 	SettingFile      Setting = "File"
@@ -118,7 +119,7 @@ var Settings = []Setting{
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
-	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingReason,
+	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingIDs, SettingReason,
 	SettingBody, SettingFile, SettingDelay, SettingAttrs, SettingGroupID,
 }
 
