@@ -30,6 +30,7 @@ import (
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/otlpsink"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -76,7 +77,11 @@ type bench struct {
 	worker string          // the throughput worker, resolved
 	sleep  string          // sleep(1), the wide lane's worker
 	dynamo *testenv.Dynamo // started by the dedupe lane
+	sink   *otlpsink.Sink  // started by the tracing lane
 }
+
+// allLanes are the lanes of the bench, the default of -lanes.
+var allLanes = []string{"throughput", "wide", "pickup", "stop", "faults", "dedupe", "tracing"}
 
 func run() error {
 	var o options
@@ -89,12 +94,12 @@ func run() error {
 	flag.StringVar(&o.binary, "watchbot", "bin/watchbot", "the watchbot binary")
 	flag.StringVar(&o.worker, "worker", "true", "the worker command")
 	flag.StringVar(&o.page, "page", "", "rewrite the performance table of this Markdown page (docs/performance.md) with the figures")
-	lanes := flag.String("lanes", "throughput,wide,pickup,stop,faults,dedupe", "the lanes to run (comma-separated); -page needs them all")
+	lanes := flag.String("lanes", strings.Join(allLanes, ","), "the lanes to run (comma-separated); -page needs them all")
 	flag.Parse()
 	o.lanes = map[string]bool{}
 	for _, l := range strings.Split(*lanes, ",") {
-		if !slices.Contains([]string{"throughput", "wide", "pickup", "stop", "faults", "dedupe"}, l) {
-			return fmt.Errorf("-lanes: unknown lane %q (throughput, wide, pickup, stop, faults, dedupe)", l)
+		if !slices.Contains(allLanes, l) {
+			return fmt.Errorf("-lanes: unknown lane %q (%s)", l, strings.Join(allLanes, ", "))
 		}
 		o.lanes[l] = true
 	}
@@ -124,6 +129,11 @@ func run() error {
 	defer closeFake()
 	sqsLike := &testenv.Emulator{Endpoint: endpoint}
 	b := &bench{o: o, fauxqs: fauxqs, worker: worker, sleep: sleep}
+	defer func() {
+		if b.sink != nil {
+			b.sink.Close()
+		}
+	}()
 
 	// The contenders, run once each per round in this order, so that a slow moment of the
 	// machine costs every contender alike; ratios are taken within a round.
@@ -143,7 +153,7 @@ func run() error {
 		pickups              []time.Duration
 		stops                []stopRun
 		clean, faulty, short []faultRun
-		dedupes              []float64
+		dedupes, tracings    []float64
 	)
 	for round := range o.rounds {
 		for i, c := range contenders {
@@ -187,6 +197,13 @@ func run() error {
 			}
 			dedupes = append(dedupes, d)
 		}
+		if o.lanes["tracing"] {
+			tr, err := b.tracingCost(ctx, fmt.Sprintf("bench-%d-tracing", round))
+			if err != nil {
+				return err
+			}
+			tracings = append(tracings, tr)
+		}
 		if !o.lanes["faults"] {
 			continue
 		}
@@ -206,7 +223,7 @@ func run() error {
 		}
 		short = append(short, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes, tracings: tracings}
 	rep.print(os.Stdout)
 	if o.page != "" {
 		return rep.rewrite(o.page)

@@ -24,6 +24,8 @@ type report struct {
 	// short are the faulty drains with shortReceiveLease's flags.
 	clean, faulty, short []faultRun
 	dedupes              []float64
+	// tracings are the tracing lane's rounds: own CPU per message exporting spans / without.
+	tracings []float64
 }
 
 // reportLanes are the lanes the summary's figures need; without one of them the report lists
@@ -97,6 +99,9 @@ func (r report) figures() []figure {
 	if len(r.dedupes) > 0 {
 		fs = append(fs, figure{fmt.Sprintf("throughput with `--dedupe-table` (dynalite) / without, %d messages", dedupeMessages), spreadOf(r.dedupes), ""})
 	}
+	if len(r.tracings) > 0 {
+		fs = append(fs, r.tracingFigure())
+	}
 	return fs
 }
 
@@ -127,6 +132,9 @@ func (r report) partial() []figure {
 	for _, d := range r.dedupes {
 		fs = append(fs, figure{"with --dedupe-table / without", fmt.Sprintf("%.2f", d), ""})
 	}
+	if len(r.tracings) > 0 {
+		fs = append(fs, r.tracingFigure())
+	}
 	for k := range r.faulty {
 		fs = append(fs, figure{"drain clean / faulty / faulty with a short receive lease", fmt.Sprintf("%.1f s / %.1f s / %.1f s",
 			r.clean[k].took.Seconds(), r.faulty[k].took.Seconds(), r.short[k].took.Seconds()), ""})
@@ -136,6 +144,12 @@ func (r report) partial() []figure {
 			figure{"… with a short receive lease", spread(r.faultsAdded(r.short), func(r result) float64 { return r.rate }, "%.2f"), "≤ 1.0"})
 	}
 	return fs
+}
+
+// tracingFigure is the tracing lane's figure: the median over its rounds.
+func (r report) tracingFigure() figure {
+	return figure{fmt.Sprintf("watchbot's own CPU per message, exporting spans over OTLP/HTTP / without an exporter, %d messages with a traceparent each", r.o.messages),
+		spreadOf(r.tracings), "≤ 1.10"}
 }
 
 // faultsAdded returns, for each round, the time the faults added to the drain over twice the
