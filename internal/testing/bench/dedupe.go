@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/dedupe"
-	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -58,18 +57,8 @@ func dedupeRun(ctx context.Context, o options, queue string, sqsEmu *testenv.Emu
 		return 0, err
 	}
 	defer p.kill()
-	for {
-		info, err := queueattr.Describe(ctx, direct, q)
-		if err != nil {
-			return 0, err
-		}
-		if info.Visible == 0 && info.InFlight == 0 {
-			break
-		}
-		if time.Since(start) > 10*time.Minute {
-			return 0, fmt.Errorf("watchbot did not empty the queue in 10 minutes; log: %s", p.logs.Name())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.waitEmpty(ctx, direct, q); err != nil {
+		return 0, err
 	}
 	took := time.Since(start)
 	return took, p.stop()

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -397,6 +398,24 @@ func (p *process) stop() error {
 	}
 	os.Remove(p.logs.Name())
 	return nil
+}
+
+// waitEmpty waits until queue holds no message, visible or in flight, for at most 10 minutes.
+func (p *process) waitEmpty(ctx context.Context, c *sqs.Client, queue string) error {
+	start := time.Now()
+	for {
+		info, err := queueattr.Describe(ctx, c, queue)
+		if err != nil {
+			return err
+		}
+		if info.Visible == 0 && info.InFlight == 0 {
+			return nil
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("watchbot did not empty the queue in 10 minutes; log: %s", p.logs.Name())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // kill ends the process if it still runs.

@@ -21,12 +21,13 @@ import (
 
 // tracingCost is the tracing lane: what exporting spans costs in watchbot's own CPU. It
 // empties two queues, each preloaded with -messages messages that carry a producer's
-// traceparent, with `watchbot listen --concurrency 8 -- true`: first with no OTEL_*
-// variables (watchbot still reads each message's context and hands it to the worker), then
-// exporting over OTLP/HTTP to a receiver in the bench that decodes every export. It returns
+// traceparent, with `watchbot listen --concurrency 8 -- true`: with no OTEL_* variables
+// (watchbot still reads each message's context and hands it to the worker), and exporting
+// over OTLP/HTTP to a receiver in the bench that decodes every export. It returns
 // the own CPU per message with tracing divided by the same without. A run that exported
 // fewer process spans than messages is an error: there would be no tracing cost to measure.
-func (b *bench) tracingCost(ctx context.Context, name string) (float64, error) {
+// Odd rounds run the two in the other order.
+func (b *bench) tracingCost(ctx context.Context, name string, round int) (float64, error) {
 	if b.sink == nil {
 		s, err := otlpsink.Start()
 		if err != nil {
@@ -36,32 +37,74 @@ func (b *bench) tracingCost(ctx context.Context, name string) (float64, error) {
 	}
 	n := b.o.messages
 	var cpu [2]time.Duration
-	for i, env := range [][]string{nil, append(b.sink.Env(), "OTEL_SERVICE_NAME=watchbot-bench")} {
+	envs := [][]string{nil, append(b.sink.Env(), "OTEL_SERVICE_NAME=watchbot-bench")}
+	order := []int{0, 1}
+	if round%2 == 1 {
+		order = []int{1, 0} // a drift of the machine's speed within a round costs each side alike
+	}
+	for _, i := range order {
+		env := envs[i]
 		c := b.fauxqs.Client()
 		q, err := tracedQueue(ctx, c, fmt.Sprintf("%s-%d", name, i), n)
 		if err != nil {
 			return 0, err
 		}
-		before := len(b.sink.Spans())
-		r, err := watchbot(ctx, b.o, b.fauxqs, b.fauxqs.Endpoint, c, q, []string{"--concurrency", "8"}, env, b.worker)
-		if err != nil {
+		var exported func() error
+		if env != nil {
+			exported = b.spansOf(q, n)
+		}
+		if cpu[i], err = tracingRun(ctx, b.o, b.fauxqs, q, env, b.worker, exported); err != nil {
 			return 0, fmt.Errorf("tracing lane (%v): %w", env, err)
-		}
-		cpu[i] = r.cpu
-		if env == nil {
-			continue
-		}
-		queue := "process " + q[strings.LastIndexByte(q, '/')+1:]
-		spans, ok := b.sink.Wait(15*time.Second, func(spans []otlpsink.Span) bool { return countNamed(spans[before:], queue) >= n })
-		if !ok {
-			_, refused := b.sink.Exports()
-			return 0, fmt.Errorf("tracing lane: watchbot exported %d %q spans for %d messages (exports refused: %v)", countNamed(spans[before:], queue), queue, n, refused)
 		}
 	}
 	if cpu[0] == 0 {
 		return 0, fmt.Errorf("tracing lane: no CPU time read for the run without tracing")
 	}
 	return cpu[1].Seconds() / cpu[0].Seconds(), nil
+}
+
+// spansOf returns a function that waits until the sink has received the n process spans of
+// queue, the export of which the batching exporter may leave for its timer (5 s).
+func (b *bench) spansOf(queue string, n int) func() error {
+	before := len(b.sink.Spans())
+	name := "process " + queue[strings.LastIndexByte(queue, '/')+1:]
+	return func() error {
+		spans, ok := b.sink.Wait(15*time.Second, func(spans []otlpsink.Span) bool { return countNamed(spans[before:], name) >= n })
+		if !ok {
+			_, refused := b.sink.Exports()
+			return fmt.Errorf("watchbot exported %d %q spans for %d messages (exports refused: %v)", countNamed(spans[before:], name), name, n, refused)
+		}
+		return nil
+	}
+}
+
+// tracingSettle is how long after its queue is empty each run of the tracing lane ends: the
+// batching exporter sends its last spans within 5 s (OTEL_BSP_SCHEDULE_DELAY's default), and
+// the run without an exporter idles as long, so that idle time costs both alike.
+const tracingSettle = 6 * time.Second
+
+// tracingRun empties queue with `watchbot listen --concurrency 8 -- worker` and env, waits
+// for exported (when set) and returns watchbot's own CPU time, read then: the export of
+// every span is paid for, and the idle seconds spent waiting for the last batch count
+// against tracing.
+func tracingRun(ctx context.Context, o options, emu *testenv.Emulator, queue string, env []string, worker string, exported func() error) (time.Duration, error) {
+	p, err := startListen(o, emu, queue, []string{"--concurrency", "8"}, env, worker)
+	if err != nil {
+		return 0, err
+	}
+	defer p.kill()
+	if err := p.waitEmpty(ctx, emu.Client(), queue); err != nil {
+		return 0, err
+	}
+	emptied := time.Now()
+	if exported != nil {
+		if err := exported(); err != nil {
+			return 0, err
+		}
+	}
+	time.Sleep(time.Until(emptied.Add(tracingSettle)))
+	cpu := ownCPU(p.cmd.Process.Pid)
+	return cpu, p.stop()
 }
 
 func countNamed(spans []otlpsink.Span, name string) int {
