@@ -143,10 +143,14 @@ func Refuse(s Setting, value any, reason string) Error {
 	return Error{Setting: s, Value: value, Reason: reason}
 }
 
-// Ref stands for setting s inside a Reason, until Render names it.
-func Ref(s Setting) string { return "{" + string(s) + "}" }
+// Ref stands for setting s inside a Reason, until Render names it. Its delimiters are control
+// characters, so that a value the user typed into a Reason (a regular expression, a schedule)
+// is never taken for a placeholder.
+func Ref(s Setting) string { return refMark + string(s) + refMark }
 
-var refPattern = regexp.MustCompile(`\{[A-Za-z.]+\}`)
+const refMark = "\x1f"
+
+var refPattern = regexp.MustCompile(refMark + `[A-Za-z.]+` + refMark)
 
 // Error renders e with the settings' own names (HeartbeatInterval).
 func (e Error) Error() string {

@@ -21,6 +21,8 @@ func TestRender(t *testing.T) {
 		{"a string value is quoted", Refuse(SettingQueueURL, "", "is required"), `--q ("") is required`},
 		{"no setting", Refuse("", nil, "no worker command"), "no worker command"},
 		{"unknown braces are left alone", Refuse("", nil, "{not a setting}"), "{not a setting}"},
+		{"a setting's name the user typed is left alone", Refuse(SettingQueueURL, nil, "bad pattern {VisibilityTimeout}: "+Ref(SettingHeartbeatInterval)),
+			"--q: bad pattern {VisibilityTimeout}: --hb"},
 		{"a failed call", Error{Setting: SettingQueueURL, Reason: "queue not reachable", Err: errors.New("timeout")}, "--q: queue not reachable: timeout"},
 		{"a failed call alone", Error{Setting: SettingQueueURL, Err: errors.New("timeout")}, "--q: timeout"},
 	}
