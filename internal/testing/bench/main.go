@@ -198,7 +198,7 @@ func run() error {
 			dedupes = append(dedupes, d)
 		}
 		if o.lanes["tracing"] {
-			tr, err := b.tracingCost(ctx, fmt.Sprintf("bench-%d-tracing", round), round)
+			tr, err := b.tracingCost(ctx, fmt.Sprintf("bench-%d-tracing", round))
 			if err != nil {
 				return err
 			}

@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,13 +23,14 @@ import (
 
 // tracingCost is the tracing lane: what exporting spans costs in watchbot's own CPU. It
 // empties two queues, each preloaded with -messages messages that carry a producer's
-// traceparent, with `watchbot listen --concurrency 8 -- true`: with no OTEL_* variables
-// (watchbot still reads each message's context and hands it to the worker), and exporting
-// over OTLP/HTTP to a receiver in the bench that decodes every export. It returns
-// the own CPU per message with tracing divided by the same without. A run that exported
-// fewer process spans than messages is an error: there would be no tracing cost to measure.
-// Odd rounds run the two in the other order.
-func (b *bench) tracingCost(ctx context.Context, name string, round int) (float64, error) {
+// traceparent, with `watchbot listen --concurrency 8 -- true`: one with no OTEL_* variables
+// (watchbot still reads each message's context and hands it to the worker), one exporting
+// over OTLP/HTTP to a receiver in the bench that decodes every export. The two run at the
+// same time, so that what else the machine does costs both alike (run one after the other
+// on a shared machine, the ratio swung by more than the cost). It returns the own CPU per
+// message with tracing divided by the same without. A run that exported fewer process spans
+// than messages is an error: there would be no tracing cost to measure.
+func (b *bench) tracingCost(ctx context.Context, name string) (float64, error) {
 	if b.sink == nil {
 		s, err := otlpsink.Start()
 		if err != nil {
@@ -36,26 +39,33 @@ func (b *bench) tracingCost(ctx context.Context, name string, round int) (float6
 		b.sink = s
 	}
 	n := b.o.messages
-	var cpu [2]time.Duration
 	envs := [][]string{nil, append(b.sink.Env(), "OTEL_SERVICE_NAME=watchbot-bench")}
-	order := []int{0, 1}
-	if round%2 == 1 {
-		order = []int{1, 0} // a drift of the machine's speed within a round costs each side alike
-	}
-	for _, i := range order {
-		env := envs[i]
-		c := b.fauxqs.Client()
-		q, err := tracedQueue(ctx, c, fmt.Sprintf("%s-%d", name, i), n)
+	queues := make([]string, len(envs))
+	for i := range envs {
+		q, err := tracedQueue(ctx, b.fauxqs.Client(), fmt.Sprintf("%s-%d", name, i), n)
 		if err != nil {
 			return 0, err
 		}
-		var exported func() error
-		if env != nil {
-			exported = b.spansOf(q, n)
-		}
-		if cpu[i], err = tracingRun(ctx, b.o, b.fauxqs, q, env, b.worker, exported); err != nil {
-			return 0, fmt.Errorf("tracing lane (%v): %w", env, err)
-		}
+		queues[i] = q
+	}
+	exported := b.spansOf(queues[1], n)
+	var (
+		cpu  [2]time.Duration
+		errs [2]error
+		wg   sync.WaitGroup
+	)
+	for i, env := range envs {
+		wg.Go(func() {
+			var wait func() error
+			if env != nil {
+				wait = exported
+			}
+			cpu[i], errs[i] = tracingRun(ctx, b.o, b.fauxqs, queues[i], env, b.worker, wait)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return 0, fmt.Errorf("tracing lane: %w", err)
 	}
 	if cpu[0] == 0 {
 		return 0, fmt.Errorf("tracing lane: no CPU time read for the run without tracing")
