@@ -151,7 +151,7 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "--queue-url: queue not reachable"},
+		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "SQS could not be reached (dial tcp 127.0.0.1:1: connect: connection refused): check --endpoint-url"},
 		{"no redrive policy", noDLQ, []string{"--queue-url", noDLQ.URL, "--", "true"}, 2, "the queue has no redrive policy"},
 		{"command does not exist", withDLQ, []string{"--queue-url", withDLQ.URL, "--", filepath.Join(dir, "missing.sh")}, 2, "missing.sh"},
 		{"--temp-dir cannot be written", withDLQ, []string{"--queue-url", withDLQ.URL, "--temp-dir", filepath.Join(dir, "missing"), "--", "true"}, 2,
