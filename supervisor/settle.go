@@ -140,7 +140,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 	case actDeadLetter:
 		spanEvent(ctx, "dead-letter", semconv.MessagingMessageID(j.msg.ID), attrReason.String(o.Reason), attribute.String("watchbot.dead_letter.by", "watchbot"))
 		if r.dlqURL == "" {
-			if err := r.acks.delete(j.receipt, r.fifo); err != nil {
+			if err := r.acks.delete(dl.receipt, r.fifo); err != nil {
 				return r.failed(j, log, o, err, "delete failed")
 			}
 			log.Error("message deleted: it would be dead-lettered, but there is no dead-letter queue (--allow-no-dlq), so this line is its only record",
