@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -214,21 +213,21 @@ func dlqReplayCommand() *cli.Command {
 		Usage: "send matching messages back to the source queue, each deleted from the DLQ once sent",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Aliases: []string{"max"}, Usage: "replay at most `N` messages", DefaultText: "all that match"},
-			&cli.GenericFlag{Name: "id", Value: &opRepeated{}, Usage: "replay only this `ID`: a DLQ id or an original id, as peek shows (repeatable)"},
+			&cli.GenericFlag{Name: "id", Value: &repeated{}, Usage: "replay only this `ID`: a DLQ id or an original id, as peek shows (repeatable)"},
 			&cli.StringFlag{Name: "match-body", Usage: "replay only messages whose body matches `REGEX` (RE2 syntax)"},
-			&cli.GenericFlag{Name: "match-attr", Value: &opRepeated{}, Usage: "replay only messages with attribute `NAME=VALUE` (repeatable; all must match)"},
+			&cli.GenericFlag{Name: "match-attr", Value: &repeated{}, Usage: "replay only messages with attribute `NAME=VALUE` (repeatable; all must match)"},
 			&cli.Float64Flag{Name: "rate", Usage: "send at most `N` messages per second (a positive number)", DefaultText: "no limit"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be replayed; change nothing"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := deadletter.DefaultReplayConfig()
 			cfg.Limit = c.Int("limit")
-			filter, err := deadletter.ParseFilter(c.String("match-body"), c.Generic("match-attr").(*opRepeated).values)
+			filter, err := deadletter.ParseFilter(c.String("match-body"), repeatedValues(c, "match-attr"))
 			if err != nil {
 				return usageError{err}
 			}
 			cfg.Filter = filter
-			cfg.IDs = c.Generic("id").(*opRepeated).values
+			cfg.IDs = repeatedValues(c, "id")
 			cfg.DryRun = c.Bool("dry-run")
 			if c.IsSet("rate") {
 				cfg.Rate = c.Float64("rate")
@@ -402,10 +401,3 @@ func dlqTriageCommand() *cli.Command {
 		},
 	}
 }
-
-// opRepeated is a repeatable string flag that, unlike cli.StringSliceFlag, never splits a value
-// at commas: attribute values and regular expressions may hold them.
-type opRepeated struct{ values []string }
-
-func (r *opRepeated) Set(s string) error { r.values = append(r.values, s); return nil }
-func (r *opRepeated) String() string     { return strings.Join(r.values, " ") }

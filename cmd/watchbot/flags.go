@@ -143,3 +143,23 @@ func withDefaultText(f *cli.GenericFlag, text string) *cli.GenericFlag {
 	f.DefaultText = text
 	return f
 }
+
+// repeated is a repeatable string flag that, unlike cli.StringSliceFlag, never splits a value
+// at commas: attribute and environment values, schedules and regular expressions hold them.
+type repeated struct{ values []string }
+
+func (r *repeated) Set(s string) error { r.values = append(r.values, s); return nil }
+func (r *repeated) String() string {
+	if r == nil {
+		return ""
+	}
+	return strings.Join(r.values, " ")
+}
+
+// repeatedValues returns the values given to the repeated flag name, in order.
+func repeatedValues(c *cli.Context, name string) []string {
+	if r, ok := c.Generic(name).(*repeated); ok {
+		return r.values
+	}
+	return nil
+}

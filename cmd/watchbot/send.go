@@ -24,7 +24,7 @@ func sendCommand() *cli.Command {
 			queueURLFlag(),
 			&cli.StringFlag{Name: "body", Usage: "send one message with body `S`"},
 			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F`"},
-			&cli.GenericFlag{Name: "attr", Value: &opRepeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
+			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
 			&cli.StringFlag{Name: "delay", Usage: "deliver after `D` (Go duration or seconds, at most 15m; standard queues)"},
 			&cli.StringFlag{Name: "group-id", Usage: "message group id `G` (required on FIFO queues, refused on standard ones)"},
 			opEndpointFlag(),
@@ -35,7 +35,7 @@ func sendCommand() *cli.Command {
 				return err
 			}
 			req := producer.Request{QueueURL: queueURL, GroupID: c.String("group-id")}
-			if err := parseSendAttrs(c.Generic("attr").(*opRepeated).values, &req); err != nil {
+			if err := parseSendAttrs(repeatedValues(c, "attr"), &req); err != nil {
 				return usageError{err}
 			}
 			if c.IsSet("delay") {

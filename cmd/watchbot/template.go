@@ -43,14 +43,14 @@ func templateCommand() *cli.Command {
 			durationFlag("expected-job-duration", d.ExpectedJobDuration, "how long a worker typically takes for one message (1s..12h)"),
 			&cli.StringFlag{Name: "metrics", Value: string(d.Metrics), Usage: "listen's --metrics `MODE`: emf, cloudwatch or none (none: no alarms on its metrics)"},
 			&cli.StringFlag{Name: "metrics-namespace", Value: d.MetricsNamespace, Usage: "CloudWatch `NAMESPACE` of watchbot's metrics and alarms"},
-			&cli.StringSliceFlag{Name: "env", Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
+			&cli.GenericFlag{Name: "env", Value: &repeated{}, Usage: "extra container environment variable `NAME=VALUE` (repeatable)"},
 			&cli.StringFlag{Name: "extra-policy", Usage: "JSON `FILE` of IAM statements added to the task role"},
 			&cli.StringFlag{Name: "brake", Value: "on", Usage: "listen's --brake: on, or off (which leaves out the Braking alarm)"},
 			&cli.IntFlag{Name: "log-retention-days", Value: d.LogRetentionDays, Usage: "log group retention in `DAYS` (a CloudWatch Logs period: 1, 3, 5, 7, 14, 30, 60, 90, ...)"},
 			durationFlag("shutdown-timeout", d.ShutdownTimeout, "listen's drain window; + --kill-grace + 5s is the StopTimeout (at most 120s)"),
 			durationFlag("kill-grace", d.KillGrace, "listen's SIGTERM to SIGKILL escalation"),
 			&cli.StringFlag{Name: "http-addr", Value: d.HTTPAddr, Usage: "listen's --http-addr `ADDR`, asked by the health check (loopback IP:PORT or :PORT)"},
-			&cli.GenericFlag{Name: "schedule", Value: &scheduleList{}, Usage: "a scheduled task, `NAME=EXPR[,path=/PATH][,body=BODY]` (repeatable)"},
+			&cli.GenericFlag{Name: "schedule", Value: &repeated{}, Usage: "a scheduled task, `NAME=EXPR[,path=/PATH][,body=BODY]` (repeatable)"},
 			&cli.StringFlag{Name: "cron-yaml", Usage: "an Elastic Beanstalk cron.yaml `FILE` whose periodic tasks become schedules"},
 			&cli.StringFlag{Name: "schedule-timezone", Value: d.ScheduleTimezone, Usage: "IANA time `ZONE` the schedules' cron expressions are read in"},
 			&cli.BoolFlag{Name: "reduce", Usage: "add the DynamoDB table of watchbot progress; workers get its ARN in $ProgressTable"},
@@ -143,19 +143,17 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		}
 		o.Schedules = schedules
 	}
-	if l, ok := c.Generic("schedule").(*scheduleList); ok {
-		for _, v := range l.values {
-			sc, err := cloudformation.ParseSchedule(v)
-			if err != nil {
-				return o, usageError{err}
-			}
-			o.Schedules = append(o.Schedules, sc)
+	for _, v := range repeatedValues(c, "schedule") {
+		sc, err := cloudformation.ParseSchedule(v)
+		if err != nil {
+			return o, usageError{err}
 		}
+		o.Schedules = append(o.Schedules, sc)
 	}
 	t := readTuning(c)
 	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
 
-	for _, kv := range c.StringSlice("env") {
+	for _, kv := range repeatedValues(c, "env") {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
 			return o, usagef("--env %q: expected NAME=VALUE", kv)
@@ -181,22 +179,6 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		o.ExtraStatements = statements
 	}
 	return o, nil
-}
-
-// scheduleList collects --schedule values. It is not a string slice flag, which would split
-// a value at its commas: cron lists and bodies hold commas.
-type scheduleList struct{ values []string }
-
-func (l *scheduleList) Set(value string) error {
-	l.values = append(l.values, value)
-	return nil
-}
-
-func (l *scheduleList) String() string {
-	if l == nil {
-		return ""
-	}
-	return strings.Join(l.values, " ")
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same directory, so that

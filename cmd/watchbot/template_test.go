@@ -62,7 +62,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--concurrency", "3", "--cpu", "1024", "--memory", "3072", "--min-tasks", "1", "--max-tasks", "30",
 		"--target-latency", "10m", "--expected-job-duration", "45s",
 		"--metrics", "cloudwatch", "--metrics-namespace", "Orders",
-		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b",
+		"--env", "LOG_LEVEL=debug", "--env", "DSN=postgres://db/x?a=b", "--env", "HOSTS=a,b",
 		"--extra-policy", policy,
 		"--worker-errors-threshold", "0", "--oldest-message-age-threshold", "15m", "--braking-threshold", "5m", "--brake", "off",
 		"--log-retention-days", "90", "--shutdown-timeout", "1m", "--kill-grace", "10s", "--http-addr", "[::1]:9091",
@@ -78,7 +78,7 @@ func TestTemplateFlags(t *testing.T) {
 	o.Concurrency, o.CPU, o.Memory, o.MinTasks, o.MaxTasks = 3, 1024, 3072, 1, 30
 	o.TargetLatency, o.ExpectedJobDuration = 10*time.Minute, 45*time.Second
 	o.Metrics, o.MetricsNamespace = cloudformation.MetricsCloudWatch, "Orders"
-	o.Environment = map[string]string{"LOG_LEVEL": "debug", "DSN": "postgres://db/x?a=b"}
+	o.Environment = map[string]string{"LOG_LEVEL": "debug", "DSN": "postgres://db/x?a=b", "HOSTS": "a,b"} // a value's commas are its own
 	o.ExtraStatements = []cloudformation.Statement{{Effect: "Allow", Action: []string{"s3:GetObject"}, Resource: []any{"arn:aws:s3:::inputs/*"}}}
 	o.Alarms = alarms.Thresholds{WorkerErrorsPerMinute: 0, OldestMessageAgeSeconds: 900, BrakingMinutes: 5}
 	o.Brake = false

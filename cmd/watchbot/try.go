@@ -40,7 +40,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "body", Usage: "the message body"},
 			&cli.StringFlag{Name: "file", Usage: "read the message body from this `FILE`"},
 			&cli.BoolFlag{Name: "batch", Usage: "read one message per line of stdin and run them as one batch (batch mode)"},
-			&cli.StringSliceFlag{Name: "attr", Usage: "a message attribute `NAME=VALUE` (repeatable)"},
+			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "a message attribute `NAME=VALUE` (repeatable)"},
 			&cli.StringFlag{Name: "subject", Usage: "deliver the body inside an SNS notification with this subject, as listen unwraps it"},
 			&cli.IntFlag{Name: "attempt", Value: 1, Usage: "the attempt this run is (ApproximateReceiveCount)"},
 			&cli.IntFlag{Name: "max-attempts", Value: 10, Usage: "attempts before a message is dead-lettered (the queue's maxReceiveCount)"},
@@ -94,7 +94,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 // tryMessages reads the message, or the batch, from the flags or stdin.
 func tryMessages(c *cli.Context) ([]supervisor.TryMessage, error) {
 	attrs := map[string]string{}
-	for _, kv := range c.StringSlice("attr") {
+	for _, kv := range repeatedValues(c, "attr") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return nil, usagef("--attr (%q) must be NAME=VALUE", kv)

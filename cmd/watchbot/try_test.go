@@ -135,7 +135,7 @@ exit 1`)
 func TestTryEnvironmentAndSNS(t *testing.T) {
 	dir := t.TempDir()
 	worker := writeWorker(t, dir, `env > "`+dir+`/env"; cat > "`+dir+`/stdin"`)
-	code, out, errOut := runCLI(t, nil, "try", "--body", "payload", "--subject", "Invoice", "--attr", "tenant=acme", "--attempt", "2",
+	code, out, errOut := runCLI(t, nil, "try", "--body", "payload", "--subject", "Invoice", "--attr", "tenant=acme,beta", "--attempt", "2",
 		"--attr", "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "--", worker)
 	if code != 0 || strings.TrimSpace(out) != "delete [exit code 0]" {
 		t.Fatalf("exit %d, %q, %s", code, out, errOut)
