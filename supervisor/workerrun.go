@@ -20,9 +20,11 @@ import (
 // message, or one per message of a batch, by message id.
 func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[string]*directive) {
 	batch := r.cfg.BatchSize > 1
-	log := r.runLog(ctx, jobs[0]).With("attempt", jobs[0].attempt)
+	var log *slog.Logger
 	if batch {
 		log = r.log.With(append([]any{"batch_size", len(jobs), "first_message_id", jobs[0].msg.ID}, tracing.LogAttrs(ctx)...)...)
+	} else {
+		log = r.runLog(ctx, jobs[0]).With("attempt", jobs[0].attempt)
 	}
 	if r.http != nil {
 		r.starting(jobs)
