@@ -64,7 +64,7 @@ func CleanEnv(tb testing.TB, vars ...string) []string {
 // environment (AWS_CA_BUNDLE among them), and points the SDK's shared config and credentials
 // files at nothing, so that code a test runs in process and that loads the AWS configuration
 // (awsenv.Load, the supervisor's workers, which inherit the process's environment) sees only
-// what the test sets, as on a user's machine. TestMain calls it before m.Run; Main does both.
+// what the test sets, as on a user's machine. Main calls it before m.Run.
 func ClearAWS() {
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "AWS_") {
@@ -75,10 +75,27 @@ func ClearAWS() {
 	_ = os.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
 }
 
-// Main is the TestMain of a package whose tests load the AWS configuration in process:
+// ClearTracing removes every OTEL_ variable and the TRACEPARENT, TRACESTATE and BAGGAGE
+// carriers from the test process's own environment, so that code a test runs in process and
+// that reads them (tracing.Setup, `watchbot send`, the supervisor's workers, which inherit the
+// process's environment) sees only what the test sets: a developer's shell or a CI job may
+// export a collector's endpoint, a sampler, or a trace of its own, and a test must neither
+// export to it nor continue it.
+func ClearTracing() {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "OTEL_") ||
+			name == "TRACEPARENT" || name == "TRACESTATE" || name == "BAGGAGE" {
+			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// Main is the TestMain of a package whose tests load the AWS configuration or the tracing
+// variables in process; it calls ClearAWS and ClearTracing before m.Run:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) {
 	ClearAWS()
+	ClearTracing()
 	os.Exit(m.Run())
 }

@@ -36,3 +36,18 @@ func TestClearAWS(t *testing.T) {
 		t.Error("ClearAWS removed SSL_CERT_FILE: only AWS_ variables are the SDK's")
 	}
 }
+
+func TestClearTracing(t *testing.T) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "TRACEPARENT", "TRACESTATE", "BAGGAGE", "PATH_OTEL"} {
+		t.Setenv(name, "set")
+	}
+	ClearTracing()
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "TRACEPARENT", "TRACESTATE", "BAGGAGE"} {
+		if v, ok := os.LookupEnv(name); ok {
+			t.Errorf("%s=%s after ClearTracing", name, v)
+		}
+	}
+	if os.Getenv("PATH_OTEL") == "" {
+		t.Error("ClearTracing removed PATH_OTEL: only OTEL_ variables and the trace carriers are tracing's")
+	}
+}
