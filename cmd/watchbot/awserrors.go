@@ -102,8 +102,7 @@ func explained(action cli.ActionFunc) cli.ActionFunc {
 			// The walks give back what they hold before they return, whatever stopped them.
 			return interrupted{"stopped by a signal; nothing it held is left in flight"}
 		}
-		queue := cmp.Or(opFlag(c, "dlq-url"), opFlag(c, "queue-url"), c.String("queue-url"),
-			os.Getenv("WATCHBOT_QUEUE_URL"), os.Getenv("QueueUrl"))
+		queue := cmp.Or(opFlag(c, "dlq-url"), opFlag(c, "queue-url"), c.String("queue-url"), queueURLFromEnv())
 		return explainAWS(err, queue)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,7 +93,7 @@ func opLocateDLQ(c *cli.Context) (*sqs.Client, deadletter.Queues, error) {
 	if loc.QueueURL == "" && loc.DLQURL == "" {
 		// As listen takes it. The flags do not read these variables themselves: a verb's flag set
 		// from the environment would hide the same flag given before the verb.
-		loc.QueueURL = cmp.Or(os.Getenv("WATCHBOT_QUEUE_URL"), os.Getenv("QueueUrl"))
+		loc.QueueURL = queueURLFromEnv()
 	}
 	if err := loc.Validate(); err != nil {
 		return nil, deadletter.Queues{}, usageError{err}

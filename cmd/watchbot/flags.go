@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -113,14 +114,34 @@ func logFormatFlag() cli.Flag {
 		Usage: "json or text (Watchbot's structuredLogging=false: text)"}
 }
 
+// queueURLEnv are the variables a --queue-url left out is read from, first set first: watchbot's
+// own, then Watchbot's QueueUrl.
+var queueURLEnv = []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}
+
+// queueURLFromEnv is the queue URL queueURLEnv gives, or "".
+func queueURLFromEnv() string {
+	for _, name := range queueURLEnv {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// queueURLOf is --queue-url, or queueURLFromEnv: the flag's own reading of its variables takes
+// the first one set, even when it is set empty, and then would not read QueueUrl.
+func queueURLOf(c *cli.Context) string {
+	return cmp.Or(strings.TrimSpace(c.String("queue-url")), queueURLFromEnv())
+}
+
 // queueURLFlag is --queue-url, taken from the environment as listen takes it.
 func queueURLFlag() cli.Flag {
-	return &cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}}
+	return &cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", EnvVars: queueURLEnv}
 }
 
 // requireQueueURL returns --queue-url, checked, or a one-line usage error saying how to give it.
 func requireQueueURL(c *cli.Context) (string, error) {
-	url := strings.TrimSpace(c.String("queue-url"))
+	url := queueURLOf(c)
 	if url == "" {
 		return "", usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
 	}

@@ -28,7 +28,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			"with the message in its environment, on stdin and in $WATCHBOT_MESSAGE_FILE. Exit 0 deletes the\n" +
 			"message, 3 rejects it (dead-letter), 4 releases it for a retry, anything else retries with backoff.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's `URL`", EnvVars: []string{"WATCHBOT_QUEUE_URL", "QueueUrl"}},
+			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's `URL`", EnvVars: queueURLEnv},
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "worker processes running at once (1..1000)", EnvVars: []string{"WATCHBOT_CONCURRENCY"}},
 			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
 			&cli.BoolFlag{Name: "allow-no-dlq", Usage: "run on a queue without a redrive policy (dead-letters are logged, then deleted)"},
@@ -111,7 +111,7 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 // table they name.
 func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 	cfg := supervisor.DefaultConfig()
-	cfg.QueueURL = strings.TrimSpace(c.String("queue-url"))
+	cfg.QueueURL = queueURLOf(c)
 	cfg.Command = c.Args().Slice()
 	cfg.Concurrency = c.Int("concurrency")
 	cfg.MaxAttempts = c.Int("max-attempts")
