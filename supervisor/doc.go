@@ -15,16 +15,18 @@
 //   - The heartbeat goroutine (leaser.run) owns the renewals under way and when each job is
 //     renewed next (job.renewAt).
 //   - A run's goroutine (runner.run) owns its worker and its messages' outcomes, and settles
-//     them; a hand-back goroutine settles one message the loop gave it.
+//     them; a hand-back goroutine settles one message the loop gave it, or releases one
+//     received after the stop request.
 //   - The acknowledger (acker.run) owns the batches of deletes and visibility changes; each
-//     batch's call runs in a goroutine of its own.
+//     batch's call runs in a goroutine of its pool (runPool), never on acker.run itself.
 //   - A job's delivery (receipt, lease, whether its settle has begun, the worker's process
 //     group) is guarded by job.mu, held only to read or write those fields: never across an
 //     SQS call, a channel send or a wait. A renewal snapshots the receipt, calls SQS without
 //     the lock, and applies the answer only if the job still has that receipt and has not
 //     begun to settle (job.renewed); a settle marks the job settled and waits for the renewal
 //     under way to return (job.beginSettle), so no renewal lands after the outcome's own
-//     visibility change. job.stopMu guards why the job must stop and how to stop its worker.
+//     visibility change. job.stopMu guards why the job must stop, how to stop its worker,
+//     and the span of the run it is part of.
 //     No goroutine holds two of these locks at once.
 //
 // # Who may wait on whom
@@ -35,15 +37,17 @@
 //	 │      (the loop waits on nothing else: it selects on the receive's answer, the runs'
 //	 │       events, the heartbeat's mailbox, its timer and the stop request)
 //	 ├── heartbeat ── acknowledger, SQS calls under way, dedupe extensions ── DynamoDB
-//	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, DynamoDB, the worker
-//	 ├── hand-backs ── acknowledger and its calls, renewals under way
+//	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, dead-letter
+//	 │           sends (SQS), DynamoDB, the worker
+//	 ├── hand-backs ── acknowledger and its calls, renewals under way, dead-letter sends (SQS)
 //	 └── acknowledger ── its calls ── SQS
 //
 // Reports that go up the tree never block: an SQS call's goroutine posts a renewal's answer
 // to the heartbeat's mailbox, and the heartbeat posts the jobs it gives up on to the loop's
-// (mailbox). A run's events are the one blocking send to the loop, and the loop never waits
-// for a run. The receive loop answers each of the loop's asks exactly once, and the loop
-// asks only when no receive is under way. Every goroutine is started by one of these owners
-// and waited for by it before Run returns; docs/design.md describes the whole for
-// contributors.
+// (mailbox). A run's events and the receive loop's answers are the blocking sends to the
+// loop, and the loop never waits for a run. The receive loop answers each of the loop's asks
+// exactly once, and the loop asks only when no receive is under way, so neither send of an
+// ask or an answer waits on a goroutine that is waiting in turn. Every goroutine is started
+// by one of these owners and waited for by it before Run returns; docs/design.md describes
+// the whole for contributors.
 package supervisor
