@@ -150,3 +150,19 @@ func FuzzParseMessage(f *testing.F) {
 		}
 	})
 }
+
+// A worker inherits watchbot's environment but not its trace context: its TRACEPARENT,
+// TRACESTATE and BAGGAGE are its message's alone.
+func TestInheritedEnvLeavesOutTheTraceContext(t *testing.T) {
+	environ := []string{"PATH=/usr/bin:/bin", "TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"TRACESTATE=congo=t61rcWkgMzE", "BAGGAGE=user=alice", "HOME=/home/u", "TRACEPARENT_NOTE=kept", "EMPTY="}
+	before := slices.Clone(environ)
+	got := inheritedEnv(environ)
+	want := []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "TRACEPARENT_NOTE=kept", "EMPTY="}
+	if !slices.Equal(got, want) {
+		t.Errorf("inheritedEnv = %q, want %q", got, want)
+	}
+	if !slices.Equal(environ, before) {
+		t.Errorf("inheritedEnv changed its argument: %q", environ)
+	}
+}

@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	s.runner.baseEnv = os.Environ()
+	s.runner.baseEnv = inheritedEnv(os.Environ())
 	s.log.Info("watchbot listening", "queue_url", cfg.QueueURL, "fifo", s.fifo, "concurrency", cfg.Concurrency,
 		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, worker(cfg, s.runner.command))
 	if s.fifo {

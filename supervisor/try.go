@@ -101,7 +101,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		return nil, err
 	}
 	defer r.removeWorkDirs()
-	r.baseEnv = os.Environ()
+	r.baseEnv = inheritedEnv(os.Environ())
 
 	now := time.Now()
 	jobs := make([]*job, len(msgs))

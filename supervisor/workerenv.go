@@ -105,3 +105,15 @@ func envName(name string) string {
 
 // envSafe reports whether s can be an environment value (no NUL byte).
 func envSafe(s string) bool { return !strings.ContainsRune(s, 0) }
+
+// inheritedEnv returns the part of watchbot's own environment (environ) that every worker
+// inherits: all of it but TRACEPARENT, TRACESTATE and BAGGAGE. A worker's trace context is
+// its message's, or none; one that whatever started watchbot left in its environment would
+// otherwise reach the worker of every message without a context of its own, and mix with
+// the context of a message that has a traceparent but no tracestate or baggage.
+func inheritedEnv(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "TRACEPARENT" || name == "TRACESTATE" || name == "BAGGAGE"
+	})
+}
