@@ -111,6 +111,9 @@ func Setup(ctx context.Context, serviceDefault string, log *slog.Logger) (*Provi
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		// The exporter is already started (a gRPC one holds a connection): stop it, so that
+		// a caller that reports the error and goes on leaks nothing.
+		_ = exp.Shutdown(ctx)
 		return &Provider{}, noShutdown, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
