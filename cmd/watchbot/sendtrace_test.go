@@ -153,3 +153,21 @@ func TestSendWithTenAttributes(t *testing.T) {
 		t.Errorf("attributes %v, want a0..a9 alone", m.MessageAttributes)
 	}
 }
+
+// TestSendTracingSettingUnusable: tracing never stops a send. An exporter send cannot set up is
+// reported as a warning, and the message still carries TRACEPARENT's context as it is.
+func TestSendTracingSettingUnusable(t *testing.T) {
+	emu := testenv.SQS(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{})
+	code, stdout, stderr := sendBinary(t, emu, []string{"TRACEPARENT=" + producerParent, "OTEL_TRACES_EXPORTER=zipkin"},
+		"--queue-url", q.URL, "--body", "next job")
+	if code != 0 || strings.TrimSpace(stdout) == "" {
+		t.Fatalf("send exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if want := "warning: tracing off: OTEL_TRACES_EXPORTER=zipkin is not supported"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	if got := attr(receiveOne(t, emu, q.URL), "traceparent"); got != producerParent {
+		t.Errorf("traceparent %q, want TRACEPARENT's %q", got, producerParent)
+	}
+}
