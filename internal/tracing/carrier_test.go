@@ -123,23 +123,24 @@ func TestReadSetting(t *testing.T) {
 		name    string
 		env     map[string]string
 		want    Setting
-		wantErr bool
+		wantErr string // a part of the error, "" for none
 	}{
 		{name: "nothing set", env: nil},
 		{name: "endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, want: Setting{Exporter: "otlp", Protocol: "http/protobuf", Endpoint: "http://127.0.0.1:4318"}},
 		{name: "traces endpoint and grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: Setting{Exporter: "otlp", Protocol: "grpc", Endpoint: "http://127.0.0.1:4317"}},
 		{name: "traces protocol wins", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, want: Setting{Exporter: "otlp", Protocol: "http/protobuf", Endpoint: "x"}},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "x", "OTEL_TRACES_EXPORTER": "none"}},
-		{name: "exporter console", env: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, wantErr: true},
-		{name: "http/json", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, wantErr: true},
+		{name: "exporter console", env: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, wantErr: "OTEL_TRACES_EXPORTER=console"},
+		{name: "http/json", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, wantErr: "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+		{name: "traces http/json", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, wantErr: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ReadSetting(func(k string) string { return tt.env[k] })
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
 			}
-			if !tt.wantErr && got != tt.want {
+			if tt.wantErr == "" && got != tt.want {
 				t.Errorf("ReadSetting = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -71,16 +71,19 @@ func ReadSetting(getenv func(string) string) (Setting, error) {
 		return s, nil
 	}
 	s.Exporter = "otlp"
-	s.Protocol = getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	// The error names the variable the value came from, the traces one winning.
+	protocolVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	s.Protocol = getenv(protocolVar)
 	if s.Protocol == "" {
-		s.Protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		protocolVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		s.Protocol = getenv(protocolVar)
 	}
 	switch s.Protocol {
 	case "":
 		s.Protocol = "http/protobuf"
 	case "http/protobuf", "grpc":
 	default:
-		return s, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%s is not supported (http/protobuf or grpc)", s.Protocol)
+		return s, fmt.Errorf("%s=%s is not supported (http/protobuf or grpc)", protocolVar, s.Protocol)
 	}
 	return s, nil
 }
