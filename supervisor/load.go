@@ -14,11 +14,10 @@ type Load struct {
 	loadState
 	// busy is the slot-seconds spent running jobs since the last BusySlots, counted up to
 	// mark; since is when that window began. braked is the seconds spent braking since the
-	// last BrakingSeconds, counted up to mark; brakeSince is when that window began.
+	// last BrakingSeconds, counted up to mark.
 	busy        float64
 	mark, since time.Time
 	braked      float64
-	brakeSince  time.Time
 	// changed receives (without blocking the writer) when active changes.
 	changed chan struct{}
 }
