@@ -53,9 +53,14 @@ type Setting struct {
 
 // ReadSetting reads which exporter the OTEL_* variables ask for: none unless
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and never when
-// OTEL_TRACES_EXPORTER=none. It refuses values watchbot cannot honour.
+// OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true (the OpenTelemetry switch for every
+// SDK, which an operator sets to turn telemetry off without unsetting the rest). It refuses
+// values watchbot cannot honour.
 func ReadSetting(getenv func(string) string) (Setting, error) {
 	var s Setting
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return s, nil
+	}
 	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
 	case "none":
 		return s, nil
