@@ -169,3 +169,28 @@ func TestTryBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestTryLogFormat checks that --log-format shapes the log try writes on stderr (the worker's
+// output lines among it), and that a format listen does not know is bad usage.
+func TestTryLogFormat(t *testing.T) {
+	worker := writeWorker(t, t.TempDir(), "echo from-worker >&2")
+	for _, tc := range []struct {
+		format string
+		code   int
+		want   string
+	}{
+		{"json", 0, `"msg":"worker output"`},
+		{"text", 0, `level=INFO msg="worker output"`},
+		{"xml", 2, `--log-format: "xml" is not json or text`},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			code, _, stderr := runCLI(t, nil, "try", "--log-format", tc.format, "--body", "x", "--", worker)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+			if tc.code == 0 && !strings.Contains(stderr, "from-worker") {
+				t.Errorf("stderr %q lacks the worker's line", stderr)
+			}
+		})
+	}
+}
