@@ -195,18 +195,23 @@ func (l *loop) reported(e runEvent) {
 			l.s.brake.left(time.Now(), j)
 		}
 	}
-	back := backNow(l.sched.finish(e.run, e.disps, time.Now()))
+	l.giveBack(backNow(l.sched.finish(e.run, e.disps, time.Now())), "an earlier message of its group went back to the queue")
+}
+
+// giveBack hands back items, or, while a stop waits for a receive under way, puts them off
+// (later) so that the receive cannot take them only to release them again.
+func (l *loop) giveBack(items []giveBack, why string) {
 	if l.stopping && l.receiving {
-		l.later = append(l.later, back...)
-	} else {
-		l.s.handBack(back, "an earlier message of its group went back to the queue")
+		l.later = append(l.later, items...)
+		return
 	}
+	l.s.handBack(items, why)
 }
 
 // givenUp hands back the held jobs the heartbeat gave up on.
 func (l *loop) givenUp() {
 	for _, j := range l.s.lost.take() {
-		l.s.dropLost(l.sched, j)
+		l.dropLost(j)
 	}
 }
 
@@ -258,21 +263,21 @@ func (s *Supervisor) giveUp(j *job) { s.lost.post(j) }
 // dropLost hands back a held job the heartbeat gave up on, with its group's messages behind
 // it: near the 12 h ceiling it is released (keeping what is left of an in-place retry); with
 // its lease lost it is no longer watchbot's and is left alone.
-func (s *Supervisor) dropLost(sched *scheduler, j *job) {
+func (l *loop) dropLost(j *job) {
 	if j.stopped() == nil {
 		return // delivered again since it was given up (takeOver): watchbot's again
 	}
-	found, wait, behind := sched.drop(j, time.Now())
+	found, wait, behind := l.sched.drop(j, time.Now())
 	if !found {
 		return // in a run: the run settles it by its cause
 	}
-	s.brake.left(time.Now(), j)
+	l.s.brake.left(time.Now(), j)
 	if errors.Is(j.stopped(), errLeaseLost) {
-		s.handBack([]giveBack{{j: j, lost: true}}, "lease lost")
+		l.giveBack([]giveBack{{j: j, lost: true}}, "lease lost")
 	} else {
-		s.handBack([]giveBack{{j: j, wait: wait}}, "near SQS's 12h in-flight limit")
+		l.giveBack([]giveBack{{j: j, wait: wait}}, "near SQS's 12h in-flight limit")
 	}
-	s.handBack(backNow(behind), "an earlier message of its group went back to the queue")
+	l.giveBack(backNow(behind), "an earlier message of its group went back to the queue")
 }
 
 // backNow lists messages to hand back visible at once.
