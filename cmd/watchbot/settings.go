@@ -98,10 +98,12 @@ func flagOf(s listenspec.Setting) string {
 
 // withFlags returns err with the first error in it that names settings (a listenspec.Error,
 // a cloudformation.ScheduleError), if any, worded with the flags of names (settingFlags where
-// names has none). What err wraps stays reachable with errors.As.
+// names has none). What err wraps stays reachable with errors.As. An error already worded is left as it is: main words every error once more, and would
+// otherwise turn a command's own names (template's "--env Volumes") back into listen's flags.
 func withFlags(err error, names map[listenspec.Setting]string) error {
 	var e settingsError
-	if err == nil || !errors.As(err, &e) {
+	var done flagged
+	if err == nil || errors.As(err, &done) || !errors.As(err, &e) {
 		return err
 	}
 	named := e.Render(func(s listenspec.Setting) string {

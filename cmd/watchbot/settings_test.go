@@ -56,6 +56,8 @@ func TestWithFlags(t *testing.T) {
 			"--queue-url: queue not reachable: timeout"},
 		{"a schedule", fmt.Errorf("--cron-yaml c.yaml: %w", &cloudformation.ScheduleError{Task: "tick",
 			Reason: "given twice (" + listenspec.Ref(listenspec.SettingCronYAML) + ")"}), nil, "--cron-yaml c.yaml: --schedule tick: given twice (--cron-yaml)"},
+		{"worded already", usageError{withFlags(listenspec.Volumes([]string{"tmp"}, 1), map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"})}, nil,
+			`--env Volumes ("tmp") must be an absolute directory path`},
 		{"no setting", errors.New("other"), nil, "other"},
 	}
 	for _, tt := range tests {

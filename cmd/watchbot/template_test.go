@@ -203,6 +203,7 @@ func TestTemplateBadInput(t *testing.T) {
 		{"cron.yaml missing", []string{"--cron-yaml", filepath.Join(dir, "nope.yaml")}, "--cron-yaml: open"},
 		{"cron.yaml malformed", []string{"--cron-yaml", cronBroken}, "--cron-yaml " + cronBroken + ": not YAML"},
 		{"cron.yaml both days", []string{"--cron-yaml", cronBoth}, "entry payroll: schedule \"0 0 1 * 5\": both day-of-month and day-of-week are restricted"},
+		{"Volumes a system directory", []string{"--env", "Volumes=/etc", "--concurrency", "1"}, `--env Volumes ("/etc") is a system directory`},
 		{"no command", nil, "the worker command is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
