@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // A renewal that SQS does not answer past the message's lease, at the moment that message
@@ -191,4 +194,20 @@ func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
 			t.Error("an answer was applied to a job that has begun to settle")
 		}
 	})
+}
+
+// A new delivery of a held message that a receive brings after a stop request is taken over
+// by its job, not released: released, it would go to another consumer while the job's
+// worker may still run under a receipt that no longer works.
+func TestRedeliveryReceivedAtAStopIsTakenOver(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	l := newLeaser(DefaultConfig(), nil, log, nil)
+	j := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
+	l.add(j)
+	s := &Supervisor{leaser: l, log: log}
+	s.releaseReceived([]types.Message{{MessageId: aws.String("m"), ReceiptHandle: aws.String("rh-2")}})
+	s.handBacks.Wait()
+	if got := j.handle(); got != "rh-2" {
+		t.Errorf("the held job's receipt is %q, want the new delivery's rh-2", got)
+	}
 }

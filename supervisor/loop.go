@@ -318,9 +318,17 @@ func (s *Supervisor) handBack(items []giveBack, why string) {
 	}
 }
 
-// releaseReceived makes messages received after the stop request visible again at once.
+// releaseReceived makes messages received after the stop request visible again at once. A
+// new delivery of a message watchbot holds is taken over by its job instead, as hold does:
+// released, it would go to another consumer while the job, its worker perhaps still running,
+// holds a receipt that no longer works. The loop alone calls it.
 func (s *Supervisor) releaseReceived(msgs []types.Message) {
+	now := time.Now()
+	lease, renew := s.leaser.received()
 	for _, m := range msgs {
+		if j := s.leaser.get(aws.ToString(m.MessageId)); j != nil && j.takeOver(parseMessage(m), now, lease, renew) {
+			continue
+		}
 		s.handBacks.Go(func() {
 			if err := s.acks.changeVisibility(aws.ToString(m.ReceiptHandle), 0); err != nil {
 				s.log.Error("could not release a message received as watchbot stopped; it will be visible again when its lease ends",
