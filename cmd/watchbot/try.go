@@ -62,6 +62,10 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			cfg := supervisor.DefaultConfig()
 			cfg.Command = c.Args().Slice()
 			cfg.MaxAttempts = c.Int("max-attempts")
+			if cfg.MaxAttempts < 1 {
+				// listen's 0 reads the queue's maxReceiveCount; try has no queue to read.
+				return usagef("--max-attempts (%d) must be between 1 and %d: try has no queue whose maxReceiveCount it could read", cfg.MaxAttempts, listenspec.MaxAttempts)
+			}
 			cfg.BatchSize = c.Int("batch-size")
 			cfg.MaxJobDuration = durationOf(c, "max-job-duration")
 			cfg.KillGrace = durationOf(c, "kill-grace")

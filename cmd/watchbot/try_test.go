@@ -160,6 +160,7 @@ func TestTryBadInput(t *testing.T) {
 		{[]string{"--file", "/nonexistent", "--", "true"}, "--file: open /nonexistent"},
 		{[]string{"--body", "x", "--attr", "novalue", "--", "true"}, `--attr ("novalue") must be NAME=VALUE`},
 		{[]string{"--body", "x", "--attempt", "11", "--", "true"}, "--attempt (11) must be between 1 and --max-attempts (10)"},
+		{[]string{"--body", "x", "--max-attempts", "0", "--", "true"}, "--max-attempts (0) must be between 1 and 1000: try has no queue"},
 		{[]string{"--body", "x"}, "no worker command"},
 		{[]string{"--body", "x", "--", "/nonexistent/worker"}, `worker command "/nonexistent/worker"`},
 	} {
