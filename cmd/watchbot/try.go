@@ -35,7 +35,8 @@ func tryCommand(stdout io.Writer) *cli.Command {
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Description: "No queue is needed. The message comes from --body, --file or stdin (with --batch, one message per line).\n" +
 			"The exit status says what listen would do: 0 delete, 10 release, 11 retry, 12 left to the redrive policy,\n" +
-			"13 dead-letter (a batch: the highest); 2 bad usage, 1 the worker could not be run.",
+			"13 dead-letter (a batch: the highest); 2 bad usage, a missing or non-executable COMMAND included;\n" +
+			"1 try itself failed. A COMMAND that is there but cannot start (a bad #! line) is a retry, as in listen.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "body", Usage: "the message body"},
 			&cli.StringFlag{Name: "file", Usage: "read the message body from this `FILE`"},
