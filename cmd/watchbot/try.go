@@ -104,6 +104,9 @@ func tryMessages(c *cli.Context) ([]supervisor.TryMessage, error) {
 		if !ok || k == "" {
 			return nil, usagef("--attr (%q) must be NAME=VALUE", kv)
 		}
+		if _, dup := attrs[k]; dup {
+			return nil, usagef("--attr %s is given twice", k)
+		}
 		attrs[k] = v
 	}
 	var bodies []string

@@ -159,6 +159,7 @@ func TestTryBadInput(t *testing.T) {
 		{[]string{"--body", "x", "--file", "f", "--", "true"}, "give the message one way"},
 		{[]string{"--file", "/nonexistent", "--", "true"}, "--file: open /nonexistent"},
 		{[]string{"--body", "x", "--attr", "novalue", "--", "true"}, `--attr ("novalue") must be NAME=VALUE`},
+		{[]string{"--body", "x", "--attr", "a=1", "--attr", "a=2", "--", "true"}, "--attr a is given twice"},
 		{[]string{"--body", "x", "--attempt", "11", "--", "true"}, "--attempt (11) must be between 1 and --max-attempts (10)"},
 		{[]string{"--body", "x", "--max-attempts", "0", "--", "true"}, "--max-attempts (0) must be between 1 and 1000: try has no queue"},
 		{[]string{"--body", "x"}, "no worker command"},
