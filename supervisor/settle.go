@@ -163,8 +163,14 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 	case actAbandon:
 		// Given up for lost, the lease may be watchbot's still: a renewal that SQS took
 		// late, or a new delivery taken over. Released, the message comes back at once
-		// rather than when that lease ends; a receipt that someone else's receive replaced
-		// is refused and changes nothing.
+		// rather than when that lease ends. Only a lease watchbot knows it holds is
+		// released: the SQS API reference does not say that a receipt another consumer's
+		// receive replaced is refused, and releasing with it could make a message visible
+		// while that consumer runs it.
+		if !dl.leaseUntil.After(time.Now()) {
+			log.Warn("message left alone: its lease may have ended", "reason", o.Reason)
+			return returned
+		}
 		if err := r.acks.changeVisibility(dl.receipt, 0); err == nil {
 			log.Warn("message released: its lease was given up for lost, but watchbot still held it", "reason", o.Reason)
 			return returned
