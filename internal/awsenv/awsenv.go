@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
@@ -141,5 +142,17 @@ func DynamoDB(cfg aws.Config, o Options) *dynamodb.Client {
 		if o.Endpoint != "" {
 			do.BaseEndpoint = aws.String(o.Endpoint)
 		}
+	})
+}
+
+// S3 returns the S3 client that fetches, deletes and stores payloads (docs/payloads.md). An
+// endpoint given in the environment (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), which the SDK
+// reads itself, is addressed path style (ENDPOINT/BUCKET/KEY): S3-compatible stores and
+// emulators on a host name of their own seldom resolve BUCKET.HOST. AWS's own endpoints keep the
+// SDK's virtual-hosted style.
+func S3(cfg aws.Config, getenv func(string) string) *s3.Client {
+	pathStyle := getenv("AWS_ENDPOINT_URL_S3") != "" || getenv("AWS_ENDPOINT_URL") != ""
+	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+		so.UsePathStyle = pathStyle
 	})
 }

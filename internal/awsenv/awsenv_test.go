@@ -164,3 +164,20 @@ func TestSQSEndpoint(t *testing.T) {
 		})
 	}
 }
+
+func TestS3PathStyle(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		path bool
+	}{
+		{nil, false},
+		{map[string]string{"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000"}, true},
+		{map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:4566"}, true},
+		{map[string]string{"AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:4566"}, false},
+	} {
+		c := S3(aws.Config{Region: "us-east-1"}, func(k string) string { return tt.env[k] })
+		if got := c.Options().UsePathStyle; got != tt.path {
+			t.Errorf("env %v: UsePathStyle = %v", tt.env, got)
+		}
+	}
+}

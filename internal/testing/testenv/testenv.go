@@ -154,9 +154,10 @@ func startServer(what, script, announce string, env ...string) (string, error) {
 // Client returns a real SQS client that sends every request to the emulator.
 func (e *Emulator) Client() *sqs.Client { return ClientFor(e.Endpoint) }
 
-// Env returns environment variables that point the watchbot binary at the emulator.
+// Env returns environment variables that point the watchbot binary at the emulator, for SQS
+// and for S3 (fauxqs serves both on one port).
 func (e *Emulator) Env() []string {
-	return append(credentialsEnv(), "AWS_ENDPOINT_URL_SQS="+e.Endpoint)
+	return append(credentialsEnv(), "AWS_ENDPOINT_URL_SQS="+e.Endpoint, "AWS_ENDPOINT_URL_S3="+e.Endpoint)
 }
 
 // credentialsEnv is the test credentials and Region as environment variables, with the
