@@ -3,6 +3,7 @@ package alarms
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,7 @@ func TestDocumentedPrometheusMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range PrometheusMetrics {
+	for _, m := range slices.Concat(PrometheusMetrics, TenantPrometheusMetrics) {
 		cw := "—"
 		if _, published := Lookup(m.Metric); published {
 			cw = "`" + string(m.Metric) + "`"

@@ -42,6 +42,14 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Name: "watchbot_last_receive_timestamp_seconds", Type: "gauge", Help: "Unix time of the last receive SQS answered (0 before the first)."},
 }
 
+// TenantPrometheusMetrics lists the per-tenant series of /metrics (docs/queues.md), labelled
+// queue and tenant: listen serves them from its count of the top tenants.
+var TenantPrometheusMetrics = []PrometheusMetric{
+	{Name: "watchbot_tenant_runs_total", Type: "counter", Help: "Runs started of the tenant's messages (its MessageGroupId); the tenants outside the top 20 are summed as tenant=\"other\"."},
+	{Name: "watchbot_tenant_wait_seconds_total", Type: "counter", Help: "Summed wait in the queue (run start − SentTimestamp) of those runs."},
+	{Name: "watchbot_tenant_wait_seconds_max", Type: "gauge", Help: "Longest wait in the queue of those runs."},
+}
+
 // Prometheus is a Recorder that keeps the counters and histograms of PrometheusMetrics.
 type Prometheus struct {
 	counters   map[Metric]prometheus.Counter

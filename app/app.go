@@ -67,8 +67,10 @@ func Run(ctx context.Context, o Options) error {
 	o.Metrics.Logger = log
 	load, health := supervisor.NewLoad(), supervisor.NewHealth()
 	var prom alarms.Recorder
+	var tenants *supervisor.Tenants // counted only for /metrics
 	if o.HTTPAddr != "" {
-		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, log)
+		tenants = supervisor.NewTenants()
+		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, tenants, log)
 		if err != nil {
 			return err
 		}
@@ -102,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,
-		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer})
+		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants})
 }
 
 // flushSpans returns the function that flushes the spans still queued once the supervisor has

@@ -31,12 +31,14 @@ type statusServer struct {
 const httpStopTimeout = 2 * time.Second
 
 // startStatusServer binds addr and serves the health and readiness of health, and the metrics
-// of queue (the gauges of load and health, and the Recorder it returns), until stop.
-func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
+// of queue (the gauges of load and health, the figures of tenants, and the Recorder it
+// returns), until stop.
+func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, tenants *supervisor.Tenants, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
 	reg, rec, err := prometheusRegistry(queue, load, health)
 	if err != nil {
 		return nil, nil, err
 	}
+	reg.MustRegister(tenantCollector{tenants})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "cannot be bound: "+err.Error())

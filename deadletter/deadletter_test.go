@@ -243,6 +243,16 @@ func TestReplayMessage(t *testing.T) {
 			t.Errorf("attributes = %v, want none", got.Attributes)
 		}
 	})
+	t.Run("standard keeps a fair queue's tenant, no dedup id", func(t *testing.T) {
+		m := Message{ID: "dlq-4", Body: "b", System: map[string]string{"MessageGroupId": "tenant-a"}}
+		got := replayMessage(m, false, 1<<20, now)
+		if got.GroupID != "tenant-a" || got.DeduplicationID != "" {
+			t.Errorf("group %q dedup %q; want tenant-a and none", got.GroupID, got.DeduplicationID)
+		}
+		if err := producer.Check(got, producer.Limits{MaxSize: 1 << 20}); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Run("FIFO keeps the group, fresh dedup id", func(t *testing.T) {
 		m := Message{ID: "dlq-3", Body: "b", System: map[string]string{"MessageGroupId": "g1", "MessageDeduplicationId": "old"}}
 		a := replayMessage(m, true, 1<<20, now)
@@ -390,7 +400,8 @@ func TestParseRecord(t *testing.T) {
 		{"fifo group from groupId", `{"body":"x","groupId":"g"}`, fifo, ""},
 		{"fifo group from system attributes", `{"body":"x","attributes":{"MessageGroupId":"g"}}`, fifo, ""},
 		{"fifo without group", `{"body":"x"}`, fifo, "group id is required"},
-		{"standard ignores group", `{"body":"x","groupId":"g"}`, std, ""},
+		{"standard keeps the tenant", `{"body":"x","groupId":"g"}`, std, ""},
+		{"standard keeps the tenant from system attributes", `{"body":"x","attributes":{"MessageGroupId":"g"}}`, std, ""},
 		{"too big", `{"body":"` + strings.Repeat("y", 1025) + `"}`, std, "MaximumMessageSize"},
 		{"unknown field", `{"body":"x","bodyy":"y"}`, std, "unknown field"},
 		{"deadLetter is informative", `{"body":"x","deadLetter":{"reason":"r"}}`, std, ""},
@@ -405,8 +416,11 @@ func TestParseRecord(t *testing.T) {
 				if tt.limits.FIFO && (m.GroupID != "g" || m.DeduplicationID == "") {
 					t.Errorf("FIFO message group %q dedup %q", m.GroupID, m.DeduplicationID)
 				}
-				if !tt.limits.FIFO && m.GroupID != "" {
-					t.Errorf("standard message kept group %q", m.GroupID)
+				if !tt.limits.FIFO && m.DeduplicationID != "" {
+					t.Errorf("standard message got dedup id %q", m.DeduplicationID)
+				}
+				if !tt.limits.FIFO && strings.Contains(tt.line, `"g"`) != (m.GroupID == "g") {
+					t.Errorf("standard message group %q from %s", m.GroupID, tt.line)
 				}
 				return
 			}

@@ -39,7 +39,7 @@ func messageFrom(m types.Message) Message {
 	}
 }
 
-// GroupID is the FIFO MessageGroupId, or "".
+// GroupID is the MessageGroupId (a FIFO group, or a fair queue's tenant), or "".
 func (m Message) GroupID() string {
 	return m.System[string(types.MessageSystemAttributeNameMessageGroupId)]
 }
@@ -94,15 +94,16 @@ func (m Message) attrValue(name string) (string, bool) {
 // without watchbot's own (watchbot-*), and with its lineage: watchbot-replayed-from (m's DLQ id),
 // watchbot-original-message-id and watchbot-replayed-at, one by one or packed in
 // watchbot-replay when SQS's 10 attribute slots leave too little room. The lineage is left out
-// when no slot is free or it would make the message outgrow maxSize. On a FIFO target the group
-// id is kept and the deduplication id is fresh, so a replay is never dropped as a duplicate of
-// the original.
+// when no slot is free or it would make the message outgrow maxSize. The group id is kept: on a
+// FIFO target it orders the group, and the deduplication id is fresh, so a replay is never
+// dropped as a duplicate of the original; on a standard target it names the message's tenant
+// ("Amazon SQS fair queues", SQS Developer Guide).
 func replayMessage(m Message, fifo bool, maxSize int, now time.Time) producer.Message {
 	l := dlqattr.Lineage{OriginalMessageID: dlqattr.OriginalID(m.ID, m.Attributes), ReplayedFrom: m.ID, ReplayedAt: now.UTC().Format(time.RFC3339)}
 	attrs, withLineage := dlqattr.WithReplay(m.Attributes, l)
 	out := producer.Message{Body: m.Body, Attributes: attrs}
+	out.GroupID = m.GroupID()
 	if fifo {
-		out.GroupID = m.GroupID()
 		if out.GroupID == "" {
 			out.GroupID = "watchbot-replay"
 		}

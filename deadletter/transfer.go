@@ -278,8 +278,8 @@ func parseRecord(line []byte, limits producer.Limits) (producer.Message, error) 
 		}
 	}
 	m := producer.Message{Body: rec.Body, Attributes: rec.attributes()}
+	m.GroupID = rec.groupID() // a FIFO group, or a fair queue's tenant on a standard queue
 	if limits.FIFO {
-		m.GroupID = rec.groupID()
 		m.DeduplicationID = producer.NewDeduplicationID()
 	}
 	if err := producer.Check(m, limits); err != nil {

@@ -35,7 +35,8 @@ var _ API = (*sqs.Client)(nil)
 type Message struct {
 	Body       string
 	Attributes map[string]types.MessageAttributeValue
-	// GroupID is the FIFO MessageGroupId; it must be set for FIFO queues and empty otherwise.
+	// GroupID is the MessageGroupId: required on FIFO queues; on a standard queue it names
+	// the message's tenant for SQS fair queues and implies no order.
 	GroupID string
 	// DeduplicationID is the FIFO MessageDeduplicationId; empty lets content-based
 	// deduplication decide (see NewDeduplicationID for a fresh one).
@@ -79,8 +80,6 @@ func Check(m Message, l Limits) error {
 	switch {
 	case l.FIFO && m.GroupID == "":
 		return errors.New("the queue is FIFO: a message group id is required")
-	case !l.FIFO && m.GroupID != "":
-		return errors.New("a message group id is only for FIFO queues")
 	case !l.FIFO && m.DeduplicationID != "":
 		return errors.New("a deduplication id is only for FIFO queues")
 	case l.FIFO && m.Delay != 0:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -39,7 +40,9 @@ func TestCheck(t *testing.T) {
 		{"size counts attributes", Message{Body: strings.Repeat("x", 90), Attributes: attr("String", "0123456789")}, std, "MaximumMessageSize of 100"},
 		{"exactly the limit", Message{Body: strings.Repeat("x", 100)}, std, ""},
 		{"fifo needs group", Message{Body: "x"}, fifo, "group id is required"},
-		{"standard refuses group", Message{Body: "x", GroupID: "g"}, std, "only for FIFO"},
+		{"standard takes a tenant group", Message{Body: "x", GroupID: "g"}, std, ""},
+		{"standard refuses dedup id", Message{Body: "x", DeduplicationID: "d"}, std, "only for FIFO"},
+		{"group too long", Message{Body: "x", GroupID: strings.Repeat("g", 129)}, std, "at most 128"},
 		{"fifo refuses delay", Message{Body: "x", GroupID: "g", Delay: time.Second}, fifo, "no per-message delay"},
 		{"delay too long", Message{Body: "x", Delay: 16 * time.Minute}, std, "outside"},
 		{"number attr", Message{Body: "x", Attributes: attr("Number", "1.5e3")}, std, ""},
@@ -213,10 +216,34 @@ func TestDeliverAgainstEmulator(t *testing.T) {
 	if api.calls.Load() != before {
 		t.Error("a request with bad lines sent something")
 	}
-	// FIFO rules come from the queue.
-	req = Request{QueueURL: q.URL, Bodies: []Body{{"x", "--body"}}, GroupID: "g"}
-	if _, err := Deliver(t.Context(), api, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "GroupID is only for FIFO") {
-		t.Errorf("group id on a standard queue: %v", err)
+}
+
+// TestDeliverFairQueue sends a tenant's group id to a standard queue: SQS fair queues take
+// MessageGroupId on standard queues as the tenant ("Amazon SQS fair queues", SQS Developer
+// Guide), and fakesqs keeps it as SQS does (fauxqs drops it).
+func TestDeliverFairQueue(t *testing.T) {
+	fake := fakesqs.New()
+	out, err := fake.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("tenants")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	req := Request{QueueURL: url, Bodies: []Body{{"x", "--body"}, {"y", "stdin line 2"}}, GroupID: "tenant-a"}
+	if _, err := Deliver(t.Context(), fake, req); err != nil {
+		t.Fatalf("group id on a standard queue: %v", err)
+	}
+	got, err := fake.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+	if err != nil || len(got.Messages) != 2 {
+		t.Fatalf("receive: %d messages, %v", len(got.Messages), err)
+	}
+	for _, m := range got.Messages {
+		if g := m.Attributes["MessageGroupId"]; g != "tenant-a" {
+			t.Errorf("message %s has group %q, want tenant-a", aws.ToString(m.Body), g)
+		}
+		if d, ok := m.Attributes["MessageDeduplicationId"]; ok {
+			t.Errorf("a standard queue's message has a deduplication id %q", d)
+		}
 	}
 }
 

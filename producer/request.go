@@ -39,7 +39,8 @@ type Request struct {
 	Attributes map[string]types.MessageAttributeValue
 	// Delay postpones delivery; standard queues only, at most sqsspec.MaxDelay.
 	Delay time.Duration
-	// GroupID is the MessageGroupId: required on FIFO queues, refused on standard ones.
+	// GroupID is the MessageGroupId: required on FIFO queues; on a standard queue it names the
+	// message's tenant for SQS fair queues ("Amazon SQS fair queues", SQS Developer Guide).
 	GroupID string
 	// TraceContext is added to every message's attributes where SQS's limits leave room;
 	// where they do not, the message is sent without it and its Result says so.
@@ -93,8 +94,6 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 	switch {
 	case info.FIFO && r.GroupID == "":
 		return nil, refuse(groupID + " is required: " + name + " is a FIFO queue")
-	case !info.FIFO && r.GroupID != "":
-		return nil, refuse(groupID + " is only for FIFO queues; " + name + " is a standard queue")
 	case info.FIFO && r.Delay > 0:
 		return nil, refuse(listenspec.Ref(listenspec.SettingDelay) + " is not allowed: " + name + " is a FIFO queue (set the queue's DelaySeconds instead)")
 	}

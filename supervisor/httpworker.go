@@ -245,7 +245,7 @@ var errHTTPTimeout = errors.New("the HTTP worker did not answer within --http-ti
 // sqsdHeaders sets Elastic Beanstalk's worker daemon headers ("Elastic Beanstalk worker
 // environments", Amazon Elastic Beanstalk Developer Guide): the message id, receive count,
 // queue, first-received and sent times, sender, one per message attribute, and a scheduled
-// task's name, time and path.
+// task's name, time and path; and the message group id.
 func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 	h.Set("X-Aws-Sqsd-Msgid", m.ID)
 	h.Set("X-Aws-Sqsd-Receive-Count", strconv.Itoa(m.Attempt))
@@ -258,6 +258,11 @@ func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 	}
 	if id := m.SenderID; id != "" {
 		h.Set("X-Aws-Sqsd-Sender-Id", id)
+	}
+	if g := m.GroupID; g != "" {
+		// Not one of sqsd's own: the MessageGroupId (a FIFO group, or a fair queue's tenant),
+		// named in its style as WATCHBOT_GROUP_ID is in the environment.
+		h.Set("X-Aws-Sqsd-Group-Id", g)
 	}
 	for name, v := range stringAttributes(m) {
 		switch name {

@@ -150,4 +150,25 @@ func TestHTTPWorkerPostsWhatSQSDelivered(t *testing.T) {
 	if header.Get("X-Aws-Sqsd-Attr-Tenant") != "acme" || header.Get("X-Aws-Sqsd-Attr-Sns-Only") != "" {
 		t.Errorf("attribute headers %v", header)
 	}
+	if _, ok := header["X-Aws-Sqsd-Group-Id"]; ok {
+		t.Errorf("a message without a group id got X-Aws-Sqsd-Group-Id %q", header.Get("X-Aws-Sqsd-Group-Id"))
+	}
+}
+
+// TestHTTPWorkerGroupHeader: the MessageGroupId (a fair queue's tenant on a standard queue)
+// reaches an HTTP worker as X-Aws-Sqsd-Group-Id, as WATCHBOT_GROUP_ID reaches a command.
+func TestHTTPWorkerGroupHeader(t *testing.T) {
+	var header http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { header = r.Header.Clone() }))
+	defer srv.Close()
+	msg := parseMessage(types.Message{MessageId: aws.String("m"), Body: aws.String("b"),
+		Attributes: map[string]string{"MessageGroupId": "tenant-a"}})
+	cfg := DefaultHTTPWorker()
+	cfg.URL = srv.URL
+	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1); run.End != endExited {
+		t.Fatalf("run %+v", run)
+	}
+	if g := header.Get("X-Aws-Sqsd-Group-Id"); g != "tenant-a" {
+		t.Errorf("X-Aws-Sqsd-Group-Id = %q, want tenant-a", g)
+	}
 }

@@ -30,7 +30,8 @@ type message struct {
 	SentAt       time.Time
 	FirstReceive time.Time
 	SenderID     string
-	// GroupID, DedupID and Sequence are a FIFO message's MessageGroupId,
+	// GroupID is the MessageGroupId: a FIFO message's group, or on a standard queue a fair
+	// queue's tenant, which orders nothing. DedupID and Sequence are a FIFO message's
 	// MessageDeduplicationId and SequenceNumber.
 	GroupID  string
 	DedupID  string

@@ -41,6 +41,8 @@ type runner struct {
 	// tracer starts each run's span (nil or disabled: none); queueName names the spans.
 	tracer    *tracing.Provider
 	queueName string
+	// tenants counts each tenant's runs and waits as they start (nil: none).
+	tenants *Tenants
 
 	// dirs hold the jobs' message and result files (nil for an HTTP worker); jobSeq names
 	// those of a spill.

@@ -109,6 +109,23 @@ func TestSchedulerStandardPerMessage(t *testing.T) {
 	checkBooks(t, s)
 }
 
+// TestSchedulerFairQueueTenantRunsSideBySide: on a standard queue a MessageGroupId names a
+// fair queue's tenant and orders nothing ("Amazon SQS fair queues", SQS Developer Guide), so
+// one tenant's messages fill every free slot.
+func TestSchedulerFairQueueTenantRunsSideBySide(t *testing.T) {
+	s := newScheduler(4, 1, 0, false)
+	s.add(t0, sj("t1"), sj("t2"), sj("t3"), sj("t4"), sj("t5"))
+	runs := s.next(t0)
+	if diff := cmp.Diff([]string{"t1", "t2", "t3", "t4"}, runIDs(runs)); diff != "" {
+		t.Fatalf("runs of one tenant (-want +got):\n%s", diff)
+	}
+	s.ended(runs[2], 0)
+	if got := runIDs(s.next(t0)); !slices.Equal(got, []string{"t5"}) {
+		t.Fatalf("after one run ended: %v, want t5 while the tenant's others still run", got)
+	}
+	checkBooks(t, s)
+}
+
 func TestSchedulerBatchWindow(t *testing.T) {
 	s := newScheduler(1, 3, 5*time.Second, false)
 	s.add(t0, &job{msg: message{ID: "m1"}})

@@ -256,12 +256,15 @@ func (r *runner) sendToDLQ(ctx context.Context, j *job, reason string) error {
 		in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
 			string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)}}
 	}
+	if m.GroupID != "" {
+		// On a standard dead-letter queue the group id is a fair queue's tenant ("Amazon SQS
+		// fair queues", SQS Developer Guide): kept, so a replay keeps it too.
+		in.MessageGroupId = aws.String(m.GroupID)
+	}
 	if strings.HasSuffix(r.dlqURL, ".fifo") {
-		group := m.GroupID
-		if group == "" {
-			group = "watchbot"
+		if m.GroupID == "" {
+			in.MessageGroupId = aws.String("watchbot")
 		}
-		in.MessageGroupId = aws.String(group)
 		in.MessageDeduplicationId = aws.String(m.ID)
 	}
 	ctx, cancel := r.cut.bound(context.WithoutCancel(ctx), r.cfg.AckTimeout)

@@ -62,6 +62,9 @@ type Deps struct {
 	// Dedupe, when set, is the table of duplicate suppression (cfg.Dedupe): each message's
 	// key is claimed there before it runs. It goes with cfg.Dedupe.Table; nil is off.
 	Dedupe DedupeAPI
+	// Tenants, when set, counts each tenant's runs and waits (its MessageGroupId), for
+	// /metrics and status (docs/queues.md); nil counts none.
+	Tenants *Tenants
 	// Tracer, when enabled, records a span per run (docs/tracing.md); nil records none. The
 	// worker receives the message's trace context either way.
 	Tracer *tracing.Provider
@@ -167,7 +170,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
 	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut,
-		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL)}
+		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: deps.Tenants}
 	if cfg.HTTP.URL != "" {
 		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
 	}

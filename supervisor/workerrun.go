@@ -72,11 +72,14 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	return run, r.results(jobs, files, log)
 }
 
-// starting measures the messages' age and logs their bodies when asked, as their run starts.
+// starting measures the messages' age, per tenant too, and logs their bodies when asked, as
+// their run starts.
 func (r *runner) starting(jobs []*job) {
 	for _, j := range jobs {
 		if !j.msg.SentAt.IsZero() {
-			r.metrics.Add(alarms.MessageAge, float64(time.Since(j.msg.SentAt).Milliseconds()))
+			age := time.Since(j.msg.SentAt)
+			r.metrics.Add(alarms.MessageAge, float64(age.Milliseconds()))
+			r.tenants.Record(r.queueName, j.msg.GroupID, age)
 		}
 		if r.cfg.LogBodies {
 			j.log.Info("starting worker", "body", j.msg.Body)

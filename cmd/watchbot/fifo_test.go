@@ -32,14 +32,9 @@ type fifoServer struct {
 // per group per receive. A passing run on fauxqs alone would prove nothing about order.
 func fifoServers(t *testing.T) []fifoServer {
 	t.Helper()
-	fake := fakesqs.New()
-	endpoint, closeFn, err := fake.Listen()
-	if err != nil {
-		t.Fatalf("fakesqs: %v", err)
-	}
-	t.Cleanup(func() { _ = closeFn() })
+	emu, fake := fakeSQS(t)
 	return []fifoServer{
-		{name: "sqs-delivery", emu: &testenv.Emulator{Endpoint: endpoint}, fake: fake},
+		{name: "sqs-delivery", emu: emu, fake: fake},
 		{name: "fauxqs", emu: testenv.SQS(t)},
 	}
 }

@@ -301,7 +301,6 @@ func TestOperatorBadInput(t *testing.T) {
 		{"send empty line", "a\n\nb\n", []string{"send", "--queue-url", q.URL}, 2, "stdin line 2: the body is empty"},
 		{"send bad char", "ok\nnul\x00here\n", []string{"send", "--queue-url", q.URL}, 2, "stdin line 2: body: character U+0000"},
 		{"send nothing", "", []string{"send", "--queue-url", q.URL}, 2, "stdin is empty"},
-		{"send group on standard", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--group-id", "g"}, 2, "--group-id is only for FIFO"},
 		{"send long delay", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--delay", "16m"}, 2, "--delay (16m0s) must be between 0 and 15m0s"},
 		{"send bad attr", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--attr", "n:Number=abc"}, 2, "not a number"},
 		{"send body and file", "", []string{"send", "--queue-url", q.URL, "--body", "x", "--file", "y"}, 2, "not both"},

@@ -26,7 +26,7 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F`"},
 			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
 			&cli.StringFlag{Name: "delay", Usage: "deliver after `D` (Go duration or seconds, at most 15m; standard queues)"},
-			&cli.StringFlag{Name: "group-id", Usage: "message group id `G` (required on FIFO queues, refused on standard ones)"},
+			&cli.StringFlag{Name: "group-id", Usage: "message group id `G`: required on FIFO queues; on a standard queue, the fair-queue tenant"},
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
