@@ -1,0 +1,106 @@
+package limits
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// gauge counts starts and running jobs across the limiters of a test.
+type gauge struct {
+	mu      sync.Mutex
+	starts  []time.Time
+	running int
+	maxRun  int
+	// ran sums the time each job ran.
+	ran time.Duration
+}
+
+func (g *gauge) started(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.starts = append(g.starts, time.Now())
+	g.running += n
+	g.maxRun = max(g.maxRun, g.running)
+}
+
+func (g *gauge) ended(n int, d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running -= n
+	g.ran += time.Duration(n) * d
+}
+
+func (g *gauge) startTimes() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]time.Time(nil), g.starts...)
+}
+
+// drive uses l as the supervisor does, from workers goroutines until ctx ends: each tries
+// to start n for key, and when refused waits for Changed (or a second) before trying again.
+// Each run lasts runFor.
+func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n int, runFor time.Duration) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				p, ok := l.TryStart(key, n)
+				if !ok {
+					select {
+					case <-ctx.Done():
+					case <-l.Changed():
+					case <-time.After(time.Second):
+					}
+					continue
+				}
+				g.started(n)
+				began := time.Now()
+				if runFor > 0 {
+					time.Sleep(runFor)
+				}
+				g.ended(n, time.Since(began))
+				p.Done()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// maxInWindow is the most starts in any window of w.
+func maxInWindow(starts []time.Time, w time.Duration) int {
+	best, j := 0, 0
+	for i := range starts {
+		for starts[i].Sub(starts[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func TestLocalRateHoldsEveryWindowAndKeepsUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rate = 20
+		l, err := New(cfg, nil, time.Now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = l.Run(ctx) })
+		g := &gauge{}
+		drive(ctx, l, g, 4, "", 1, 0)
+		wg.Wait()
+		if got := maxInWindow(g.starts, time.Second); got > 20 {
+			t.Errorf("%d starts in one second, want at most 20", got)
+		}
+		if rate := float64(len(g.starts)) / 10; rate < 18 {
+			t.Errorf("%.1f starts a second, want at least 18", rate)
+		}
+	})
+}
