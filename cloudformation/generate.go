@@ -235,9 +235,16 @@ func conditions() map[string]any {
 }
 
 func (g *generator) queues() {
-	queueName, deadLetterName := g.queueNames()
+	for _, q := range g.workQueues() {
+		g.queue(q)
+	}
+}
+
+// queue adds a work queue and its dead-letter queue.
+func (g *generator) queue(q workQueue) {
+	queueName, deadLetterName := q.name, q.dlqName
 	visibility := seconds(g.o.VisibilityTimeout)
-	g.add(ResDeadLetterQueue, Resource{Type: "AWS::SQS::Queue", Properties: &Queue{
+	g.add(q.dlqID, Resource{Type: "AWS::SQS::Queue", Properties: &Queue{
 		QueueName:                     sub(deadLetterName),
 		FifoQueue:                     g.o.FIFO,
 		ContentBasedDeduplication:     g.o.FIFO,
@@ -250,7 +257,7 @@ func (g *generator) queues() {
 			SourceQueueArns:   []any{Sub("arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + queueName)},
 		},
 	}})
-	g.add(ResQueue, Resource{Type: "AWS::SQS::Queue", Properties: &Queue{
+	g.add(q.id, Resource{Type: "AWS::SQS::Queue", Properties: &Queue{
 		QueueName:                     sub(queueName),
 		FifoQueue:                     g.o.FIFO,
 		ContentBasedDeduplication:     g.o.FIFO,
@@ -259,7 +266,7 @@ func (g *generator) queues() {
 		ReceiveMessageWaitTimeSeconds: 20,
 		SqsManagedSseEnabled:          true,
 		RedrivePolicy: &RedrivePolicy{
-			DeadLetterTargetArn: GetAtt(ResDeadLetterQueue, "Arn"),
+			DeadLetterTargetArn: GetAtt(q.dlqID, "Arn"),
 			MaxReceiveCount:     g.o.MaxAttempts,
 		},
 	}})
@@ -286,9 +293,13 @@ func ecsTasksTrust(confused bool) PolicyDocument {
 }
 
 func (g *generator) roles() {
+	var queueArns, dlqArns []any
+	for _, q := range g.workQueues() {
+		queueArns, dlqArns = append(queueArns, GetAtt(q.id, "Arn")), append(dlqArns, GetAtt(q.dlqID, "Arn"))
+	}
 	statements := []Statement{
-		{Sid: "WorkQueue", Effect: "Allow", Action: WorkQueueActions, Resource: []any{GetAtt(ResQueue, "Arn")}},
-		{Sid: "DeadLetterQueue", Effect: "Allow", Action: DeadLetterQueueActions, Resource: []any{GetAtt(ResDeadLetterQueue, "Arn")}},
+		{Sid: "WorkQueue", Effect: "Allow", Action: WorkQueueActions, Resource: queueArns},
+		{Sid: "DeadLetterQueue", Effect: "Allow", Action: DeadLetterQueueActions, Resource: dlqArns},
 		// Task ARNs carry the cluster's name; a task's own id is unknown here, so the tasks
 		// of the cluster are as narrow as a template can name (the scope of the AWS CDK's
 		// Cluster.grantTaskProtection).
@@ -381,6 +392,31 @@ func ListenArgs(o Options, queueURL any) []any {
 	return args
 }
 
+// listenArgs is ListenArgs for the stack's queues: the first as --queue-url, then each other
+// queue as --queue-url again, in priority order, with its --queue-weight when not 1, and
+// --queue-policy when strict.
+func (g *generator) listenArgs() []any {
+	qs := g.workQueues()
+	args := ListenArgs(g.o, Ref(qs[0].id))
+	if len(qs) == 1 {
+		return args
+	}
+	var more []any
+	for _, q := range qs[1:] {
+		more = append(more, "--queue-url", Ref(q.id))
+	}
+	for _, q := range qs {
+		if q.weight != 1 {
+			more = append(more, "--queue-weight", sub(q.name+"="+strconv.Itoa(q.weight)))
+		}
+	}
+	if g.o.QueuePolicy == QueuePolicyStrict {
+		more = append(more, "--queue-policy", QueuePolicyStrict)
+	}
+	at := slices.Index(args, any("--queue-url")) + 2
+	return slices.Concat(args[:at], more, args[at:])
+}
+
 func (g *generator) task() {
 	env := []KeyValuePair{{Name: "AWS_REGION", Value: Ref("AWS::Region")}}
 	for _, name := range slices.Sorted(maps.Keys(g.o.Environment)) {
@@ -410,7 +446,7 @@ func (g *generator) task() {
 			Image:                  Ref(ParamContainerImage),
 			Essential:              true,
 			EntryPoint:             []string{WatchbotPath},
-			Command:                ListenArgs(g.o, Ref(ResQueue)),
+			Command:                g.listenArgs(),
 			Environment:            env,
 			ReadonlyRootFilesystem: true,
 			MountPoints:            []MountPoint{{SourceVolume: scratchVolume, ContainerPath: ScratchPath, ReadOnly: false}},
@@ -481,14 +517,14 @@ func (g *generator) service() {
 	}})
 }
 
-// sqsMetric is an AWS/SQS metric of the work queue.
-func sqsMetric(name string) Metric {
-	return Metric{Namespace: alarms.SQSNamespace, MetricName: name, Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}}
+// sqsMetric is an AWS/SQS metric of the work queue q.
+func sqsMetric(q workQueue, name string) Metric {
+	return Metric{Namespace: alarms.SQSNamespace, MetricName: name, Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
 }
 
-// ownMetric is one of watchbot's metrics of the work queue, in the metrics namespace.
-func (g *generator) ownMetric(m alarms.Metric) Metric {
-	return Metric{Namespace: g.o.MetricsNamespace, MetricName: string(m), Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}}
+// ownMetric is one of watchbot's metrics of the work queue q, in the metrics namespace.
+func (g *generator) ownMetric(q workQueue, m alarms.Metric) Metric {
+	return Metric{Namespace: g.o.MetricsNamespace, MetricName: string(m), Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
 }
 
 func (g *generator) autoscaling() {
@@ -573,11 +609,17 @@ const (
 
 // backlogQueries returns the three metrics of backlog scaling and the demand expression,
 // visible + k × busy: the backlog the slots must carry, counting each busy slot as full.
-func (g *generator) backlogQueries() (visible, busy, slots MetricStat, demand string) {
+// With several queues, visible and busy are the sums over the queues (each queue reports its
+// own busy slots), and slots the first queue's: the queues share the task's slots, and each
+// reports them all.
+func (g *generator) backlogQueries() (visible, busy metricSum, slots MetricStat, demand string) {
 	stat := func(m Metric, s string) MetricStat { return MetricStat{Metric: m, Period: 60, Stat: s} }
-	return stat(sqsMetric("ApproximateNumberOfMessagesVisible"), "Average"),
-		stat(g.ownMetric(alarms.BusySlots), "Sum"),
-		stat(g.ownMetric(alarms.WorkerSlots), "Sum"),
+	qs := g.workQueues()
+	return sumOver(idVisible, qs, func(q workQueue) MetricStat {
+			return stat(sqsMetric(q, "ApproximateNumberOfMessagesVisible"), "Average")
+		}),
+		sumOver(idBusy, qs, func(q workQueue) MetricStat { return stat(g.ownMetric(q, alarms.BusySlots), "Sum") }),
+		stat(g.ownMetric(qs[0], alarms.WorkerSlots), "Sum"),
 		fmt.Sprintf("%s + %s * %s", idVisible, formatNumber(g.o.BacklogPerSlot()), idBusy)
 }
 
@@ -595,13 +637,14 @@ func (g *generator) backlogScaling() {
 		ScalingTargetId: Ref(ResScalableTarget),
 		TargetTrackingScalingPolicyConfiguration: &TargetTrackingScalingPolicyConfiguration{
 			TargetValue: k,
-			CustomizedMetricSpecification: &CustomizedMetricSpecification{Metrics: []TargetTrackingMetricDataQuery{
-				tracked(idVisible, visible),
-				tracked(idBusy, busy),
-				tracked(idSlots, slots),
-				{Id: idDemand, Expression: demand, Label: "backlog the slots carry, each busy slot counted as full"},
-				{Id: "backlogPerSlot", Expression: idDemand + " / " + idSlots, Label: "backlog per worker slot", ReturnData: true},
-			}},
+			CustomizedMetricSpecification: &CustomizedMetricSpecification{Metrics: slices.Concat(
+				visible.trackedQueries(),
+				busy.trackedQueries(),
+				[]TargetTrackingMetricDataQuery{
+					tracked(idSlots, slots),
+					{Id: idDemand, Expression: demand, Label: "backlog the slots carry, each busy slot counted as full"},
+					{Id: "backlogPerSlot", Expression: idDemand + " / " + idSlots, Label: "backlog per worker slot", ReturnData: true},
+				})},
 			// Scale-in is how an idle service shrinks: protection, not this flag, keeps
 			// busy tasks from being stopped.
 			DisableScaleIn:   false,
@@ -628,11 +671,10 @@ func (g *generator) backlogScaling() {
 		AlarmDescription: "Messages are waiting and no task reports worker slots: start the tasks the backlog needs. " +
 			"Target tracking cannot scale out from zero tasks.",
 		// FILL: with no task, the slots metric has no data at all.
-		Metrics: []MetricDataQuery{
-			{Id: idVisible, MetricStat: &visible},
+		Metrics: slices.Concat(visible.alarmQueries(), []MetricDataQuery{
 			{Id: idSlots, MetricStat: &slots},
 			result(fmt.Sprintf("IF(FILL(%s, 0) == 0, %s, 0)", idSlots, idVisible)),
-		},
+		}),
 		EvaluationPeriods: 1, Threshold: 0, ComparisonOperator: "GreaterThanThreshold",
 		// An idle queue's metrics stop after a while: no data means nothing waits.
 		TreatMissingData: "notBreaching",
@@ -642,13 +684,11 @@ func (g *generator) backlogScaling() {
 		AlarmName: sub(g.name("-scale-out-stalled")),
 		AlarmDescription: fmt.Sprintf("The backlog per slot has stayed above %d times the target for %d minutes: add the tasks "+
 			"the backlog needs. It happens after a scale-in to zero while protected tasks still run.", StalledFactor, StalledMinutes),
-		Metrics: []MetricDataQuery{
-			{Id: idVisible, MetricStat: &visible},
-			{Id: idBusy, MetricStat: &busy},
+		Metrics: slices.Concat(visible.alarmQueries(), busy.alarmQueries(), []MetricDataQuery{
 			{Id: idSlots, MetricStat: &slots},
 			{Id: idDemand, Expression: demand},
 			result(fmt.Sprintf("IF(%s > %s * %s, %s, 0)", idDemand, formatNumber(StalledFactor*k), idSlots, idDemand)),
-		},
+		}),
 		EvaluationPeriods: StalledMinutes, Threshold: 0, ComparisonOperator: "GreaterThanThreshold",
 		TreatMissingData: "notBreaching",
 		AlarmActions:     actions,
@@ -713,15 +753,29 @@ func (g *generator) visibleScaling() {
 			StepAdjustments: ScaleOutSteps(g.o.Concurrency, g.o.MaxTasks),
 		},
 	}})
-	visible := sqsMetric("ApproximateNumberOfMessagesVisible")
-	g.add(ResScaleOutAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
-		AlarmName:        sub(g.name("-scale-out")),
-		AlarmDescription: "Messages are waiting: add tasks (step scaling on the visible backlog).",
-		Namespace:        visible.Namespace, MetricName: visible.MetricName, Dimensions: visible.Dimensions,
-		Statistic: "Maximum", Period: 60, EvaluationPeriods: 1,
-		Threshold: 0, ComparisonOperator: "GreaterThanThreshold", TreatMissingData: "notBreaching",
+	qs := g.workQueues()
+	maximum := func(name string) func(q workQueue) MetricStat {
+		return func(q workQueue) MetricStat {
+			return MetricStat{Metric: sqsMetric(q, name), Period: 60, Stat: "Maximum"}
+		}
+	}
+	scaleOut := &Alarm{
+		AlarmName:         sub(g.name("-scale-out")),
+		AlarmDescription:  "Messages are waiting: add tasks (step scaling on the visible backlog).",
+		EvaluationPeriods: 1,
+		Threshold:         0, ComparisonOperator: "GreaterThanThreshold", TreatMissingData: "notBreaching",
 		AlarmActions: []any{Ref(ResScaleOutPolicy)},
-	}})
+	}
+	if len(qs) == 1 {
+		visible := sqsMetric(qs[0], "ApproximateNumberOfMessagesVisible")
+		scaleOut.Namespace, scaleOut.MetricName, scaleOut.Dimensions = visible.Namespace, visible.MetricName, visible.Dimensions
+		scaleOut.Statistic, scaleOut.Period = "Maximum", 60
+	} else {
+		// The queues' visible messages added up: the alarm watches the sum.
+		scaleOut.Metrics = sumOver("visible", qs, maximum("ApproximateNumberOfMessagesVisible")).alarmQueries()
+		scaleOut.Metrics[len(scaleOut.Metrics)-1].ReturnData = true
+	}
+	g.add(ResScaleOutAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: scaleOut})
 
 	g.add(ResScaleInPolicy, Resource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: &ScalingPolicy{
 		PolicyName:      sub(g.name("-scale-in")),
@@ -732,16 +786,15 @@ func (g *generator) visibleScaling() {
 			StepAdjustments: []StepAdjustment{{MetricIntervalUpperBound: ptr(0), ScalingAdjustment: g.o.MinTasks}},
 		},
 	}})
-	notVisible := sqsMetric("ApproximateNumberOfMessagesNotVisible")
 	g.add(ResScaleInAlarm, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
 		AlarmName: sub(g.name("-scale-in")),
 		AlarmDescription: "Nothing visible and nothing in flight for 5 minutes: back to the minimum task count. " +
 			"Scale-in protection keeps a task that took a message meanwhile.",
-		Metrics: []MetricDataQuery{
-			{Id: "visible", MetricStat: &MetricStat{Metric: visible, Period: 60, Stat: "Maximum"}, ReturnData: false},
-			{Id: "inflight", MetricStat: &MetricStat{Metric: notVisible, Period: 60, Stat: "Maximum"}, ReturnData: false},
-			{Id: "backlog", Expression: "visible + inflight", Label: "visible and in-flight messages", ReturnData: true},
-		},
+		Metrics: slices.Concat(
+			sumOver("visible", qs, maximum("ApproximateNumberOfMessagesVisible")).alarmQueries(),
+			sumOver("inflight", qs, maximum("ApproximateNumberOfMessagesNotVisible")).alarmQueries(),
+			[]MetricDataQuery{{Id: "backlog", Expression: "visible + inflight", Label: "visible and in-flight messages", ReturnData: true}},
+		),
 		EvaluationPeriods: 5, Threshold: 0, ComparisonOperator: "LessThanOrEqualToThreshold",
 		// SQS stops reporting an idle queue's metrics after a while: idle means empty.
 		TreatMissingData: "breaching",
@@ -773,12 +826,30 @@ func (g *generator) alarms() error {
 	}})
 	g.add(ResAlarmTargetCheck, alarmTargetCheck())
 	actions := If(CondUseAlarmTopicArn, []any{Ref(ParamAlarmTopicArn)}, If(CondCreateAlarmTopic, []any{Ref(ResAlarmTopic)}, NoValue))
+	qs := g.workQueues()
+	for _, q := range qs {
+		// Each queue gets every alarm: its own DLQ's depth, its oldest message, its workers'
+		// errors and its brake. With several queues, the alarm names carry the queue's.
+		name := ""
+		if len(qs) > 1 {
+			name = "-" + q.short
+		}
+		if err := g.queueAlarms(q, q.suffix, name, actions); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueAlarms adds the alarms of queue q: logical ids end in idSuffix, alarm names in
+// "<prefix><nameInfix>-<alarm>".
+func (g *generator) queueAlarms(q workQueue, idSuffix, nameInfix string, actions any) error {
 	queueNames := map[alarms.Subject]any{
-		alarms.WorkQueue:       GetAtt(ResQueue, "QueueName"),
-		alarms.DeadLetterQueue: GetAtt(ResDeadLetterQueue, "QueueName"),
+		alarms.WorkQueue:       GetAtt(q.id, "QueueName"),
+		alarms.DeadLetterQueue: GetAtt(q.dlqID, "QueueName"),
 	}
 	for _, d := range RenderedAlarms(g.o) {
-		id := AlarmLogicalID(d)
+		id := AlarmLogicalID(d) + idSuffix
 		if !logicalID.MatchString(id) {
 			return fmt.Errorf("alarm %q: name must be letters and digits to make a logical id", d.Name)
 		}
@@ -794,7 +865,7 @@ func (g *generator) alarms() error {
 			namespace = g.o.MetricsNamespace
 		}
 		g.add(id, Resource{Type: "AWS::CloudWatch::Alarm", Properties: &Alarm{
-			AlarmName:          sub(g.name("-" + d.Name)),
+			AlarmName:          sub(g.name(nameInfix + "-" + d.Name)),
 			AlarmDescription:   d.Description,
 			Namespace:          namespace,
 			MetricName:         d.Metric,
@@ -839,6 +910,15 @@ func (g *generator) outputs() {
 		},
 		"LogGroupName": {Description: "Log group of the workers and watchbot", Value: Ref(ResLogGroup)},
 		"ServiceName":  {Description: "Name of the ECS service", Value: GetAtt(ResService, "Name")},
+	}
+	for _, q := range g.workQueues()[1:] {
+		// The first queue's outputs are the unsuffixed ones above.
+		of := " of the work queue " + q.short
+		g.t.Outputs["QueueUrl"+q.suffix] = Output{Description: "URL" + of, Value: Ref(q.id)}
+		g.t.Outputs["QueueArn"+q.suffix] = Output{Description: "ARN" + of, Value: GetAtt(q.id, "Arn")}
+		g.t.Outputs["QueueName"+q.suffix] = Output{Description: "Name" + of, Value: GetAtt(q.id, "QueueName")}
+		g.t.Outputs["DeadLetterQueueUrl"+q.suffix] = Output{Description: "URL of the dead-letter queue" + of, Value: Ref(q.dlqID)}
+		g.t.Outputs["DeadLetterQueueArn"+q.suffix] = Output{Description: "ARN of the dead-letter queue" + of, Value: GetAtt(q.dlqID, "Arn")}
 	}
 	g.tableOutputs(g.t.Outputs)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,6 +117,27 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			o.OTelEndpoint, o.OTelProtocol = "http://localhost:4317", "grpc"
 			o.Environment = map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=production"}
+			return o
+		}},
+		// Several queues in priority order, weighted 3:1:1, served by one listen; scaling on
+		// their summed backlogs and busy slots, alarms per queue.
+		{name: "queues", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "media"
+			o.Queues = []QueueSpec{{Name: "urgent", Weight: 3}, {Name: "bulk", Weight: 1}, {Name: "backfill-jobs", Weight: 1}}
+			o.Concurrency = 8
+			o.Command = []string{"/app/worker"}
+			return o
+		}},
+		// Strict priority over FIFO queues, without watchbot's metrics: step scaling on the
+		// summed visible messages.
+		{name: "queues-strict-no-metrics", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.Queues = []QueueSpec{{Name: "high", Weight: 1}, {Name: "low", Weight: 1}}
+			o.QueuePolicy = QueuePolicyStrict
+			o.FIFO = true
+			o.Metrics = MetricsNone
+			o.Command = []string{"/app/worker"}
 			return o
 		}},
 		{name: "reduce-dedupe", formats: []Format{YAML, JSON}, opts: func() Options {
@@ -281,8 +303,20 @@ func TestTaskRoleIsLeastPrivilege(t *testing.T) {
 					own = p.PolicyDocument.Statement
 				}
 			}
-			queueArn, dlqArn := GetAtt(ResQueue, "Arn"), GetAtt(ResDeadLetterQueue, "Arn")
-			sqsActions := map[string][]string{} // resource → actions
+			// Every work queue (Queue…) and dead-letter queue (DeadLetterQueue…) of the stack.
+			kinds := map[string]string{} // queue ARN (as JSON) → "queue" or "dlq"
+			for id, r := range tpl.Resources {
+				if r.Type != "AWS::SQS::Queue" {
+					continue
+				}
+				kind := "queue"
+				if strings.HasPrefix(id, ResDeadLetterQueue) {
+					kind = "dlq"
+				}
+				kinds[fmt.Sprint(GetAtt(id, "Arn"))] = kind
+			}
+			sqsActions := map[string][]string{} // resource kind → actions, once per queue of the kind
+			seen := map[string]int{}
 			for _, s := range own {
 				if s.Effect != "Allow" || len(s.NotAction) > 0 || len(s.NotResource) > 0 {
 					t.Errorf("statement %s: only plain Allow statements expected", s.Sid)
@@ -291,17 +325,16 @@ func TestTaskRoleIsLeastPrivilege(t *testing.T) {
 					if !strings.HasPrefix(a, "sqs:") {
 						continue
 					}
-					if len(s.Resource) != 1 {
-						t.Fatalf("statement %s: SQS actions on %v", s.Sid, s.Resource)
+					var kind string
+					for _, r := range s.Resource {
+						k, ok := kinds[fmt.Sprint(r)]
+						if !ok || kind != "" && k != kind {
+							t.Fatalf("statement %s: SQS action %s on %v, not all of one kind of this stack's queues", s.Sid, a, s.Resource)
+						}
+						kind = k
+						seen[fmt.Sprint(r)]++
 					}
-					switch {
-					case cmp.Equal(s.Resource[0], queueArn):
-						sqsActions["queue"] = append(sqsActions["queue"], a)
-					case cmp.Equal(s.Resource[0], dlqArn):
-						sqsActions["dlq"] = append(sqsActions["dlq"], a)
-					default:
-						t.Errorf("statement %s: SQS action %s on %v, which is not one of this stack's queues", s.Sid, a, s.Resource[0])
-					}
+					sqsActions[kind] = append(sqsActions[kind], a)
 				}
 			}
 			want := map[string][]string{
@@ -313,6 +346,11 @@ func TestTaskRoleIsLeastPrivilege(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, sqsActions); diff != "" {
 				t.Errorf("task role SQS actions (-want +got):\n%s", diff)
+			}
+			for arn, kind := range kinds {
+				if seen[arn] != len(want[kind]) {
+					t.Errorf("%s gets %d SQS actions, want its %d", arn, seen[arn], len(want[kind]))
+				}
 			}
 
 			var metrics []Statement
@@ -381,10 +419,24 @@ func TestTaskDefinition(t *testing.T) {
 			if c.Command[0] != "listen" {
 				t.Errorf("command starts with %v", c.Command[0])
 			}
-			flags := map[string]any{}
+			flags, queueURLs := map[string]any{}, []any{}
 			for i := 1; i+1 < len(c.Command)-len(o.Command)-1; i += 2 {
 				flags[c.Command[i].(string)] = c.Command[i+1]
+				if c.Command[i] == "--queue-url" {
+					queueURLs = append(queueURLs, c.Command[i+1])
+				}
 			}
+			// One --queue-url per queue, in priority order (TestSeveralQueues checks the rest).
+			wantURLs := []any{Ref(ResQueue)}
+			for _, q := range o.Queues[min(1, len(o.Queues)):] {
+				wantURLs = append(wantURLs, Ref(ResQueue+idPart(q.Name)))
+			}
+			if diff := cmp.Diff(wantURLs, queueURLs); diff != "" {
+				t.Errorf("--queue-url (-want +got):\n%s", diff)
+			}
+			flags["--queue-url"] = queueURLs[0]
+			delete(flags, "--queue-weight")
+			delete(flags, "--queue-policy")
 			wantFlags := map[string]any{
 				"--queue-url":           Ref(ResQueue),
 				"--max-attempts":        strconv.Itoa(o.MaxAttempts),
@@ -492,7 +544,19 @@ func TestServiceAndAutoscaling(t *testing.T) {
 func checkVisibleScaling(t *testing.T, tpl *Template, o Options) {
 	t.Helper()
 	out := resource[*Alarm](t, tpl, ResScaleOutAlarm, "AWS::CloudWatch::Alarm")
-	if out.MetricName != "ApproximateNumberOfMessagesVisible" || out.ComparisonOperator != "GreaterThanThreshold" || out.Threshold != 0 {
+	if len(workQueueIDs(o)) > 1 {
+		// The queues' visible messages, added up.
+		got := alarmQueries(t, "scale-out alarm", out, "visible")
+		want := summed(o, "visible", func(q []Dimension) MetricStat {
+			return MetricStat{Metric: Metric{Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Dimensions: q}, Period: 60, Stat: "Maximum"}
+		})
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("scale-out alarm metrics (-want +got):\n%s", diff)
+		}
+	} else if out.MetricName != "ApproximateNumberOfMessagesVisible" {
+		t.Errorf("scale-out alarm %+v", out)
+	}
+	if out.ComparisonOperator != "GreaterThanThreshold" || out.Threshold != 0 {
 		t.Errorf("scale-out alarm %+v", out)
 	}
 	outPolicy := resource[*ScalingPolicy](t, tpl, ResScaleOutPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
@@ -510,8 +574,16 @@ func checkVisibleScaling(t *testing.T, tpl *Template, o Options) {
 			expr = m.Expression
 		}
 	}
-	if metrics["visible"] != "ApproximateNumberOfMessagesVisible" || metrics["inflight"] != "ApproximateNumberOfMessagesNotVisible" ||
-		expr != "visible + inflight" || in.Threshold != 0 || in.ComparisonOperator != "LessThanOrEqualToThreshold" {
+	for id, name := range map[string]string{"visible": "ApproximateNumberOfMessagesVisible", "inflight": "ApproximateNumberOfMessagesNotVisible"} {
+		for q := range summed(o, id, func([]Dimension) MetricStat { return MetricStat{} }) {
+			if q != id || len(workQueueIDs(o)) == 1 {
+				if metrics[q] != name {
+					t.Errorf("scale-in alarm: %s is %q, want %s", q, metrics[q], name)
+				}
+			}
+		}
+	}
+	if expr != "visible + inflight" || in.Threshold != 0 || in.ComparisonOperator != "LessThanOrEqualToThreshold" {
 		t.Errorf("scale-in alarm %+v", in)
 	}
 	inPolicy := resource[*ScalingPolicy](t, tpl, ResScaleInPolicy, "AWS::ApplicationAutoScaling::ScalingPolicy")
@@ -521,14 +593,49 @@ func checkVisibleScaling(t *testing.T, tpl *Template, o Options) {
 	}
 }
 
+// workQueueIDs are the logical ids of o's work queues, in priority order.
+func workQueueIDs(o Options) []string {
+	ids := []string{ResQueue}
+	for _, q := range o.Queues[min(1, len(o.Queues)):] {
+		ids = append(ids, ResQueue+idPart(q.Name))
+	}
+	return ids
+}
+
+// summed returns, for the metric of each work queue that stat makes, the queries a sum over
+// the queues needs: the metric named id (one queue), or id1, id2, … and their sum named id.
+func summed(o Options, id string, stat func(queue []Dimension) MetricStat) map[string]any {
+	ids := workQueueIDs(o)
+	dims := func(q string) []Dimension { return []Dimension{{Name: "QueueName", Value: GetAtt(q, "QueueName")}} }
+	if len(ids) == 1 {
+		return map[string]any{id: stat(dims(ids[0]))}
+	}
+	out := map[string]any{}
+	var terms []string
+	for i, q := range ids {
+		n := id + strconv.Itoa(i+1)
+		out[n], terms = stat(dims(q)), append(terms, n)
+	}
+	out[id] = strings.Join(terms, " + ")
+	return out
+}
+
 func checkBacklogScaling(t *testing.T, tpl *Template, o Options) {
 	t.Helper()
 	k := o.BacklogPerSlot()
-	queue := []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}
-	wantStats := map[string]MetricStat{
-		"visible": {Metric: Metric{Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Dimensions: queue}, Period: 60, Stat: "Average"},
-		"busy":    {Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.BusySlots), Dimensions: queue}, Period: 60, Stat: "Sum"},
-		"slots":   {Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.WorkerSlots), Dimensions: queue}, Period: 60, Stat: "Sum"},
+	first := []Dimension{{Name: "QueueName", Value: GetAtt(ResQueue, "QueueName")}}
+	visibleQ := summed(o, "visible", func(q []Dimension) MetricStat {
+		return MetricStat{Metric: Metric{Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Dimensions: q}, Period: 60, Stat: "Average"}
+	})
+	busyQ := summed(o, "busy", func(q []Dimension) MetricStat {
+		return MetricStat{Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.BusySlots), Dimensions: q}, Period: 60, Stat: "Sum"}
+	})
+	slots := MetricStat{Metric: Metric{Namespace: o.MetricsNamespace, MetricName: string(alarms.WorkerSlots), Dimensions: first}, Period: 60, Stat: "Sum"}
+	wantStats := map[string]MetricStat{"slots": slots}
+	for id, q := range mapsJoin(visibleQ, busyQ) {
+		if s, ok := q.(MetricStat); ok {
+			wantStats[id] = s
+		}
 	}
 	demand := "visible + " + strconv.FormatFloat(k, 'f', -1, 64) + " * busy"
 
@@ -564,21 +671,11 @@ func checkBacklogScaling(t *testing.T, tpl *Template, o Options) {
 		ResScaleOutStalledAlarm: "IF(demand > " + strconv.FormatFloat(StalledFactor*k, 'f', -1, 64) + " * slots, demand, 0)",
 	} {
 		a := resource[*Alarm](t, tpl, id, "AWS::CloudWatch::Alarm")
-		got := map[string]any{}
-		for _, q := range a.Metrics {
-			if q.MetricStat != nil {
-				got[q.Id] = *q.MetricStat
-			} else {
-				got[q.Id] = q.Expression
-			}
-			if q.ReturnData != (q.Id == "result") {
-				t.Errorf("%s: %s returns data %v", id, q.Id, q.ReturnData)
-			}
-		}
-		want := map[string]any{"visible": wantStats["visible"], "busy": wantStats["busy"], "slots": wantStats["slots"], "demand": demand, "result": result}
+		got := alarmQueries(t, id, a, "result")
+		want := mapsJoin(visibleQ, busyQ, map[string]any{"slots": slots, "demand": demand, "result": result})
 		if id == ResScaleFromZeroAlarm {
-			// Without tasks nothing is busy: the rule needs only the queue and the slots.
-			want = map[string]any{"visible": wantStats["visible"], "slots": wantStats["slots"], "result": result}
+			// Without tasks nothing is busy: the rule needs only the queues and the slots.
+			want = mapsJoin(visibleQ, map[string]any{"slots": slots, "result": result})
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s metrics (-want +got):\n%s", id, diff)
@@ -907,4 +1004,31 @@ func TestGenerateRefusesInvalidOptions(t *testing.T) {
 	if tpl, err := Generate(o); err == nil || tpl != nil {
 		t.Fatalf("Generate with --max-attempts 0 = %v, %v", tpl, err)
 	}
+}
+
+// mapsJoin returns the union of ms.
+func mapsJoin(ms ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// alarmQueries returns the metric math of alarm a by id: a MetricStat or an expression. Only
+// the query named returned may return data.
+func alarmQueries(t *testing.T, name string, a *Alarm, returned string) map[string]any {
+	t.Helper()
+	got := map[string]any{}
+	for _, q := range a.Metrics {
+		if q.MetricStat != nil {
+			got[q.Id] = *q.MetricStat
+		} else {
+			got[q.Id] = q.Expression
+		}
+		if q.ReturnData != (q.Id == returned) {
+			t.Errorf("%s: %s returns data %v", name, q.Id, q.ReturnData)
+		}
+	}
+	return got
 }

@@ -40,6 +40,13 @@ type Options struct {
 	// QueueName names the work queue; empty means "<prefix>-queue" (".fifo" appended for FIFO).
 	// The dead-letter queue is "<queue name>-dead-letter" (before ".fifo").
 	QueueName string
+	// Queues, when given (--queue), are the work queues of a stack that serves several, in
+	// priority order, each with its dead-letter queue; QueueName is then empty. One listen
+	// serves them all (docs/queues.md).
+	Queues []QueueSpec
+	// QueuePolicy is listen's --queue-policy for Queues: "" or QueuePolicyWeighted (listen's
+	// default) or QueuePolicyStrict.
+	QueuePolicy string
 	// FIFO makes both queues FIFO queues with content-based deduplication.
 	FIFO bool
 	// MaxAttempts is the redrive policy's maxReceiveCount and watchbot listen's --max-attempts.
@@ -295,6 +302,9 @@ func (o Options) Validate() error {
 		case len(base) > maxQueueName-len(deadLetterPart+fifoSuffix):
 			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, fmt.Sprintf("must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)))
 		}
+	}
+	if err := o.validateQueues(); err != nil {
+		return err
 	}
 	if o.MaxAttempts < 1 || o.MaxAttempts > listenspec.MaxAttempts {
 		// Also the redrive policy's maxReceiveCount, so listen's 0 (the queue's) has no meaning.

@@ -53,6 +53,7 @@ var settingFlags = map[listenspec.Setting]string{
 	// The template's own.
 	listenspec.SettingNamePrefix:          "--name-prefix",
 	listenspec.SettingQueueName:           "--queue-name",
+	listenspec.SettingQueue:               "--queue",
 	listenspec.SettingFIFO:                "--fifo",
 	listenspec.SettingQueueRetention:      "--queue-retention",
 	listenspec.SettingCPU:                 "--cpu",

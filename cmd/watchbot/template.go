@@ -30,6 +30,8 @@ func templateCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the template to `FILE` instead of stdout"},
 			&cli.StringFlag{Name: "name-prefix", Usage: "`PREFIX` of queue, task family and alarm names (default: the stack's name)"},
 			&cli.StringFlag{Name: "queue-name", Usage: "work queue `NAME` (default: PREFIX-queue); the DLQ is NAME-dead-letter"},
+			&cli.GenericFlag{Name: "queue", Value: &repeated{}, Usage: "a work queue `NAME[:WEIGHT]` and its DLQ (repeatable, in priority order)"},
+			&cli.StringFlag{Name: "queue-policy", Usage: "listen's --queue-policy `POLICY` across several --queue: weighted or strict", DefaultText: cloudformation.QueuePolicyWeighted},
 			&cli.BoolFlag{Name: "fifo", Usage: "FIFO queues (content-based deduplication); a --queue-name must end in .fifo"},
 			&cli.IntFlag{Name: "max-attempts", Value: d.MaxAttempts, Usage: "attempts before a message is dead-lettered: maxReceiveCount and listen's (1..1000)"},
 			durationFlag("visibility-timeout", d.VisibilityTimeout, "the queue's visibility timeout and listen's lease (1s..12h)"),
@@ -93,6 +95,14 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o := cloudformation.DefaultOptions()
 	o.NamePrefix = c.String("name-prefix")
 	o.QueueName = c.String("queue-name")
+	for _, v := range repeatedValues(c, "queue") {
+		q, err := cloudformation.ParseQueueSpec(v)
+		if err != nil {
+			return o, usageError{withFlags(err, nil)}
+		}
+		o.Queues = append(o.Queues, q)
+	}
+	o.QueuePolicy = c.String("queue-policy")
 	o.FIFO = c.Bool("fifo")
 	o.MaxAttempts = c.Int("max-attempts")
 	o.VisibilityTimeout = durationOf(c, "visibility-timeout")

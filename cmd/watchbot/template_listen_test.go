@@ -79,6 +79,8 @@ func TestTemplatesStartListen(t *testing.T) {
 		{"one container per job", []string{"--env", "writableFilesystem=true"}, func(c *supervisor.Config) { c.MaxAttempts, c.Once = 10, true }},
 		{"traces to a collector", []string{"--otel-endpoint", "http://localhost:4318", "--otel-protocol", "http/protobuf"},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"one queue by --queue, its weight and policy for listen unneeded", []string{"--queue", "urgent:3", "--queue-policy", "strict"},
+			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"duplicate suppression", []string{"--dedupe"},
 			func(c *supervisor.Config) {

@@ -62,6 +62,7 @@ const (
 const (
 	SettingNamePrefix          Setting = "NamePrefix"
 	SettingQueueName           Setting = "QueueName"
+	SettingQueue               Setting = "Queues"
 	SettingFIFO                Setting = "FIFO"
 	SettingQueueRetention      Setting = "QueueRetention"
 	SettingCPU                 Setting = "CPU"
@@ -115,7 +116,7 @@ var Settings = []Setting{
 	SettingBrakeThreshold, SettingBrakeWindow, SettingBrakeMinRuns, SettingBrakeProbeMax,
 	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
 	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL, SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
-	SettingNamePrefix, SettingQueueName, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
+	SettingNamePrefix, SettingQueueName, SettingQueue, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
