@@ -27,6 +27,12 @@ const (
 	// DuplicatesSkipped and DedupeErrors are duplicate suppression's (--dedupe-table).
 	DuplicatesSkipped Metric = "DuplicatesSkipped"
 	DedupeErrors      Metric = "DedupeErrors"
+	// The limits' (docs/limits.md).
+	LimitWaitSeconds Metric = "LimitWaitSeconds"
+	StartsHeldBack   Metric = "StartsHeldBack"
+	LimitReleases    Metric = "LimitReleases"
+	LimitPaused      Metric = "LimitPaused"
+	LimitFallback    Metric = "LimitFallback"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -77,6 +83,11 @@ var Metrics = []MetricDefinition{
 	{Name: BrakingSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent braking in the last minute, once a minute (60 throughout an outage)"},
 	{Name: DuplicatesSkipped, Unit: Count, Kind: Counter, Meaning: "messages deleted without running because a run had completed their dedupe key (--dedupe-table)"},
 	{Name: DedupeErrors, Unit: Count, Kind: Counter, Meaning: "calls to the dedupe table that failed; a message whose key could not be claimed is retried after its backoff, never run unchecked"},
+	{Name: LimitWaitSeconds, Unit: Seconds, Kind: Counter, Meaning: "seconds that held messages waited for a limit or a pause before they started (--rate-limit, --fleet-concurrency, the per-key limits)"},
+	{Name: StartsHeldBack, Unit: Count, Kind: Counter, Meaning: "messages a limit or a pause kept from starting when a slot was free; each counts once however long it waits"},
+	{Name: LimitReleases, Unit: Count, Kind: Counter, Meaning: "messages released with a delay because their limit key stayed full for --limit-wait; each costs a receive toward the redrive policy"},
+	{Name: LimitPaused, Unit: Seconds, Kind: Gauge, Meaning: "seconds left of the pause in force that a worker asked for, once a minute (0: none)"},
+	{Name: LimitFallback, Unit: Count, Kind: Gauge, Meaning: "1 while the task cannot reach --limits-table and holds to its share of the limits, once a minute; else 0"},
 }
 
 // Diagnostics are recorded like the metrics above but served only on listen's Prometheus

@@ -28,6 +28,9 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: ScaleInProtectionErrors, Name: "watchbot_scale_in_protection_errors_total", Type: "counter", Help: "Failed calls to the ECS agent's task scale-in protection endpoint."},
 	{Metric: DuplicatesSkipped, Name: "watchbot_duplicates_skipped_total", Type: "counter", Help: "Messages deleted without running: a run had completed their dedupe key."},
 	{Metric: DedupeErrors, Name: "watchbot_dedupe_errors_total", Type: "counter", Help: "Failed calls to the dedupe table."},
+	{Metric: LimitWaitSeconds, Name: "watchbot_limit_wait_seconds_total", Type: "counter", Help: "Seconds held messages waited for a limit or a pause before they started."},
+	{Metric: StartsHeldBack, Name: "watchbot_starts_held_back_total", Type: "counter", Help: "Messages a limit or a pause kept from starting when a slot was free."},
+	{Metric: LimitReleases, Name: "watchbot_limit_releases_total", Type: "counter", Help: "Messages released with a delay after their limit key stayed full for --limit-wait."},
 	{Metric: TraceContextMalformed, Name: "watchbot_trace_context_malformed_total", Type: "counter", Help: "Malformed traceparent or AWSTraceHeader carriers, ignored."},
 	{Metric: WorkerDuration, Name: "watchbot_worker_duration_seconds", Type: "histogram", Help: "Wall-clock time of each worker run."},
 	{Metric: MessageAge, Name: "watchbot_message_age_seconds", Type: "histogram", Help: "Time from a message's send to the start of its worker."},
@@ -39,6 +42,8 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Name: "watchbot_running_jobs", Type: "gauge", Help: "Worker runs under way."},
 	{Name: "watchbot_held_messages", Type: "gauge", Help: "Messages held: running, or waiting for a slot, a batch or their group."},
 	{Name: "watchbot_braking", Type: "gauge", Help: "1 while the brake is on, else 0."},
+	{Metric: LimitPaused, Name: "watchbot_limit_paused_seconds", Type: "gauge", Help: "Seconds left of the pause a worker asked for (0: none)."},
+	{Metric: LimitFallback, Name: "watchbot_limit_fallback", Type: "gauge", Help: "1 while the limits table cannot be reached and the task holds to its share, else 0."},
 	{Name: "watchbot_last_receive_timestamp_seconds", Type: "gauge", Help: "Unix time of the last receive SQS answered (0 before the first)."},
 }
 

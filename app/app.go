@@ -23,6 +23,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
+	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	// DedupeTable is the table of duplicate suppression (--dedupe-table); its name is
 	// Listen.Dedupe.Table, and its region, when an ARN gave one, that of its client.
 	DedupeTable progress.Table
+	// LimitsTable is the table the limits are shared through (--limits-table), as
+	// DedupeTable is; its name is Listen.Limits.Fleet.Table. Unset, they hold per task.
+	LimitsTable progress.Table
 	// Abort, when closed, stops the drain at once (a second signal).
 	Abort <-chan struct{}
 }
@@ -66,11 +70,20 @@ func Run(ctx context.Context, o Options) error {
 	log := o.Logger.With("queue", queueattr.NameFromURL(o.Listen.QueueURL))
 	o.Metrics.Logger = log
 	load, health := supervisor.NewLoad(), supervisor.NewHealth()
+	opts := awsenv.Options{Endpoint: o.Endpoint, QueueURL: o.Listen.QueueURL, Logger: log}
+	awsCfg, err := awsenv.Load(ctx, opts)
+	if err != nil {
+		return err
+	}
+	lim, err := newLimiter(ctx, o.Listen.Limits.Fleet, o.LimitsTable, o.Listen.QueueURL, log)
+	if err != nil {
+		return err
+	}
 	var prom alarms.Recorder
 	var tenants *supervisor.Tenants // counted only for /metrics
 	if o.HTTPAddr != "" {
 		tenants = supervisor.NewTenants()
-		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, tenants, log)
+		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, tenants, lim, log)
 		if err != nil {
 			return err
 		}
@@ -78,17 +91,12 @@ func Run(ctx context.Context, o Options) error {
 		defer srv.stop()
 		prom = rec
 	}
-	opts := awsenv.Options{Endpoint: o.Endpoint, QueueURL: o.Listen.QueueURL, Logger: log}
-	awsCfg, err := awsenv.Load(ctx, opts)
-	if err != nil {
-		return err
-	}
 	client := awsenv.SQS(awsCfg, opts)
 	dedupeDB, err := dedupeStore(ctx, o.DedupeTable, o.Listen.QueueURL, log)
 	if err != nil {
 		return err
 	}
-	metrics, stopMetrics, err := startMetrics(ctx, o.Metrics, load, awsCfg, client, o.Listen.QueueURL)
+	metrics, stopMetrics, err := startMetrics(ctx, o.Metrics, load, lim, awsCfg, client, o.Listen.QueueURL)
 	if err != nil {
 		return err
 	}
@@ -104,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,
-		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants})
+		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim})
 }
 
 // flushSpans returns the function that flushes the spans still queued once the supervisor has
@@ -138,7 +146,7 @@ func flushSpans(ctx context.Context, shutdown func(context.Context) error, windo
 
 // startMetrics starts the publisher, sampling load's gauges and the dead-letter queue's
 // depth. stop ends it after a last flush and waits for it.
-func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervisor.Load, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
+func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervisor.Load, lim *limits.Limiter, awsCfg aws.Config, api queueattr.API, queueURL string) (rec alarms.Recorder, stop func(), err error) {
 	if cfg.Mode == alarms.ModeNone {
 		return alarms.Discard, func() {}, nil
 	}
@@ -151,6 +159,8 @@ func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervi
 		{Metric: alarms.BusySlots, Sample: load.BusySlots},
 		{Metric: alarms.ConcurrencyLimit, Sample: func() float64 { return float64(load.Limit()) }},
 		{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
+		{Metric: alarms.LimitPaused, Sample: func() float64 { return pausedSeconds(lim, time.Now()) }},
+		{Metric: alarms.LimitFallback, Sample: func() float64 { return boolGauge(lim.Snapshot().Fallback) }},
 	}
 	p, err := alarms.NewPublisher(cfg)
 	if err != nil {
@@ -176,6 +186,21 @@ func dedupeStore(ctx context.Context, table progress.Table, queueURL string, log
 		return nil, err
 	}
 	return dedupe.NewStore(awsenv.DynamoDB(awsCfg, opts), table.Name, queueattr.NameFromURL(queueURL)), nil
+}
+
+// newLimiter builds the limiter of cfg: on the limits table when one is named (its client
+// built as dedupeStore builds its own), else per task. It makes no call.
+func newLimiter(ctx context.Context, cfg limits.Config, table progress.Table, queueURL string, log *slog.Logger) (*limits.Limiter, error) {
+	var store limits.Store
+	if table.Name != "" {
+		opts := awsenv.Options{QueueURL: queueURL, Region: table.Region, Logger: log}
+		awsCfg, err := awsenv.Load(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		store = limits.NewDynamoStore(awsenv.DynamoDB(awsCfg, opts), table.Name)
+	}
+	return limits.New(cfg, store, time.Now, log.With("component", "limits"))
 }
 
 // The scale-in protection modes (--scale-in-protection).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -31,10 +32,10 @@ type statusServer struct {
 const httpStopTimeout = 2 * time.Second
 
 // startStatusServer binds addr and serves the health and readiness of health, and the metrics
-// of queue (the gauges of load and health, the figures of tenants, and the Recorder it
-// returns), until stop.
-func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, tenants *supervisor.Tenants, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
-	reg, rec, err := prometheusRegistry(queue, load, health)
+// of queue (the gauges of load, health and the limiter, the figures of tenants, and the
+// Recorder it returns), until stop.
+func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, tenants *supervisor.Tenants, lim *limits.Limiter, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
+	reg, rec, err := prometheusRegistry(queue, load, health, lim)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,8 +86,8 @@ func writeStatus(w http.ResponseWriter, ok bool, good, bad, reason string) {
 
 // prometheusRegistry builds the registry /metrics serves: the Go and process collectors,
 // watchbot's counters and histograms (returned, to record into), and the gauges read from
-// the supervisor's load and health. Every series carries the queue's name.
-func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.Health) (*prometheus.Registry, *alarms.Prometheus, error) {
+// the supervisor's load and health and from the limiter. Every series carries the queue's name.
+func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.Health, lim *limits.Limiter) (*prometheus.Registry, *alarms.Prometheus, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	labels := prometheus.Labels{"queue": queue}
@@ -95,11 +96,13 @@ func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.
 		return nil, nil, err
 	}
 	gauges := map[string]func() float64{
-		"watchbot_worker_slots":      func() float64 { return float64(load.Slots()) },
-		"watchbot_concurrency_limit": func() float64 { return float64(load.Limit()) },
-		"watchbot_running_jobs":      func() float64 { return float64(load.Running()) },
-		"watchbot_held_messages":     func() float64 { return float64(load.Held()) },
-		"watchbot_braking":           func() float64 { return boolGauge(load.Braking()) },
+		"watchbot_worker_slots":         func() float64 { return float64(load.Slots()) },
+		"watchbot_concurrency_limit":    func() float64 { return float64(load.Limit()) },
+		"watchbot_running_jobs":         func() float64 { return float64(load.Running()) },
+		"watchbot_held_messages":        func() float64 { return float64(load.Held()) },
+		"watchbot_braking":              func() float64 { return boolGauge(load.Braking()) },
+		"watchbot_limit_paused_seconds": func() float64 { return pausedSeconds(lim, time.Now()) },
+		"watchbot_limit_fallback":       func() float64 { return boolGauge(lim.Snapshot().Fallback) },
 		"watchbot_last_receive_timestamp_seconds": func() float64 {
 			if t := health.LastReceive(); !t.IsZero() {
 				return float64(t.UnixNano()) / 1e9
@@ -118,6 +121,11 @@ func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.Name, Help: m.Help, ConstLabels: labels}, f))
 	}
 	return reg, rec, nil
+}
+
+// pausedSeconds is what is left of the limiter's pause at now, in seconds (0: none).
+func pausedSeconds(lim *limits.Limiter, now time.Time) float64 {
+	return max(0, lim.PausedUntil().Sub(now).Seconds())
 }
 
 func boolGauge(b bool) float64 {

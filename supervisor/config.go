@@ -99,6 +99,9 @@ type Config struct {
 	HealthGrace time.Duration
 	// Dedupe is duplicate suppression (--dedupe-*), with Deps.Dedupe.
 	Dedupe DedupeConfig
+	// Limits limit job starts across the task or the fleet, and carry the pauses workers ask
+	// for (--rate-limit, --fleet-concurrency, --limit-*, --max-pause): docs/limits.md.
+	Limits LimitsConfig
 }
 
 // DefaultConfig returns listen's defaults, as docs/listen.md's flag table lists them.
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		HealthGrace:       time.Minute,
 		HTTP:              DefaultHTTPWorker(),
 		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
+		Limits:            DefaultLimits(),
 	}
 }
 
@@ -153,6 +157,7 @@ func (c Config) Validate() error {
 		listenspec.Volumes(c.Volumes, c.Concurrency),
 		CheckBrake(c.Brake),
 		CheckDedupe(c.Dedupe),
+		CheckLimits(c.Limits, c.BatchSize),
 	} {
 		if err != nil {
 			return err

@@ -12,6 +12,12 @@
 //     which group, which run next, how many to receive. It alone takes a new delivery of a
 //     held message over (job.takeOver) and decides hand-backs, so a hand-back it decided
 //     always comes before a redelivery it takes later.
+//   - The loop also owns the start gate (startGate, limits.go): before a run starts it takes a
+//     permit from the limiter (limits.Limiter.TryStart, which never waits and makes no
+//     call), and it gives the permit back when the run's worker has ended. A message the
+//     limits hold back stays held, leased, in the scheduler. The limiter's goroutine
+//     (limits.Limiter.Run) makes every DynamoDB call of the limits; the runs pass it the
+//     pauses workers ask for (Limiter.Pause, which never waits).
 //   - The heartbeat goroutine (leaser.run) owns the renewals under way and when each job is
 //     renewed next (job.renewAt).
 //   - A run's goroutine (runner.run) owns its worker and its messages' outcomes, and settles
@@ -35,7 +41,9 @@
 //
 //	Run ── loop ── receive loop ── SQS
 //	 │      (the loop waits on nothing else: it selects on the receive's answer, the runs'
-//	 │       events, the heartbeat's mailbox, its timer and the stop request)
+//	 │       events, the heartbeat's mailbox, the limiter's Changed, its timer and the stop
+//	 │       request)
+//	 ├── limiter ── DynamoDB (--limits-table), ended once no run or hand-back is under way
 //	 ├── heartbeat ── acknowledger, SQS calls under way, dedupe extensions ── DynamoDB
 //	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, dead-letter
 //	 │           sends (SQS), DynamoDB, the worker
@@ -43,8 +51,8 @@
 //	 └── acknowledger ── its calls ── SQS
 //
 // Reports that go up the tree never block: an SQS call's goroutine posts a renewal's answer
-// to the heartbeat's mailbox, and the heartbeat posts the jobs it gives up on to the loop's
-// (mailbox). A run's events and the receive loop's answers are the blocking sends to the
+// to the heartbeat's mailbox, the heartbeat posts the jobs it gives up on to the loop's
+// (mailbox), and the limiter signals Changed on a channel of one that coalesces. A run's events and the receive loop's answers are the blocking sends to the
 // loop, and the loop never waits for a run. The receive loop answers each of the loop's asks
 // exactly once, and the loop asks only when no receive is under way, so neither send of an
 // ask or an answer waits on a goroutine that is waiting in turn. Every goroutine is started

@@ -220,14 +220,18 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 	switch code := resp.StatusCode; {
 	case code/100 == 2:
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
-		if delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			secs := delay.Seconds()
+		// "Slow down": a pause of Retry-After for every job (docs/limits.md); a message the
+		// answer decided nothing for waits in place until it ends.
+		if delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && delay > 0 {
 			for _, j := range jobs {
-				if directives[j.msg.ID] == nil {
+				switch d := directives[j.msg.ID]; {
+				case d == nil:
 					if directives == nil {
 						directives = map[string]*directive{}
 					}
-					directives[j.msg.ID] = &directive{Action: "retry", DelaySeconds: &secs, Reason: "HTTP " + strconv.Itoa(code) + " with Retry-After"}
+					directives[j.msg.ID] = &directive{Pause: delay.String(), pause: delay, Reason: "HTTP " + strconv.Itoa(code) + " with Retry-After"}
+				case d.pause == 0:
+					d.Pause, d.pause = delay.String(), delay
 				}
 			}
 			break
@@ -323,7 +327,7 @@ func (w *httpWorker) directives(jobs []*job, batch bool, resp *http.Response, an
 		raw = answer
 	}
 	var d directive
-	if len(raw) == 0 || json.Unmarshal(raw, &d) != nil || d.Action == "" || d.validate() != nil {
+	if len(raw) == 0 || json.Unmarshal(raw, &d) != nil || d.Action == "" && d.Pause == "" || d.validate() != nil {
 		return nil
 	}
 	return map[string]*directive{jobs[0].msg.ID: &d}

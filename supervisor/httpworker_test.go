@@ -78,6 +78,7 @@ func TestHTTPWorkerOutcomes(t *testing.T) {
 		body       string
 		wantEnd    runEnd
 		wantAction string // the directive's, "" for none
+		wantPause  time.Duration
 	}{
 		{name: "200", status: 200, wantEnd: endExited},
 		{name: "204", status: 204, wantEnd: endExited},
@@ -85,7 +86,10 @@ func TestHTTPWorkerOutcomes(t *testing.T) {
 		{name: "404", status: 404, wantEnd: endHTTPStatus},
 		{name: "302 is not followed", status: 302, header: map[string]string{"Location": "/elsewhere"}, wantEnd: endHTTPStatus},
 		{name: "503 without Retry-After", status: 503, wantEnd: endHTTPStatus},
-		{name: "429 with Retry-After", status: 429, header: map[string]string{"Retry-After": "5"}, wantEnd: endExited, wantAction: "retry"},
+		{name: "429 with Retry-After is a pause", status: 429, header: map[string]string{"Retry-After": "5"}, wantEnd: endExited, wantPause: 5 * time.Second},
+		{name: "503 with Retry-After is a pause", status: 503, header: map[string]string{"Retry-After": "120"}, wantEnd: endExited, wantPause: 2 * time.Minute},
+		{name: "429 with a directive and Retry-After", status: 429, header: map[string]string{"Retry-After": "3", "X-Watchbot-Result": `{"action":"ack"}`}, wantEnd: endExited, wantAction: "ack", wantPause: 3 * time.Second},
+		{name: "JSON body pause", status: 200, header: map[string]string{"Content-Type": "application/json"}, body: `{"pause":"30s"}`, wantEnd: endExited, wantPause: 30 * time.Second},
 		{name: "JSON body directive", status: 200, header: map[string]string{"Content-Type": "application/json"}, body: `{"action":"dead-letter","reason":"x"}`, wantEnd: endExited, wantAction: "dead-letter"},
 		{name: "JSON body without action", status: 200, header: map[string]string{"Content-Type": "application/json"}, body: `{"ok":true}`, wantEnd: endExited},
 		{name: "header directive", status: 500, header: map[string]string{"X-Watchbot-Result": `{"action":"ack"}`}, wantEnd: endHTTPStatus, wantAction: "ack"},
@@ -106,12 +110,12 @@ func TestHTTPWorkerOutcomes(t *testing.T) {
 			if run.End != tc.wantEnd {
 				t.Errorf("end %v, want %v (run %+v)", run.End, tc.wantEnd, run)
 			}
-			got := ""
+			got, pause := "", time.Duration(0)
 			if d := directives["m"]; d != nil {
-				got = d.Action
+				got, pause = d.Action, d.pause
 			}
-			if got != tc.wantAction {
-				t.Errorf("directive %q, want %q", got, tc.wantAction)
+			if got != tc.wantAction || pause != tc.wantPause {
+				t.Errorf("directive %q pausing %v, want %q pausing %v", got, pause, tc.wantAction, tc.wantPause)
 			}
 			// The outcome a failure status gets, when no directive overrides it.
 			if tc.wantEnd == endHTTPStatus && tc.wantAction == "" {

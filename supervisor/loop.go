@@ -53,6 +53,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		stopRequested: ctx.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
 		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}}
 	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo)
+	l.sched.gate = s.gate
 	defer l.timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
 	for !l.step(time.Now()) {
@@ -64,6 +65,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		case <-s.lost.ready:
 			l.givenUp()
 		case <-l.timer.C:
+		case <-s.limiter.Changed():
 		case <-l.stopRequested:
 			l.stop()
 		}
@@ -103,12 +105,19 @@ func (l *loop) step(now time.Time) (over bool) {
 	return false
 }
 
-// startRuns starts the runs the scheduler says can start; --once stops once one has.
+// startRuns starts the runs the scheduler and the limits say can start, and releases the
+// messages held back for their key past --limit-wait; --once stops once one has started.
 func (l *loop) startRuns(now time.Time) {
-	for _, run := range l.sched.next(now) {
+	paused := l.s.gate.begin(now)
+	runs := l.sched.next(now)
+	if l.s.gate.end(len(runs) > 0) || paused {
+		l.sched.gateClosed = true
+	}
+	for _, run := range runs {
 		l.s.startRun(l.jobsCtx, run)
 		l.started++
 	}
+	l.releaseOverdue(now)
 	if l.s.cfg.Once && l.started > 0 && !l.stopping {
 		l.stop()
 	}
@@ -154,8 +163,10 @@ func (l *loop) ask(now time.Time) time.Time {
 		}
 		wake = p.wake
 	}
-	if w := l.sched.wake(); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
-		wake = w
+	for _, w := range []time.Time{l.sched.wake(), l.s.gate.wake()} {
+		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
+		}
 	}
 	return wake
 }
@@ -187,6 +198,7 @@ func (l *loop) took(msgs []types.Message) {
 // went back).
 func (l *loop) reported(e runEvent) {
 	if !e.finished {
+		l.s.gate.done(e.run)
 		l.sched.ended(e.run, e.took)
 		return
 	}
@@ -206,6 +218,26 @@ func (l *loop) giveBack(items []giveBack, why string) {
 		return
 	}
 	l.s.handBack(items, why)
+}
+
+// releaseOverdue releases with a delay of --limit-wait the messages whose limit key stayed
+// full for --limit-wait, with their group's messages behind them: each costs a receive, so
+// each is counted and logged.
+func (l *loop) releaseOverdue(now time.Time) {
+	for _, j := range l.s.gate.overdue {
+		found, _, behind := l.sched.drop(j, now)
+		if !found {
+			continue
+		}
+		l.sched.heldBack = max(0, l.sched.heldBack-1)
+		l.s.brake.left(now, j)
+		l.s.runner.metrics.Add(alarms.LimitReleases, 1)
+		j.log.Warn("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",
+			"limit_key", limitKey(l.s.cfg.Limits.Key, j.msg), "limit_wait", l.s.cfg.Limits.Wait.String())
+		l.giveBack([]giveBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
+		l.giveBack(backNow(behind), "an earlier message of its group went back to the queue")
+	}
+	l.s.gate.overdue = nil
 }
 
 // givenUp hands back the held jobs the heartbeat gave up on.

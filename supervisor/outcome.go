@@ -94,6 +94,9 @@ type outcome struct {
 	Unrun bool
 	// Duplicate, with actDelete: deleted unrun, its dedupe key completed by a run.
 	Duplicate bool
+	// Paused, with actRetryInPlace: the worker asked for a pause (docs/limits.md); the
+	// message waits in place, leased, until the pause ends, and the run is not an attempt.
+	Paused bool
 }
 
 // outcomeFor is watchbot's outcome table, one decision per message and run. docs/outcomes.md's
@@ -127,6 +130,9 @@ func outcomeFor(r result) outcome {
 		if o.Action == actDelete {
 			o.Success = true
 			return o
+		}
+		if o.Paused {
+			return o // not an attempt: the last-attempt rule waits for a run that counts
 		}
 	case r.End == endShutdown:
 		return outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}
@@ -230,10 +236,19 @@ type directive struct {
 	Action       string   `json:"action"`
 	DelaySeconds *float64 `json:"delaySeconds,omitempty"`
 	Reason       string   `json:"reason,omitempty"`
+	// Pause asks that no job start for this long (a Go duration, "30s"), across the fleet
+	// with --limits-table (docs/limits.md). Without an action the message waits in place,
+	// leased, and runs again once the pause ends.
+	Pause string `json:"pause,omitempty"`
+	// pause is Pause read, by validate (or set by an HTTP worker's Retry-After).
+	pause time.Duration
 }
 
 func (d *directive) outcome() outcome {
 	switch d.Action {
+	case "":
+		// Only a pause: the message runs again when it ends, not counted as an attempt.
+		return outcome{Action: actRetryInPlace, Paused: true, Reason: "worker asked for a pause of " + d.pause.String()}
 	case "ack":
 		return outcome{Action: actDelete, Reason: "worker wrote ack"}
 	case "retry":
@@ -280,9 +295,20 @@ func readDirective(path string) (d *directive, found bool, err error) {
 	return d, true, nil
 }
 
-// validate checks the action and the delay.
+// validate checks the action, the delay and the pause.
 func (d *directive) validate() error {
+	if d.Pause != "" {
+		p, err := time.ParseDuration(d.Pause)
+		if err != nil || p <= 0 || p > sqsspec.MaxInFlight {
+			return fmt.Errorf("pause %q must be a duration between 1ms and 12h, such as \"30s\"", d.Pause)
+		}
+		d.pause = p
+	}
 	switch d.Action {
+	case "":
+		if d.pause == 0 {
+			return fmt.Errorf("unknown action %q (want ack, retry or dead-letter)", d.Action)
+		}
 	case "ack", "dead-letter":
 	case "retry":
 		if most := sqsspec.MaxInFlight.Seconds(); d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > most) {

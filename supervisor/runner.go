@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/tracing"
+	"github.com/watchbot/watchbot/limits"
 )
 
 // runner runs workers: one path for one message or a batch. It writes the message file,
@@ -25,10 +26,12 @@ type runner struct {
 	maxReceiveCount int
 	dlqURL          string
 
-	api     sqsAPI
-	acks    *acker
-	cut     *cutoff // ends the dead-letter sends at a stop's last moment
-	brake   *brake
+	api   sqsAPI
+	acks  *acker
+	cut   *cutoff // ends the dead-letter sends at a stop's last moment
+	brake *brake
+	// limiter takes the pauses workers ask for (nil in watchbot try).
+	limiter *limits.Limiter
 	metrics alarms.Recorder
 	log     *slog.Logger
 	random  func() float64
@@ -71,6 +74,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		attrs = []any{"duration", a.took.Round(time.Millisecond).String()}
 	}
 
+	r.pause(results)
 	r.judge(jobs, results, outs, decided)
 	if r.fifo {
 		groups := make([]string, len(jobs))
@@ -172,6 +176,35 @@ func (r *runner) judge(jobs []*job, results []result, outs []outcome, decided []
 			outs[i] = outcomeFor(results[i])
 		}
 	}
+}
+
+// pause passes on the longest pause the run's worker asked for: no job starts until it ends,
+// across the fleet when the limits share a table. --max-pause caps it.
+func (r *runner) pause(results []result) {
+	var d time.Duration
+	for _, res := range results {
+		if res.Directive != nil {
+			d = max(d, res.Directive.pause)
+		}
+	}
+	if d == 0 || r.limiter == nil {
+		return
+	}
+	if most := r.cfg.Limits.Fleet.MaxPause; d > most {
+		r.log.Warn("worker asked for a pause longer than --max-pause: capped", "asked", d.String(), "max_pause", most.String())
+		d = most
+	}
+	r.limiter.Pause(d)
+	r.log.Info("worker asked for a pause: no job starts until it ends", "pause", d.String(), "fleet_wide", r.cfg.Limits.Fleet.Table != "")
+}
+
+// pausedUntil is when the pause in force ends (now when none is, or without a limiter).
+func (r *runner) pausedUntil() time.Time {
+	now := time.Now()
+	if r.limiter == nil || !now.Before(r.limiter.PausedUntil()) {
+		return now
+	}
+	return r.limiter.PausedUntil()
 }
 
 // brakeFailure reports whether a run failed as the brake counts failures: it ended badly

@@ -62,6 +62,19 @@ type scheduler struct {
 	// before any).
 	depth float64
 	took  time.Duration
+
+	// gate, when set, admits each run the slots allow (the limits, limits.go). In the latest
+	// pass of next, heldBack ready groups at the front of ready were held back for their
+	// key, and gateClosed says the gate admitted no run at all: until the next pass such
+	// groups are not counted as startable, and nothing is received while it is closed.
+	gate       runGate
+	heldBack   int
+	gateClosed bool
+}
+
+// runGate decides whether a run may start beyond the slots.
+type runGate interface {
+	admit(run []*job, now time.Time) verdict
 }
 
 // readAhead is how much work (at the jobs' recent duration) a FIFO receive may bring for one
@@ -189,45 +202,88 @@ func (s *scheduler) promote(now time.Time) {
 	})
 }
 
-// next returns the runs to start now and counts them as running.
+// next returns the runs to start now and counts them as running. With a gate, each run the
+// slots allow starts only if the gate admits it: a run whose key is full is passed over for
+// the next ready one (heldBack counts them), and a gate closed to every run ends the pass.
 func (s *scheduler) next(now time.Time) [][]*job {
 	s.promote(now)
+	s.heldBack, s.gateClosed = 0, false
 	var runs [][]*job
-	for s.runs < s.slots && len(s.ready) > 0 {
+	for s.runs < s.slots && len(s.ready) > s.heldBack {
 		if s.batchSize > 1 && s.readyMsgs < s.batchSize && now.Before(s.ready[0].since.Add(s.window)) {
 			break
 		}
-		var run []*job
-		for len(s.ready) > 0 && len(run) < s.batchSize {
-			g := s.ready[0]
-			n := min(len(g.jobs), s.batchSize-len(run))
-			if s.batchSize == 1 {
-				n = 1
-			}
-			run = append(run, g.jobs[:n]...)
-			g.jobs = slices.Clone(g.jobs[n:])
-			g.inRun += n
-			s.readyMsgs -= n
-			if s.fifo || len(g.jobs) == 0 || s.batchSize == 1 {
-				// A FIFO group starts nothing else until this run has settled.
-				s.ready = s.ready[1:]
-				s.readyMsgs -= len(g.jobs)
-				g.state = groupIdle
+		// In per-message mode the run is the head of a ready group; held-back groups keep
+		// their place at the front of ready.
+		at := s.heldBack
+		if s.gate != nil {
+			switch s.gate.admit(s.candidate(at), now) {
+			case keyFull:
+				s.heldBack++
+				continue
+			case closed:
+				s.gateClosed = true
+				return runs
 			}
 		}
-		s.held -= len(run)
-		s.runs++
-		s.open++
-		s.runMsgs += len(run)
-		runs = append(runs, run)
+		runs = append(runs, s.take(at))
 	}
 	return runs
 }
 
+// candidate returns the run that take(at) would start, without taking it.
+func (s *scheduler) candidate(at int) []*job {
+	if s.batchSize == 1 {
+		return s.ready[at].jobs[:1]
+	}
+	var run []*job
+	for _, g := range s.ready {
+		run = append(run, g.jobs[:min(len(g.jobs), s.batchSize-len(run))]...)
+		if len(run) == s.batchSize {
+			break
+		}
+	}
+	return run
+}
+
+// take starts the next run: the head of the ready group at (per-message mode), or a batch
+// from the ready groups in order.
+func (s *scheduler) take(at int) []*job {
+	var run []*job
+	for len(s.ready) > at && len(run) < s.batchSize {
+		g := s.ready[at]
+		n := min(len(g.jobs), s.batchSize-len(run))
+		if s.batchSize == 1 {
+			n = 1
+		}
+		run = append(run, g.jobs[:n]...)
+		g.jobs = slices.Clone(g.jobs[n:])
+		g.inRun += n
+		s.readyMsgs -= n
+		if s.fifo || len(g.jobs) == 0 || s.batchSize == 1 {
+			// A FIFO group starts nothing else until this run has settled.
+			s.ready = slices.Delete(s.ready, at, at+1)
+			s.readyMsgs -= len(g.jobs)
+			g.state = groupIdle
+		}
+		if s.batchSize == 1 {
+			break
+		}
+	}
+	s.held -= len(run)
+	s.runs++
+	s.open++
+	s.runMsgs += len(run)
+	return run
+}
+
 // room returns how many messages may be received now.
 func (s *scheduler) room() int {
+	if s.gateClosed {
+		return 0 // nothing may start: what is received would only wait
+	}
 	if s.fifo && s.batchSize == 1 {
-		free := s.slots - s.runMsgs - len(s.ready) // groups that could start at once
+		free := s.slots - s.runMsgs - (len(s.ready) - s.heldBack) // groups that could start at once
 		if free <= 0 {
 			return 0
 		}
@@ -239,7 +295,7 @@ func (s *scheduler) room() int {
 	}
 	startable := s.readyMsgs
 	if s.batchSize == 1 {
-		startable = len(s.ready)
+		startable = len(s.ready) - s.heldBack
 	}
 	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held))
 }

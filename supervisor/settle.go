@@ -75,6 +75,12 @@ func (r *runner) settleAs(ctx context.Context, j *job, o outcome, leaving bool, 
 	log := r.runLog(ctx, j).With(append([]any{"attempt", j.attempt, "outcome", o.Action.String()}, attrs...)...)
 	switch o.Action {
 	case actRetryInPlace:
+		if o.Paused {
+			until := r.pausedUntil()
+			log.Info("worker asked for a pause: no job starts until it ends; watchbot keeps the message, leased, and runs it again then; not an attempt",
+				"reason", o.Reason, "paused_until", until.UTC().Format(time.RFC3339))
+			return disposition{keep: true, at: until}
+		}
 		attempt := j.attempt
 		if o.Unrun {
 			// Its waits space its claims as attempts would: on a FIFO queue a wait is none.

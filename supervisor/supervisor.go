@@ -21,6 +21,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
+	"github.com/watchbot/watchbot/limits"
 )
 
 // sqsAPI is the part of the SQS client the supervisor calls.
@@ -69,6 +70,11 @@ type Deps struct {
 	// worker receives the message's trace context either way.
 	Tracer *tracing.Provider
 
+	// Limiter, when set, is the limiter built from cfg.Limits.Fleet, which Run runs until its
+	// drain is over (the caller may read its Snapshot meanwhile); nil builds one that holds
+	// the limits per task.
+	Limiter *limits.Limiter
+
 	// spawn stands in for runWorker in tests; nil runs real processes.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
 }
@@ -93,6 +99,11 @@ type Supervisor struct {
 	health    *Health
 	brake     *brake
 	protector *protector // nil without Deps.Protection
+	// limiter holds the limits and pauses; gate is the loop's use of it. stopLimits ends the
+	// limiter's Run once no run or hand-back is under way.
+	limiter    *limits.Limiter
+	gate       *startGate
+	stopLimits context.CancelFunc
 
 	// pollCtx carries the calls a receive makes while stopping; it ends when the drain gives
 	// up. recvCtx carries the receives themselves: cancelReceive ends it once a stop finds
@@ -137,6 +148,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if (cfg.Dedupe.Table != "") != (deps.Dedupe != nil) {
 		return errors.New("supervisor: Config.Dedupe.Table and Deps.Dedupe go together")
 	}
+	if cfg.Limits.Fleet.Table != "" && deps.Limiter == nil {
+		return errors.New("supervisor: Config.Limits.Fleet.Table needs Deps.Limiter, built on the table")
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -162,6 +176,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random,
 			healthy: func() bool { ok, _ := s.health.Check(time.Now()); return ok }, cut: s.cut}
 	}
+	if deps.Limiter == nil {
+		lim, err := limits.New(cfg.Limits.Fleet, nil, time.Now, s.log.With("component", "limits"))
+		if err != nil {
+			return err
+		}
+		deps.Limiter = lim
+	}
+	s.limiter = deps.Limiter
+	s.gate = newStartGate(s.limiter, cfg.Limits, deps.Metrics)
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
 	s.acks.health, s.acks.cut = s.health, s.cut
 	slots := cfg.Concurrency
@@ -169,7 +192,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		slots = 1
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
-	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut,
+	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, limiter: s.limiter, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut,
 		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: deps.Tenants}
 	if cfg.HTTP.URL != "" {
 		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
@@ -305,6 +328,14 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 
 	var owned sync.WaitGroup
 	owned.Go(func() { s.acks.run(base) })
+	limitsCtx, stopLimits := context.WithCancel(base)
+	defer stopLimits()
+	s.stopLimits = stopLimits
+	owned.Go(func() {
+		if err := s.limiter.Run(limitsCtx); err != nil {
+			s.log.Error("limits stopped", "error", err)
+		}
+	})
 	protectCtx, stopProtection := context.WithCancel(base)
 	defer stopProtection()
 	if s.protector != nil {
@@ -388,6 +419,7 @@ func (s *Supervisor) shutdown(stopHeartbeat context.CancelFunc, heartbeat, owned
 		heartbeat.Wait()
 		s.runs.Wait()
 		s.handBacks.Wait()
+		s.stopLimits() // no run holds a permit any more: the limiter gives its slots back
 		s.acks.close()
 		owned.Wait()
 		s.cut.release()

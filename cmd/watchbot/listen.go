@@ -65,6 +65,14 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "dedupe-table", Usage: "run each key once: claim it in this DynamoDB `TABLE` (name or ARN) first", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}, DefaultText: "off"},
 			&cli.StringFlag{Name: "dedupe-key", Value: def.Dedupe.Key, Usage: "a message's key: message-id, or attr:NAME (an idempotency key attribute)"},
 			withDefaultText(durationFlag("dedupe-ttl", def.Dedupe.TTL, "how long a completed key is remembered"), "the queue's message retention period"),
+			&cli.StringFlag{Name: "rate-limit", Usage: "at most `N/s` (or N/m) job starts, with a burst of one second's worth", DefaultText: "none"},
+			&cli.IntFlag{Name: "fleet-concurrency", Usage: "at most `N` jobs running at once (across the fleet with --limits-table)", DefaultText: "none"},
+			&cli.StringFlag{Name: "limit-key", Usage: "a message's key for the per-key limits: attr:NAME or group (its MessageGroupId)"},
+			&cli.StringFlag{Name: "rate-limit-per-key", Usage: "at most `N/s` (or N/m) job starts per key", DefaultText: "none"},
+			&cli.IntFlag{Name: "concurrency-per-key", Usage: "at most `N` jobs of one key running at once", DefaultText: "none"},
+			&cli.StringFlag{Name: "limits-table", Usage: "share the limits and pauses with every task naming this DynamoDB `TABLE`", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}, DefaultText: "per task"},
+			durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
+			durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
 		}, append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := supervisor.PlatformError("listen", runtime.GOOS); err != nil {
@@ -87,6 +95,10 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 	if err != nil {
 		return app.Options{}, err
 	}
+	limitsTable, err := limitsTable(c)
+	if err != nil {
+		return app.Options{}, err
+	}
 	log, err := newLogger(c, logFormat(c), c.String("log-level"))
 	if err != nil {
 		return app.Options{}, err
@@ -104,7 +116,7 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 		return app.Options{}, err
 	}
 	return app.Options{Listen: cfg, Logger: log, Metrics: metrics, HTTPAddr: c.String("http-addr"),
-		Endpoint: endpoint.Endpoint, Protection: protection, DedupeTable: table}, nil
+		Endpoint: endpoint.Endpoint, Protection: protection, DedupeTable: table, LimitsTable: limitsTable}, nil
 }
 
 // listenConfig copies the flags into a validated supervisor.Config, and returns the dedupe
@@ -146,6 +158,9 @@ func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 		return cfg, table, err
 	}
 	cfg.Dedupe = supervisor.DedupeConfig{Table: table.Name, Key: c.String("dedupe-key"), TTL: durationOf(c, "dedupe-ttl")}
+	if cfg.Limits, err = limitsConfig(c); err != nil {
+		return cfg, table, err
+	}
 	brake, err := brakeOn(c)
 	if err != nil {
 		return cfg, table, err

@@ -1,0 +1,247 @@
+package supervisor
+
+// Limits on job starts (docs/limits.md): the gate the loop asks before a run starts, and the
+// settings it follows. The limiter itself (tokens, slots, pauses, the table) is package
+// limits'; this file decides, on the loop goroutine, what a "no" means for a held message.
+
+import (
+	"strings"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/limits"
+)
+
+// LimitsConfig is what limits job starts (--rate-limit, --fleet-concurrency, --limit-key and
+// the rest). With no limit set it still carries pauses that workers ask for.
+type LimitsConfig struct {
+	// Fleet is the limiter's configuration: the limits, the table that shares them across
+	// tasks ("" holds them per task), and the longest pause (--max-pause).
+	Fleet limits.Config
+	// Key names a message's limit key: "group" (its MessageGroupId) or "attr:NAME" (a
+	// message attribute); "" when no per-key limit is set (--limit-key).
+	Key string
+	// Wait is how long a message whose key is at its limit waits in place before it is
+	// released with a delay (--limit-wait).
+	Wait time.Duration
+}
+
+// DefaultLimits returns the limits' defaults: none set, a 30 s --limit-wait.
+func DefaultLimits() LimitsConfig {
+	return LimitsConfig{Fleet: limits.DefaultConfig(), Wait: 30 * time.Second}
+}
+
+// The --limit-key forms.
+const (
+	LimitKeyGroup      = "group"
+	limitKeyAttrPrefix = "attr:"
+)
+
+// set reports whether any limit is set (a pause needs none).
+func (c LimitsConfig) set() bool {
+	f := c.Fleet
+	return f.Rate > 0 || f.Concurrency > 0 || c.keyed()
+}
+
+// keyed reports whether a per-key limit is set.
+func (c LimitsConfig) keyed() bool { return c.Fleet.RatePerKey > 0 || c.Fleet.ConcurrencyPerKey > 0 }
+
+// global reports whether a limit over all keys is set.
+func (c LimitsConfig) global() bool { return c.Fleet.Rate > 0 || c.Fleet.Concurrency > 0 }
+
+// CheckLimits refuses limits that cannot hold, naming the setting. batchSize is
+// --batch-size: a per-key limit counts one message per run.
+func CheckLimits(c LimitsConfig, batchSize int) error {
+	refuse := func(s listenspec.Setting, v any, reason string) error { return listenspec.Refuse(s, v, reason) }
+	f := c.Fleet
+	switch {
+	case f.Rate < 0:
+		return refuse(listenspec.SettingRateLimit, f.Rate, "must not be negative")
+	case f.RatePerKey < 0:
+		return refuse(listenspec.SettingRatePerKey, f.RatePerKey, "must not be negative")
+	case f.Concurrency < 0:
+		return refuse(listenspec.SettingFleetConcurrency, f.Concurrency, "must not be negative")
+	case f.ConcurrencyPerKey < 0:
+		return refuse(listenspec.SettingConcurrencyPerKey, f.ConcurrencyPerKey, "must not be negative")
+	case f.MaxPause <= 0 || f.MaxPause > sqsspec.MaxInFlight:
+		return refuse(listenspec.SettingMaxPause, f.MaxPause, "must be between 1s and 12h (a paused message stays in flight)")
+	case c.Wait < 0 || c.Wait > sqsspec.MaxInFlight:
+		return refuse(listenspec.SettingLimitWait, c.Wait, "must be between 0 and 12h")
+	}
+	if err := checkLimitKey(c.Key); err != nil {
+		return err
+	}
+	switch {
+	case c.keyed() && c.Key == "":
+		return refuse(listenspec.SettingLimitKey, nil, "is required with "+listenspec.Ref(listenspec.SettingRatePerKey)+" or "+
+			listenspec.Ref(listenspec.SettingConcurrencyPerKey)+": say what a message's key is (attr:NAME or group)")
+	case c.Key != "" && !c.keyed():
+		return refuse(listenspec.SettingLimitKey, c.Key, "needs "+listenspec.Ref(listenspec.SettingRatePerKey)+" or "+
+			listenspec.Ref(listenspec.SettingConcurrencyPerKey)+": a key without a limit per key limits nothing")
+	case c.keyed() && batchSize > 1:
+		return refuse(listenspec.SettingLimitKey, c.Key, "cannot be combined with "+listenspec.Ref(listenspec.SettingBatchSize)+
+			" above 1: a batch mixes keys; use "+listenspec.Ref(listenspec.SettingRateLimit)+" or "+listenspec.Ref(listenspec.SettingFleetConcurrency))
+	}
+	if err := f.Validate(); err != nil {
+		return listenspec.Error{Reason: "limits: " + err.Error()}
+	}
+	return nil
+}
+
+// checkLimitKey checks a --limit-key value.
+func checkLimitKey(key string) error {
+	switch {
+	case key == "" || key == LimitKeyGroup:
+		return nil
+	case strings.HasPrefix(key, limitKeyAttrPrefix) && strings.TrimPrefix(key, limitKeyAttrPrefix) != "":
+		return nil
+	}
+	return listenspec.Refuse(listenspec.SettingLimitKey, key, "must be attr:NAME (a message attribute) or group (the MessageGroupId)")
+}
+
+// limitKey returns a message's limit key under --limit-key: "" when none is set. A message
+// without the attribute (or group) has the key "", to which only the limits over all keys
+// apply.
+func limitKey(key string, m message) string {
+	switch {
+	case key == LimitKeyGroup:
+		return m.GroupID
+	case strings.HasPrefix(key, limitKeyAttrPrefix):
+		return m.Attributes[strings.TrimPrefix(key, limitKeyAttrPrefix)]
+	}
+	return ""
+}
+
+// verdict is the gate's answer for one run.
+type verdict int
+
+const (
+	admitted verdict = iota
+	// keyFull: the run's key is at its limit; runs of other keys may start.
+	keyFull
+	// closed: no run may start (no token or slot over all keys, or a pause).
+	closed
+)
+
+// startGate decides whether a run the slots allow may start now: it takes a permit from the
+// limiter, and gives it back when the run's worker has ended. The loop goroutine alone calls
+// it; the limiter's calls never block and make no network call.
+type startGate struct {
+	lim     *limits.Limiter
+	cfg     LimitsConfig
+	metrics alarms.Recorder
+	// permits are the runs' permits, by their first job, until the worker ends.
+	permits map[*job]limits.Permit
+	// since is when each held message was first held back, for --limit-wait and the time
+	// waited; kept for those held back in the latest pass only.
+	since, seen map[*job]time.Time
+	// overdue are the messages held back for their key longer than --limit-wait, for the loop
+	// to release.
+	overdue []*job
+	// denied are the runs (by their first job) held back for their key in the pass under
+	// way; now is the pass's time.
+	denied []*job
+	now    time.Time
+	// pausedUntil is the pause in force at the latest pass (zero: none).
+	pausedUntil time.Time
+}
+
+func newStartGate(lim *limits.Limiter, cfg LimitsConfig, metrics alarms.Recorder) *startGate {
+	return &startGate{lim: lim, cfg: cfg, metrics: metrics, permits: map[*job]limits.Permit{}, since: map[*job]time.Time{}}
+}
+
+// begin starts a pass of the scheduler over what is held, and reports whether a pause is in
+// force: then nothing starts, and nothing is received.
+func (g *startGate) begin(now time.Time) (paused bool) {
+	g.seen, g.overdue, g.denied, g.now = map[*job]time.Time{}, nil, nil, now
+	g.pausedUntil = time.Time{}
+	if u := g.lim.PausedUntil(); now.Before(u) {
+		g.pausedUntil = u
+	}
+	return !g.pausedUntil.IsZero()
+}
+
+// admit asks for a permit for run. A message held back is timed from the first time it was.
+func (g *startGate) admit(run []*job, now time.Time) verdict {
+	key := ""
+	if g.cfg.Key != "" {
+		key = limitKey(g.cfg.Key, run[0].msg)
+	}
+	var p limits.Permit
+	ok := false
+	if g.pausedUntil.IsZero() {
+		p, ok = g.lim.TryStart(key, len(run))
+	}
+	if ok {
+		g.permits[run[0]] = p
+		for _, j := range run {
+			if t, held := g.since[j]; held {
+				g.metrics.Add(alarms.LimitWaitSeconds, now.Sub(t).Seconds())
+			}
+		}
+		return admitted
+	}
+	for _, j := range run {
+		t, held := g.since[j]
+		if !held {
+			t = now
+			g.metrics.Add(alarms.StartsHeldBack, 1)
+		}
+		g.seen[j] = t
+	}
+	if !g.cfg.keyed() || !g.pausedUntil.IsZero() {
+		return closed
+	}
+	// With limits both over all keys and per key, a "no" may be either: the run is skipped
+	// and the pass goes on; end decides.
+	g.denied = append(g.denied, run[0])
+	return keyFull
+}
+
+// end finishes a pass, and reports whether the limiter is closed to every key: only the
+// messages held back in it keep their first time, and those held back for their key longer
+// than --limit-wait are overdue. A pass that held everything back under limits both over
+// all keys and per key counts as closed, and releases none: the limit over all keys may be
+// what holds them.
+func (g *startGate) end(startedAny bool) (closedToAll bool) {
+	g.since = g.seen
+	denied := g.denied
+	g.denied = nil
+	if len(denied) == 0 {
+		return false
+	}
+	if g.cfg.global() && !startedAny {
+		return true
+	}
+	for _, j := range denied {
+		if g.now.Sub(g.since[j]) >= g.cfg.Wait {
+			g.overdue = append(g.overdue, j)
+			delete(g.since, j)
+		}
+	}
+	return false
+}
+
+// done gives back the permit of a run whose worker has ended.
+func (g *startGate) done(run []*job) {
+	if p, ok := g.permits[run[0]]; ok {
+		p.Done()
+		delete(g.permits, run[0])
+	}
+}
+
+// wake returns when the gate next has something to decide without the limiter saying so:
+// the end of the pause, or the end of the oldest --limit-wait. Zero: never.
+func (g *startGate) wake() time.Time {
+	at := g.pausedUntil
+	if g.cfg.keyed() {
+		for _, t := range g.since {
+			if w := t.Add(g.cfg.Wait); at.IsZero() || w.Before(at) {
+				at = w
+			}
+		}
+	}
+	return at
+}
