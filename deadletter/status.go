@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
@@ -30,6 +31,9 @@ type QueueStatus struct {
 	RetentionPeriod   float64  `json:"retentionPeriodSeconds"`
 	// Redrive is nil when the queue has no redrive policy.
 	Redrive *RedriveStatus `json:"redrive"`
+	// Tenants are a listen's per-tenant figures for the queue (status --metrics-url), nil
+	// when not asked for.
+	Tenants []alarms.TenantFigure `json:"tenants,omitempty"`
 }
 
 // RedriveStatus is the queue's redrive policy and its DLQ's depth.
@@ -96,6 +100,23 @@ func WriteStatus(w io.Writer, s QueueStatus) error {
 		fmt.Fprintf(&b, "redrive:     to %s after %d receives\n", r.DeadLetterQueue, r.MaxReceiveCount)
 		fmt.Fprintf(&b, "dlq depth:   %d (visible %d, in flight %d, delayed %d)\n", r.DLQ.Total(), r.DLQ.Visible, r.DLQ.InFlight, r.DLQ.Delayed)
 	}
+	if s.Tenants != nil {
+		writeTenants(&b, s.Tenants)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTenants writes the per-tenant figures as a table: runs, mean and longest wait.
+func writeTenants(b *strings.Builder, rows []alarms.TenantFigure) {
+	if len(rows) == 0 {
+		fmt.Fprintf(b, "tenants:     none counted (no message with a MessageGroupId has run)\n")
+		return
+	}
+	fmt.Fprintf(b, "tenants:     %-24s %8s %10s %10s\n", "TENANT", "RUNS", "MEAN WAIT", "MAX WAIT")
+	for _, r := range rows {
+		mean := time.Duration(r.MeanWaitSeconds() * float64(time.Second)).Round(time.Millisecond)
+		longest := time.Duration(r.MaxWaitSeconds * float64(time.Second)).Round(time.Millisecond)
+		fmt.Fprintf(b, "             %-24s %8d %10v %10v\n", r.Tenant, r.Runs, mean, longest)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/watchbot/watchbot/alarms"
 )
 
 // TopTenants is how many tenants per queue Tenants keeps figures for; the rest are summed
@@ -13,7 +15,7 @@ import (
 const TopTenants = 20
 
 // OtherTenant is the row that sums the tenants outside the top TopTenants.
-const OtherTenant = "other"
+const OtherTenant = alarms.OtherTenant
 
 // Tenants counts, per queue, the runs of each tenant's messages (their MessageGroupId: a fair
 // queue's tenant on a standard queue, a group on a FIFO one) and how long they waited in the

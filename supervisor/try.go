@@ -22,6 +22,8 @@ import (
 type TryMessage struct {
 	Body       string
 	Attributes map[string]string
+	// GroupID is the MessageGroupId: a FIFO group, or a fair queue's tenant ("" for none).
+	GroupID string
 }
 
 // Decision is what listen would do with a message after a worker run, as Try found it.
@@ -115,6 +117,9 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 				string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp): strconv.FormatInt(now.UnixMilli(), 10),
 			},
 			MessageAttributes: map[string]types.MessageAttributeValue{},
+		}
+		if m.GroupID != "" {
+			sm.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)] = m.GroupID
 		}
 		for k, v := range m.Attributes {
 			sm.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -30,9 +31,9 @@ func fakeSQS(t *testing.T) (*testenv.Emulator, *fakesqs.Server) {
 }
 
 // TestListenFairQueue: one tenant's 100 messages on a standard queue run side by side up to
-// the slots, never one at a time; the worker sees the tenant as WATCHBOT_GROUP_ID; a message
-// it rejects keeps its tenant in the dead-letter queue, and `dead-letter replay` keeps it on
-// the way back.
+// the slots, never one at a time; the worker sees the tenant as WATCHBOT_GROUP_ID; /metrics
+// and `status --metrics-url` count the tenant's runs; a message it rejects keeps its tenant in
+// the dead-letter queue, and `dead-letter replay` keeps it on the way back.
 func TestListenFairQueue(t *testing.T) {
 	t.Parallel()
 	emu, fake := fakeSQS(t)
@@ -58,10 +59,24 @@ exit 0
 		t.Fatal(err)
 	}
 	const slots = 8
-	p, logs := listenBinary(t, emu, "--queue-url", q.URL, "--concurrency", "8", "--visibility-timeout", "30s", "--", worker)
+	addr := freeAddr(t)
+	p, logs := listenBinary(t, emu, "--queue-url", q.URL, "--concurrency", "8", "--visibility-timeout", "30s", "--http-addr", addr, "--", worker)
 	testenv.Eventually(t, "the queue to drain", 90*time.Second, func() bool {
 		return testenv.Depth(t, c, q.URL).Total() == 0 && testenv.Depth(t, c, q.DLQURL).Total() == 1
 	}, logs.String)
+	code, stdout, stderr := runCLIEnv(t, emu, "status", "--queue-url", q.URL, "--metrics-url", addr, "--json")
+	var st struct {
+		Tenants []struct {
+			Tenant string
+			Runs   int64
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil {
+		t.Fatalf("status --metrics-url: exit %d, %v: %s%s", code, err, stdout, stderr)
+	}
+	if len(st.Tenants) != 1 || st.Tenants[0].Tenant != "tenant-a" || st.Tenants[0].Runs != 100 {
+		t.Errorf("status shows tenants %+v, want tenant-a with 100 runs", st.Tenants)
+	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM; logs:\n%s", code, logs)
@@ -95,7 +110,7 @@ exit 0
 	if len(dead) != 1 || dead[0].Body != "m07" || dead[0].GroupID != "tenant-a" {
 		t.Fatalf("dead-letter queue holds %+v, want m07 of tenant-a", dead)
 	}
-	code, _, stderr := runCLIEnv(t, emu, "dead-letter", "--queue-url", q.URL, "replay")
+	code, _, stderr = runCLIEnv(t, emu, "dead-letter", "--queue-url", q.URL, "replay")
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)
 	}

@@ -1,44 +1,150 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/queueattr"
 )
+
+// metricsTimeout bounds status's request to a listen's /metrics.
+const metricsTimeout = 5 * time.Second
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show a queue's message counts, its redrive policy and its DLQ's depth",
+		Usage: "show queues' message counts, their redrive policies and their DLQs' depth",
 		Description: "Nothing is received: the counts are SQS's approximate ones. The age of the oldest message is\n" +
 			"not available from the SQS API without consuming messages; it is shown as n/a, with a pointer to\n" +
-			"the CloudWatch metric AWS/SQS ApproximateAgeOfOldestMessage.",
+			"the CloudWatch metric AWS/SQS ApproximateAgeOfOldestMessage. --queue-url may repeat (or\n" +
+			"WATCHBOT_QUEUE_URL hold a comma-separated list): one section per queue, in the order given.",
 		Flags: []cli.Flag{
-			queueURLFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			&cli.GenericFlag{Name: "queue-url", Value: &repeated{}, Usage: "a queue `URL` (repeatable; default: $WATCHBOT_QUEUE_URL, or $QueueUrl)"},
+			&cli.StringFlag{Name: "metrics-url", Usage: "also show the per-tenant figures of the listen serving `URL` (its /metrics)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (an array of them for several queues)"},
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			url, err := requireQueueURL(c)
+			urls, err := statusQueueURLs(c)
 			if err != nil {
 				return err
 			}
-			client, err := operatorSQS(c, url)
+			var tenants []alarms.TenantFigure
+			if target := c.String("metrics-url"); target != "" {
+				if tenants, err = readTenantFigures(c.Context, target); err != nil {
+					return err
+				}
+			}
+			client, err := operatorSQS(c, urls[0])
 			if err != nil {
 				return err
 			}
-			s, err := deadletter.Status(c.Context, client, url)
-			if err != nil {
-				return err
+			statuses := make([]deadletter.QueueStatus, len(urls))
+			for i, u := range urls {
+				if statuses[i], err = deadletter.Status(c.Context, client, u); err != nil {
+					return err
+				}
+				if c.IsSet("metrics-url") {
+					statuses[i].Tenants = []alarms.TenantFigure{}
+					for _, t := range tenants {
+						if t.Queue == statuses[i].Name {
+							statuses[i].Tenants = append(statuses[i].Tenants, t)
+						}
+					}
+				}
 			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
-				return enc.Encode(s)
+				if len(statuses) == 1 {
+					return enc.Encode(statuses[0])
+				}
+				return enc.Encode(statuses)
 			}
-			return deadletter.WriteStatus(c.App.Writer, s)
+			for i, s := range statuses {
+				if i > 0 {
+					if _, err := io.WriteString(c.App.Writer, "\n"); err != nil {
+						return err
+					}
+				}
+				if err := deadletter.WriteStatus(c.App.Writer, s); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
+}
+
+// statusQueueURLs returns the queues --queue-url names, in order, each checked: the flag as
+// often as given, or else the environment's comma-separated list (queueURLFromEnv, which
+// skips an empty WATCHBOT_QUEUE_URL for QueueUrl as listen does).
+func statusQueueURLs(c *cli.Context) ([]string, error) {
+	values := repeatedValues(c, "queue-url")
+	if len(values) == 0 {
+		values = []string{queueURLFromEnv()}
+	}
+	var urls []string
+	seen := map[string]bool{}
+	for _, v := range values {
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if err := queueattr.ValidateURL(u); err != nil {
+				return nil, usagef("--queue-url: %v", err)
+			}
+			if seen[u] {
+				return nil, usagef("--queue-url %s is given twice", u)
+			}
+			seen[u] = true
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
+	}
+	return urls, nil
+}
+
+// readTenantFigures reads the per-tenant figures from a listen's /metrics at target (a URL,
+// or HOST:PORT as listen's --http-addr, whose /metrics is asked).
+func readTenantFigures(ctx context.Context, target string) ([]alarms.TenantFigure, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		if u, err = url.Parse("http://" + target + "/metrics"); err != nil || u.Host == "" {
+			return nil, usagef("--metrics-url (%q) must be an http:// URL or HOST:PORT", target)
+		}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, usagef("--metrics-url (%q) must be an http:// or https:// URL", target)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/metrics"
+	}
+	ctx, cancel := context.WithTimeout(ctx, metricsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, usagef("--metrics-url: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-url: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("--metrics-url %s answered %s", u, resp.Status)
+	}
+	return alarms.ReadTenantFigures(io.LimitReader(resp.Body, 16<<20))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -42,6 +43,8 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "file", Usage: "read the message body from this `FILE`"},
 			&cli.BoolFlag{Name: "batch", Usage: "read one message per line of stdin and run them as one batch (batch mode)"},
 			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "a message attribute `NAME=VALUE` (repeatable)"},
+			&cli.StringFlag{Name: "group-id", Usage: "the message's MessageGroupId `G` (a FIFO group, or a fair queue's tenant)"},
+			&cli.GenericFlag{Name: "queue-url", Value: &repeated{}, Usage: "the queue `URL` the message is taken to come from; once (no SQS call)"},
 			&cli.StringFlag{Name: "subject", Usage: "deliver the body inside an SNS notification with this subject, as listen unwraps it"},
 			&cli.IntFlag{Name: "attempt", Value: 1, Usage: "the attempt this run is (ApproximateReceiveCount)"},
 			&cli.IntFlag{Name: "max-attempts", Value: 10, Usage: "attempts before a message is dead-lettered (the queue's maxReceiveCount)"},
@@ -57,7 +60,8 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			logFormatFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if err := supervisor.PlatformError("try", runtime.GOOS); err != nil {
+			err := supervisor.PlatformError("try", runtime.GOOS)
+			if err != nil {
 				return err
 			}
 			cfg := supervisor.DefaultConfig()
@@ -73,6 +77,9 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
 			cfg.RetryDelay = durationOf(c, "retry-delay")
 			cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
+			if cfg.QueueURL, err = tryQueueURL(c); err != nil {
+				return err
+			}
 			msgs, err := tryMessages(c)
 			if err != nil {
 				return err
@@ -155,9 +162,26 @@ func tryMessages(c *cli.Context) ([]supervisor.TryMessage, error) {
 				"TopicArn": "arn:aws:sns:us-east-1:000000000000:try", "Subject": s, "Message": b})
 			b = string(env)
 		}
-		msgs[i] = supervisor.TryMessage{Body: b, Attributes: attrs}
+		msgs[i] = supervisor.TryMessage{Body: b, Attributes: attrs, GroupID: c.String("group-id")}
 	}
 	return msgs, nil
+}
+
+// tryQueueURL is --queue-url, checked: the one queue the message is taken to come from. A
+// message comes from one queue, so try refuses several, though listen serves several: run try
+// once per queue to see how a worker treats each.
+func tryQueueURL(c *cli.Context) (string, error) {
+	urls := repeatedValues(c, "queue-url")
+	switch {
+	case len(urls) == 0:
+		return "", nil
+	case len(urls) > 1:
+		return "", usagef("--queue-url is given %d times: try runs one message, which comes from one queue (run try once per queue)", len(urls))
+	}
+	if err := queueattr.ValidateURL(urls[0]); err != nil {
+		return "", usagef("--queue-url: %v", err)
+	}
+	return urls[0], nil
 }
 
 // stdinError passes readStdin's refusals and interruptions on, and makes a failed read of what

@@ -151,6 +151,24 @@ func TestTryEnvironmentAndSNS(t *testing.T) {
 	}
 }
 
+// TestTryQueueAndGroup: the worker learns the queue --queue-url names (no SQS call is made)
+// and the message's group: a fair queue's tenant, as listen passes it.
+func TestTryQueueAndGroup(t *testing.T) {
+	dir := t.TempDir()
+	worker := writeWorker(t, dir, `env > "`+dir+`/env"`)
+	queue := "https://sqs.eu-west-1.amazonaws.com/123456789012/urgent"
+	code, out, errOut := runCLI(t, nil, "try", "--body", "x", "--queue-url", queue, "--group-id", "tenant-a", "--", worker)
+	if code != 0 || strings.TrimSpace(out) != "delete [exit code 0]" {
+		t.Fatalf("exit %d, %q, %s", code, out, errOut)
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, "env"))
+	for _, want := range []string{"WATCHBOT_QUEUE_URL=" + queue + "\n", "WATCHBOT_GROUP_ID=tenant-a\n"} {
+		if !strings.Contains(string(env), want) {
+			t.Errorf("worker environment lacks %q", want)
+		}
+	}
+}
+
 func TestTryBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -163,6 +181,9 @@ func TestTryBadInput(t *testing.T) {
 		{[]string{"--body", "x", "--attempt", "11", "--", "true"}, "--attempt (11) must be between 1 and --max-attempts (10)"},
 		{[]string{"--body", "x", "--max-attempts", "0", "--", "true"}, "--max-attempts (0) must be between 1 and 1000: try has no queue"},
 		{[]string{"--body", "x"}, "no worker command"},
+		{[]string{"--body", "x", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/1/a", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/1/b", "--", "true"},
+			"--queue-url is given 2 times: try runs one message, which comes from one queue"},
+		{[]string{"--body", "x", "--queue-url", "jobs", "--", "true"}, "--queue-url: "},
 		{[]string{"--body", "x", "--", "/nonexistent/worker"}, `worker command "/nonexistent/worker"`},
 	} {
 		code, _, errOut := runCLI(t, nil, append([]string{"try"}, tc.args...)...)
