@@ -102,6 +102,9 @@ type Config struct {
 	// Limits limit job starts across the task or the fleet, and carry the pauses workers ask
 	// for (--rate-limit, --fleet-concurrency, --limit-*, --max-pause): docs/limits.md.
 	Limits LimitsConfig
+	// Queues are the queues after QueueURL when listen serves several (--queue-url given
+	// again), and how they share the Concurrency slots.
+	Queues Queues
 }
 
 // DefaultConfig returns listen's defaults, as docs/listen.md's flag table lists them.
@@ -124,6 +127,7 @@ func DefaultConfig() Config {
 		HTTP:              DefaultHTTPWorker(),
 		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
 		Limits:            DefaultLimits(),
+		Queues:            Queues{Policy: PolicyWeighted},
 	}
 }
 
@@ -158,6 +162,7 @@ func (c Config) Validate() error {
 		CheckBrake(c.Brake),
 		CheckDedupe(c.Dedupe),
 		CheckLimits(c.Limits, c.BatchSize),
+		c.checkQueues(),
 	} {
 		if err != nil {
 			return err

@@ -43,6 +43,10 @@ type loop struct {
 	// receive on its count for nothing.
 	later             []giveBack
 	received, started int
+	// pool, with several queues, is this queue's place in the slots they share (nil: the
+	// queue has slots of its own); ended is how many runs ended since the pool was last told.
+	pool  *sharedSlots
+	ended int
 }
 
 // loop runs the loop goroutine until the drain is over, closing asks, and returns how many
@@ -54,6 +58,9 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}}
 	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo)
 	l.sched.gate = s.gate
+	l.pool = s.shared
+	l.sched.shared = s.shared != nil
+	defer l.pool.leave()
 	defer l.timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
 	for !l.step(time.Now()) {
@@ -66,6 +73,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			l.givenUp()
 		case <-l.timer.C:
 		case <-s.limiter.Changed():
+		case <-l.pool.granted():
 		case <-l.stopRequested:
 			l.stop()
 		}
@@ -86,7 +94,11 @@ func (l *loop) step(now time.Time) (over bool) {
 	runHeld := l.stopping && l.drainsReadAhead && l.sched.runsBy(now, l.drainEnds)
 	if !l.stopping || runHeld {
 		l.startRuns(now) // --once stops here once its message has started
+	} else {
+		l.pool.acquire(l.ended, 0) // nothing starts: slots kept for this queue go to the others
+		l.ended = 0
 	}
+	l.sched.fill, l.sched.share = l.pool.view()
 	var wake time.Time
 	if l.stopping {
 		if l.drain(now, l.sched.draining(l.receiving, len(l.later), runHeld)) {
@@ -105,13 +117,19 @@ func (l *loop) step(now time.Time) (over bool) {
 	return false
 }
 
-// startRuns starts the runs the scheduler and the limits say can start, and releases the
-// messages held back for their key past --limit-wait; --once stops once one has started.
+// startRuns starts the runs the scheduler and the limits say can start (as many as the
+// shared slots grant, with several queues), and releases the messages held back for their
+// key past --limit-wait; --once stops once one has started.
 func (l *loop) startRuns(now time.Time) {
-	paused := l.s.gate.begin(now)
-	runs := l.sched.next(now)
-	if l.s.gate.end(len(runs) > 0) || paused {
-		l.sched.gateClosed = true
+	var runs [][]*job
+	if l.pool == nil {
+		paused := l.s.gate.begin(now)
+		runs = l.sched.next(now)
+		if l.s.gate.end(len(runs) > 0) || paused {
+			l.sched.gateClosed = true
+		}
+	} else {
+		runs = l.startShared(now)
 	}
 	for _, run := range runs {
 		l.s.startRun(l.jobsCtx, run)
@@ -121,6 +139,26 @@ func (l *loop) startRuns(now time.Time) {
 	if l.s.cfg.Once && l.started > 0 && !l.stopping {
 		l.stop()
 	}
+}
+
+// startShared is startRuns' pass with several queues: the pool grants slots for what could
+// start, the limits' gate admits runs within them, and what was granted but not started goes
+// back to the pool. Granted nothing, the gate's pass is not begun (it would forget when the
+// messages held back for their key were first held back); only a pause is looked at.
+func (l *loop) startShared(now time.Time) [][]*job {
+	granted := l.pool.acquire(l.ended, l.sched.startable(now))
+	l.ended = 0
+	if granted == 0 {
+		l.sched.gateClosed = now.Before(l.s.limiter.PausedUntil())
+		return nil
+	}
+	paused := l.s.gate.begin(now)
+	runs := l.sched.nextUpTo(now, granted)
+	if l.s.gate.end(len(runs) > 0) || paused {
+		l.sched.gateClosed = true
+	}
+	l.pool.release(granted - len(runs)) // granted but not started: back to the pool
+	return runs
 }
 
 // drain carries out a stop's plan: a receive under way with nothing held is cancelled;
@@ -200,6 +238,7 @@ func (l *loop) reported(e runEvent) {
 	if !e.finished {
 		l.s.gate.done(e.run)
 		l.sched.ended(e.run, e.took)
+		l.ended++ // its slot goes back to the pool at the next step
 		return
 	}
 	for i, j := range e.run {

@@ -73,12 +73,13 @@ func TestBuildEnv(t *testing.T) {
 		GroupID: "grp", Attributes: map[string]string{"my-attr.name": "v1", "Count": "7"}}
 	deadline := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
 	// Received twice, and run once more in place (FIFO): SQS's count and watchbot's attempt differ.
-	env := buildEnv(m, jobEnv{Attempt: 3, QueueURL: "https://q", MaxAttempts: 5, MessageFile: "/tmp/m", ResultFile: "/tmp/r", Deadline: deadline})
+	env := buildEnv(m, jobEnv{Attempt: 3, QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/urgent", MaxAttempts: 5, MessageFile: "/tmp/m", ResultFile: "/tmp/r", Deadline: deadline})
 	want := []string{
 		"MessageId=id-1", "Message=body", "Subject=subj",
 		"SentTimestamp=2026-01-02T03:04:05Z", "ApproximateFirstReceiveTimestamp=2026-01-02T03:04:06Z",
 		"ApproximateReceiveCount=2", "WATCHBOT_MESSAGE_FILE=/tmp/m", "WATCHBOT_RESULT_FILE=/tmp/r",
-		"WATCHBOT_ATTEMPT=3", "WATCHBOT_MAX_ATTEMPTS=5", "WATCHBOT_QUEUE_URL=https://q",
+		"WATCHBOT_ATTEMPT=3", "WATCHBOT_MAX_ATTEMPTS=5",
+		"WATCHBOT_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/urgent", "WATCHBOT_QUEUE_NAME=urgent",
 		"WATCHBOT_DEADLINE=2026-01-02T04:00:00Z", "WATCHBOT_GROUP_ID=grp",
 		"WATCHBOT_ATTR_MY_ATTR_NAME=v1", "WATCHBOT_ATTR_COUNT=7",
 	}

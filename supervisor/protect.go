@@ -111,7 +111,7 @@ const protectCallTimeout = 5 * time.Second
 // protector keeps the task's scale-in protection in step with a supervisor's load.
 type protector struct {
 	api     ProtectionAPI
-	load    *Load
+	load    activity
 	policy  protectionPolicy
 	metrics alarms.Recorder
 	log     *slog.Logger
@@ -129,6 +129,39 @@ type protector struct {
 	// notInService is set when ECS refused protection because the task is not part of a
 	// service (a standalone RunTask, typical of --once): no call can succeed, so none is made.
 	notInService bool
+}
+
+// activity is what the protector follows: whether watchbot holds or runs any message, and a
+// channel that receives when that may have changed. A *Load is one queue's; a loadSet, the
+// queues' of a listen that serves several.
+type activity interface {
+	Active() bool
+	Changed() <-chan struct{}
+}
+
+// loadSet is the activity of several queues' loads, which share one Changed channel
+// (shareChanged).
+type loadSet []*Load
+
+// Active reports whether any of the queues holds or runs a message.
+func (ls loadSet) Active() bool {
+	for _, l := range ls {
+		if l.Active() {
+			return true
+		}
+	}
+	return false
+}
+
+// Changed receives when any of the queues' Active may have changed.
+func (ls loadSet) Changed() <-chan struct{} { return ls[0].Changed() }
+
+// shareChanged makes every load of ls signal on the first's channel; it is called before
+// any of them is written.
+func (ls loadSet) shareChanged() {
+	for _, l := range ls[1:] {
+		l.changed = ls[0].changed
+	}
 }
 
 // taskNotValid is ECS's failure reason for a task that is not part of a service.

@@ -70,6 +70,11 @@ type scheduler struct {
 	gate       runGate
 	heldBack   int
 	gateClosed bool
+
+	// shared: the slots are shared with other queues (slotPool); fill and share are the
+	// pool's view of this queue, which room goes on instead of slots (sharedRoom).
+	shared      bool
+	fill, share int
 }
 
 // runGate decides whether a run may start beyond the slots.
@@ -205,11 +210,33 @@ func (s *scheduler) promote(now time.Time) {
 // next returns the runs to start now and counts them as running. With a gate, each run the
 // slots allow starts only if the gate admits it: a run whose key is full is passed over for
 // the next ready one (heldBack counts them), and a gate closed to every run ends the pass.
-func (s *scheduler) next(now time.Time) [][]*job {
+func (s *scheduler) next(now time.Time) [][]*job { return s.nextUpTo(now, s.slots) }
+
+// startable returns how many runs next could start now within the slots (the brake's
+// limit), leaving out the groups the latest pass held back for their key: what a queue asks
+// the shared slots for.
+func (s *scheduler) startable(now time.Time) int {
+	s.promote(now)
+	free := s.slots - s.runs
+	ready := len(s.ready) - s.heldBack
+	if free <= 0 || ready <= 0 {
+		return 0
+	}
+	if s.batchSize == 1 {
+		return min(free, ready)
+	}
+	if s.readyMsgs < s.batchSize && now.Before(s.ready[0].since.Add(s.window)) {
+		return 0
+	}
+	return min(free, (s.readyMsgs+s.batchSize-1)/s.batchSize)
+}
+
+// nextUpTo is next starting at most n runs.
+func (s *scheduler) nextUpTo(now time.Time, n int) [][]*job {
 	s.promote(now)
 	s.heldBack, s.gateClosed = 0, false
 	var runs [][]*job
-	for s.runs < s.slots && len(s.ready) > s.heldBack {
+	for s.runs < s.slots && len(s.ready) > s.heldBack && len(runs) < n {
 		if s.batchSize > 1 && s.readyMsgs < s.batchSize && now.Before(s.ready[0].since.Add(s.window)) {
 			break
 		}
@@ -282,22 +309,61 @@ func (s *scheduler) room() int {
 	if s.gateClosed {
 		return 0 // nothing may start: what is received would only wait
 	}
+	if s.shared {
+		return s.sharedRoom()
+	}
 	if s.fifo && s.batchSize == 1 {
-		free := s.slots - s.runMsgs - (len(s.ready) - s.heldBack) // groups that could start at once
-		if free <= 0 {
-			return 0
-		}
-		perGroup := s.depth
-		if s.took > 0 {
-			perGroup = min(perGroup, max(1, float64(readAhead)/float64(s.took)))
-		}
-		return max(0, min(sqsspec.MaxReceive, int(float64(free)*perGroup), s.holdLimit-s.held))
+		return s.groupRoom(s.slots - s.runMsgs - (len(s.ready) - s.heldBack)) // groups that could start at once
 	}
 	startable := s.readyMsgs
 	if s.batchSize == 1 {
 		startable = len(s.ready) - s.heldBack
 	}
 	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held))
+}
+
+// groupRoom is a FIFO queue's room in per-message mode for free new groups: free times the
+// messages per group recent receives brought, at most readAhead of work per group.
+func (s *scheduler) groupRoom(free int) int {
+	if free <= 0 {
+		return 0
+	}
+	perGroup := s.depth
+	if s.took > 0 {
+		perGroup = min(perGroup, max(1, float64(readAhead)/float64(s.took)))
+	}
+	return max(0, min(sqsspec.MaxReceive, int(float64(free)*perGroup), s.holdLimit-s.held))
+}
+
+// sharedRoom is room when the slots are shared with other queues: enough for the slots this
+// queue could take now (fill), and a read-ahead counted against its share (sharedAhead), so
+// that it keeps receiving while every slot is busy and its next message is at hand when a
+// slot goes to it, but holds no more than its share lets it start soon.
+func (s *scheduler) sharedRoom() int {
+	ahead := s.sharedAhead()
+	if s.fifo && s.batchSize == 1 {
+		return s.groupRoom(s.fill + ahead - (len(s.ready) - s.heldBack)) // groups that could start soon
+	}
+	startable := s.readyMsgs
+	if s.batchSize == 1 {
+		startable = len(s.ready) - s.heldBack
+	}
+	return max(0, min(sqsspec.MaxReceive, s.fill*s.batchSize+ahead-startable, s.holdLimit-s.held))
+}
+
+// sharedAhead is the read-ahead of a queue that shares the slots: a receive's worth, or
+// readAhead of work across its share of the slots at the jobs' recent duration when that is
+// less, and the share's worth of messages before a run has ended; at least one message while
+// the share has a slot, none while it has none.
+func (s *scheduler) sharedAhead() int {
+	ahead := s.share * s.batchSize
+	if ahead == 0 {
+		return 0
+	}
+	if s.took > 0 {
+		ahead = max(1, int(float64(ahead)*float64(readAhead)/float64(s.took)))
+	}
+	return min(sqsspec.MaxReceive, ahead)
 }
 
 // spare is the read-ahead of a standard queue: how many messages
@@ -343,6 +409,10 @@ func (s *scheduler) deep() bool { return s.fifo && s.batchSize == 1 && s.depth >
 // target is the room worth a receive without waiting for more: a full receive, or the
 // capacity when it is smaller.
 func (s *scheduler) target() int {
+	if s.shared {
+		// The most room this queue can have now: waiting for more leaves its slots idle.
+		return max(1, min(sqsspec.MaxReceive, s.fill*s.batchSize+s.sharedAhead()))
+	}
 	return min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare())
 }
 

@@ -74,6 +74,10 @@ type Deps struct {
 	// drain is over (the caller may read its Snapshot meanwhile); nil builds one that holds
 	// the limits per task.
 	Limiter *limits.Limiter
+	// PerQueue, when listen serves several queues (Config.Queues), gives queues by name their
+	// own gauges and recorder: Load and Health above then go unused. A queue missing from it
+	// keeps private ones and records to Metrics.
+	PerQueue map[string]QueueDeps
 
 	// spawn stands in for runWorker in tests; nil runs real processes.
 	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
@@ -104,6 +108,12 @@ type Supervisor struct {
 	limiter    *limits.Limiter
 	gate       *startGate
 	stopLimits context.CancelFunc
+	// limiterShared: the queues of a listen on several share the limiter, which runQueues
+	// runs; this supervisor only uses it.
+	limiterShared bool
+	// shared, with several queues, is this queue's place in the slots they share; nil when
+	// it has the slots to itself.
+	shared *sharedSlots
 
 	// pollCtx carries the calls a receive makes while stopping; it ends when the drain gives
 	// up. recvCtx carries the receives themselves: cancelReceive ends it once a stop finds
@@ -163,6 +173,32 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if deps.spawn == nil {
 		deps.spawn = runWorker
 	}
+	if len(cfg.Queues.More) > 0 {
+		return runQueues(ctx, cfg, deps)
+	}
+	s, err := prepare(ctx, cfg, deps)
+	if s != nil {
+		defer s.runner.removeWorkDirs()
+	}
+	if err != nil {
+		return err
+	}
+	if deps.Protection != nil {
+		s.protector = newProtector(cfg, deps, s.load, func() bool { ok, _ := s.health.Check(time.Now()); return ok }, s.cut)
+	}
+	return s.start(ctx, deps.Abort)
+}
+
+// newProtector returns the protector of the task's scale-in protection, following load.
+func newProtector(cfg Config, deps Deps, load activity, healthy func() bool, cut *cutoff) *protector {
+	return &protector{api: deps.Protection, load: load, policy: newProtectionPolicy(cfg),
+		metrics: deps.Metrics, log: deps.Logger.With("component", "scale-in-protection"), random: deps.Random,
+		healthy: healthy, cut: cut}
+}
+
+// prepare builds the supervisor of cfg's queue (cfg.QueueURL) and runs its startup checks.
+// A supervisor it returns, with an error or not, has work directories to remove.
+func prepare(ctx context.Context, cfg Config, deps Deps) (*Supervisor, error) {
 	if deps.Load == nil {
 		deps.Load = NewLoad()
 	}
@@ -171,15 +207,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, load: deps.Load, health: deps.Health,
 		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{}), cut: newCutoff()}
-	if deps.Protection != nil {
-		s.protector = &protector{api: deps.Protection, load: s.load, policy: newProtectionPolicy(cfg),
-			metrics: deps.Metrics, log: s.log.With("component", "scale-in-protection"), random: deps.Random,
-			healthy: func() bool { ok, _ := s.health.Check(time.Now()); return ok }, cut: s.cut}
-	}
 	if deps.Limiter == nil {
 		lim, err := limits.New(cfg.Limits.Fleet, nil, time.Now, s.log.With("component", "limits"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		deps.Limiter = lim
 	}
@@ -205,13 +236,18 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	s.leaser.dedupe = s.runner.dedupe
 	if err := s.runner.makeWorkDirs(); err != nil {
-		return err
+		return nil, err
 	}
-	defer s.runner.removeWorkDirs()
 	if err := s.check(ctx); err != nil {
-		return err
+		return s, err
 	}
 	s.runner.baseEnv = inheritedEnv(os.Environ())
+	return s, nil
+}
+
+// start logs what the supervisor serves, and runs it until the drain is over.
+func (s *Supervisor) start(ctx context.Context, abort <-chan struct{}) error {
+	cfg := s.cfg
 	s.log.Info("watchbot listening", "queue_url", cfg.QueueURL, "fifo", s.fifo, "concurrency", cfg.Concurrency,
 		"max_attempts", s.runner.maxAttempts, "dead_letter_queue", s.runner.dlqURL, worker(cfg, s.runner.command))
 	if s.fifo {
@@ -222,7 +258,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			"expires_in", s.protector.policy.expiry.String())
 	}
 	s.health.start(cfg, s.leaser.interval)
-	return s.run(ctx, deps.Abort)
+	return s.run(ctx, abort)
 }
 
 // worker is the log attribute naming the worker: its command, or its URL.
@@ -331,11 +367,13 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	limitsCtx, stopLimits := context.WithCancel(base)
 	defer stopLimits()
 	s.stopLimits = stopLimits
-	owned.Go(func() {
-		if err := s.limiter.Run(limitsCtx); err != nil {
-			s.log.Error("limits stopped", "error", err)
-		}
-	})
+	if !s.limiterShared {
+		owned.Go(func() {
+			if err := s.limiter.Run(limitsCtx); err != nil {
+				s.log.Error("limits stopped", "error", err)
+			}
+		})
+	}
 	protectCtx, stopProtection := context.WithCancel(base)
 	defer stopProtection()
 	if s.protector != nil {

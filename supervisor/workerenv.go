@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
 // env returns the worker's variables: the message's (Watchbot's names and WATCHBOT_*), or a
@@ -25,6 +27,7 @@ func (r *runner) env(jobs []*job, files jobFiles, deadline time.Time) []string {
 		"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(jobs)),
 		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(r.maxAttempts),
 		"WATCHBOT_QUEUE_URL=" + r.cfg.QueueURL,
+		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(r.cfg.QueueURL),
 	}
 	if !deadline.IsZero() {
 		env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
@@ -59,6 +62,7 @@ func buildEnv(m message, j jobEnv) []string {
 		"WATCHBOT_ATTEMPT=" + strconv.Itoa(j.Attempt),
 		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(j.MaxAttempts),
 		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
+		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(j.QueueURL),
 	}
 	if len(m.Body) <= maxEnvMessage && envSafe(m.Body) {
 		env = append(env, "Message="+m.Body)

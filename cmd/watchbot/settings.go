@@ -58,6 +58,9 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingHTTPAddr:          "--http-addr",
 	listenspec.SettingScaleInProtection: "--scale-in-protection",
 	listenspec.SettingAttempt:           "--attempt",
+	listenspec.SettingQueuePolicy:       "--queue-policy",
+	listenspec.SettingQueueWeight:       "--queue-weight",
+	listenspec.SettingQueueReserve:      "--queue-reserve",
 	// The template's own.
 	listenspec.SettingNamePrefix:          "--name-prefix",
 	listenspec.SettingQueueName:           "--queue-name",

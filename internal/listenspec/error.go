@@ -61,6 +61,9 @@ const (
 	SettingLimitWait         Setting = "Limits.Wait"
 	SettingHTTPAddr          Setting = "HTTPAddr"
 	SettingScaleInProtection Setting = "ScaleInProtection"
+	SettingQueuePolicy       Setting = "Queues.Policy"
+	SettingQueueWeight       Setting = "Queues.Weights"
+	SettingQueueReserve      Setting = "Queues.Reserve"
 	// SettingAttempt is `watchbot try`'s attempt number, which listen learns from SQS.
 	SettingAttempt Setting = "Attempt"
 )
@@ -126,6 +129,7 @@ var Settings = []Setting{
 	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL,
 	SettingRateLimit, SettingFleetConcurrency, SettingRatePerKey, SettingConcurrencyPerKey, SettingLimitsTable, SettingMaxPause, SettingLimitKey, SettingLimitWait,
 	SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
+	SettingQueuePolicy, SettingQueueWeight, SettingQueueReserve,
 	SettingNamePrefix, SettingQueueName, SettingQueue, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
