@@ -48,8 +48,12 @@ type Dimension struct {
 	Value string `json:"value"`
 }
 
+// DimensionQueueName is the dimension naming the queue a metric is about: with several
+// queues, each queue's metrics carry its own name.
+const DimensionQueueName = "QueueName"
+
 // dimensionFlags names the flag behind a dimension, for error messages.
-var dimensionFlags = map[string]string{"QueueName": "--queue-url", "Service": "--metrics-service"}
+var dimensionFlags = map[string]string{DimensionQueueName: "--queue-url", "Service": "--metrics-service"}
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,9 +68,17 @@ func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	log := o.Logger.With("queue", queueattr.NameFromURL(o.Listen.QueueURL))
+	urls := o.Listen.URLs()
+	queues := make([]queueView, len(urls))
+	for i, u := range urls {
+		queues[i] = queueView{url: u, name: queueattr.NameFromURL(u), load: supervisor.NewLoad(), health: supervisor.NewHealth()}
+	}
+	// With several queues, the supervisor names each queue on its own lines.
+	log := o.Logger
+	if len(queues) == 1 {
+		log = log.With("queue", queues[0].name)
+	}
 	o.Metrics.Logger = log
-	load, health := supervisor.NewLoad(), supervisor.NewHealth()
 	opts := awsenv.Options{Endpoint: o.Endpoint, QueueURL: o.Listen.QueueURL, Logger: log}
 	awsCfg, err := awsenv.Load(ctx, opts)
 	if err != nil {
@@ -79,31 +88,36 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	var prom alarms.Recorder
+	var prom []alarms.Recorder
 	var tenants *supervisor.Tenants // counted only for /metrics
 	if o.HTTPAddr != "" {
 		tenants = supervisor.NewTenants()
-		srv, rec, err := startStatusServer(o.HTTPAddr, queueattr.NameFromURL(o.Listen.QueueURL), load, health, tenants, lim, log)
+		srv, recs, err := startStatusServer(o.HTTPAddr, queues, tenants, lim, log)
 		if err != nil {
 			return err
 		}
 		// Deferred first, so it stops last: after the drain and the final flush.
 		defer srv.stop()
-		prom = rec
+		prom = recs
 	}
 	client := awsenv.SQS(awsCfg, opts)
 	dedupeDB, err := dedupeStore(ctx, o.DedupeTable, o.Listen.QueueURL, log)
 	if err != nil {
 		return err
 	}
-	metrics, stopMetrics, err := startMetrics(ctx, o.Metrics, load, lim, awsCfg, client, o.Listen.QueueURL)
-	if err != nil {
-		return err
-	}
-	// Stopped after the drain, so the last flush counts the last jobs.
-	defer stopMetrics()
-	if prom != nil {
-		metrics = alarms.Tee(metrics, prom)
+	// Each queue's metrics carry its name (the QueueName dimension) and its own DLQ's depth.
+	perQueue := map[string]supervisor.QueueDeps{}
+	for i, q := range queues {
+		metrics, stopMetrics, err := startMetrics(ctx, forQueue(o.Metrics, q.name, len(queues)), q.load, lim, awsCfg, client, q.url)
+		if err != nil {
+			return err
+		}
+		// Stopped after the drain, so the last flush counts the last jobs.
+		defer stopMetrics()
+		if prom != nil {
+			metrics = alarms.Tee(metrics, prom[i])
+		}
+		perQueue[q.name] = supervisor.QueueDeps{Load: q.load, Health: q.health, Metrics: metrics}
 	}
 	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
 	if err != nil {
@@ -111,8 +125,28 @@ func Run(ctx context.Context, o Options) error {
 		return listenspec.Error{Reason: "tracing: " + err.Error()}
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
-	return supervisor.Run(ctx, o.Listen, supervisor.Deps{SQS: client, Logger: log, Metrics: metrics, Abort: o.Abort,
-		Load: load, Health: health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim})
+	first := perQueue[queues[0].name]
+	deps := supervisor.Deps{SQS: client, Logger: log, Metrics: first.Metrics, Abort: o.Abort,
+		Load: first.Load, Health: first.Health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim}
+	if len(queues) > 1 {
+		deps.PerQueue = perQueue
+	}
+	return supervisor.Run(ctx, o.Listen, deps)
+}
+
+// forQueue returns the publisher's configuration for the queue named name, one of n: its
+// QueueName dimension names that queue, and its log lines do when there are several.
+func forQueue(cfg alarms.PublisherConfig, name string, n int) alarms.PublisherConfig {
+	cfg.Dimensions = slices.Clone(cfg.Dimensions)
+	for i, d := range cfg.Dimensions {
+		if d.Name == alarms.DimensionQueueName {
+			cfg.Dimensions[i].Value = name
+		}
+	}
+	if n > 1 && cfg.Logger != nil {
+		cfg.Logger = cfg.Logger.With("queue", name)
+	}
+	return cfg
 }
 
 // flushSpans returns the function that flushes the spans still queued once the supervisor has

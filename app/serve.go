@@ -31,11 +31,19 @@ type statusServer struct {
 // httpStopTimeout bounds the server's shutdown after the drain.
 const httpStopTimeout = 2 * time.Second
 
-// startStatusServer binds addr and serves the health and readiness of health, and the metrics
-// of queue (the gauges of load, health and the limiter, the figures of tenants, and the
-// Recorder it returns), until stop.
-func startStatusServer(addr, queue string, load *supervisor.Load, health *supervisor.Health, tenants *supervisor.Tenants, lim *limits.Limiter, log *slog.Logger) (*statusServer, *alarms.Prometheus, error) {
-	reg, rec, err := prometheusRegistry(queue, load, health, lim)
+// queueView is one queue's gauges and health, which its metrics and the status server read.
+type queueView struct {
+	url, name string
+	load      *supervisor.Load
+	health    *supervisor.Health
+}
+
+// startStatusServer binds addr and serves the health and readiness of the queues (healthy
+// and ready when every queue is), and their metrics (the gauges of each queue's load and
+// health and of the limiter, the figures of tenants, and the Recorders it returns, one per
+// queue, in order), until stop.
+func startStatusServer(addr string, queues []queueView, tenants *supervisor.Tenants, lim *limits.Limiter, log *slog.Logger) (*statusServer, []alarms.Recorder, error) {
+	reg, recs, err := prometheusRegistry(queues, lim)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,11 +54,11 @@ func startStatusServer(addr, queue string, load *supervisor.Load, health *superv
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ok, reason := health.Check(time.Now())
+		ok, reason := everyQueue(queues, func(h *supervisor.Health) (bool, string) { return h.Check(time.Now()) })
 		writeStatus(w, ok, "ok", "unhealthy", reason)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ok, reason := health.Ready()
+		ok, reason := everyQueue(queues, (*supervisor.Health).Ready)
 		writeStatus(w, ok, "ready", "not ready", reason)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
@@ -61,7 +69,21 @@ func startStatusServer(addr, queue string, load *supervisor.Load, health *superv
 		}
 	})
 	log.Info("serving /healthz, /readyz and /metrics", "http_addr", ln.Addr().String())
-	return s, rec, nil
+	return s, recs, nil
+}
+
+// everyQueue reports whether check holds for every queue's health, and the reason of the
+// first that fails, naming its queue when there are several.
+func everyQueue(queues []queueView, check func(*supervisor.Health) (bool, string)) (bool, string) {
+	for _, q := range queues {
+		if ok, reason := check(q.health); !ok {
+			if len(queues) > 1 {
+				reason = "queue " + q.name + ": " + reason
+			}
+			return false, reason
+		}
+	}
+	return true, ""
 }
 
 // stop shuts the server down, letting requests under way finish for a moment.
@@ -85,42 +107,48 @@ func writeStatus(w http.ResponseWriter, ok bool, good, bad, reason string) {
 }
 
 // prometheusRegistry builds the registry /metrics serves: the Go and process collectors,
-// watchbot's counters and histograms (returned, to record into), and the gauges read from
-// the supervisor's load and health and from the limiter. Every series carries the queue's name.
-func prometheusRegistry(queue string, load *supervisor.Load, health *supervisor.Health, lim *limits.Limiter) (*prometheus.Registry, *alarms.Prometheus, error) {
+// watchbot's counters and histograms (returned, one Recorder per queue, to record into), and
+// the gauges read from each queue's load and health and from the limiter, which the queues
+// share. Every series carries its queue's name.
+func prometheusRegistry(queues []queueView, lim *limits.Limiter) (*prometheus.Registry, []alarms.Recorder, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	labels := prometheus.Labels{"queue": queue}
-	rec, err := alarms.NewPrometheus(reg, labels)
-	if err != nil {
-		return nil, nil, err
-	}
-	gauges := map[string]func() float64{
-		"watchbot_worker_slots":         func() float64 { return float64(load.Slots()) },
-		"watchbot_concurrency_limit":    func() float64 { return float64(load.Limit()) },
-		"watchbot_running_jobs":         func() float64 { return float64(load.Running()) },
-		"watchbot_held_messages":        func() float64 { return float64(load.Held()) },
-		"watchbot_braking":              func() float64 { return boolGauge(load.Braking()) },
-		"watchbot_limit_paused_seconds": func() float64 { return pausedSeconds(lim, time.Now()) },
-		"watchbot_limit_fallback":       func() float64 { return boolGauge(lim.Snapshot().Fallback) },
-		"watchbot_last_receive_timestamp_seconds": func() float64 {
-			if t := health.LastReceive(); !t.IsZero() {
-				return float64(t.UnixNano()) / 1e9
+	recs := make([]alarms.Recorder, len(queues))
+	for i, q := range queues {
+		labels := prometheus.Labels{"queue": q.name}
+		rec, err := alarms.NewPrometheus(reg, labels)
+		if err != nil {
+			return nil, nil, err
+		}
+		recs[i] = rec
+		load, health := q.load, q.health
+		gauges := map[string]func() float64{
+			"watchbot_worker_slots":         func() float64 { return float64(load.Slots()) },
+			"watchbot_concurrency_limit":    func() float64 { return float64(load.Limit()) },
+			"watchbot_running_jobs":         func() float64 { return float64(load.Running()) },
+			"watchbot_held_messages":        func() float64 { return float64(load.Held()) },
+			"watchbot_braking":              func() float64 { return boolGauge(load.Braking()) },
+			"watchbot_limit_paused_seconds": func() float64 { return pausedSeconds(lim, time.Now()) },
+			"watchbot_limit_fallback":       func() float64 { return boolGauge(lim.Snapshot().Fallback) },
+			"watchbot_last_receive_timestamp_seconds": func() float64 {
+				if t := health.LastReceive(); !t.IsZero() {
+					return float64(t.UnixNano()) / 1e9
+				}
+				return 0
+			},
+		}
+		for _, m := range alarms.PrometheusMetrics {
+			if m.Type != "gauge" {
+				continue
 			}
-			return 0
-		},
-	}
-	for _, m := range alarms.PrometheusMetrics {
-		if m.Type != "gauge" {
-			continue
+			f, ok := gauges[m.Name]
+			if !ok {
+				return nil, nil, fmt.Errorf("prometheus gauge %s has no source", m.Name)
+			}
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.Name, Help: m.Help, ConstLabels: labels}, f))
 		}
-		f, ok := gauges[m.Name]
-		if !ok {
-			return nil, nil, fmt.Errorf("prometheus gauge %s has no source", m.Name)
-		}
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.Name, Help: m.Help, ConstLabels: labels}, f))
 	}
-	return reg, rec, nil
+	return reg, recs, nil
 }
 
 // pausedSeconds is what is left of the limiter's pause at now, in seconds (0: none).

@@ -58,4 +58,23 @@
 // ask or an answer waits on a goroutine that is waiting in turn. Every goroutine is started
 // by one of these owners and waited for by it before Run returns; docs/design.md describes
 // the whole for contributors.
+//
+// # Several queues
+//
+// A listen on several queues (Config.Queues) runs one Supervisor per queue, each with all of
+// the above for its queue alone: its loop, scheduler, receive loop, heartbeat, acknowledger,
+// brake and startup checks. runQueues checks every queue before any receives, starts each
+// supervisor's run in a goroutine it waits for, and owns the one scale-in protector that
+// follows every queue's load. A stop reaches every supervisor through the same context, so
+// each drains in its own two bounded phases, side by side.
+//
+// The queues share the slots through a slotPool (slots.go): its lock guards the books of
+// which queue runs, was granted or waits for how many slots, and is held only to compute a
+// decision, never across a call, a send or a wait. A loop tells the pool at each step what
+// ended and what it could start, and starts what it is granted; a slot the pool grants to
+// another queue wakes that queue's loop through a channel that holds one wake-up, sent
+// without waiting. So the loops never wait on each other, and the wait tree above stays a
+// tree for each queue:
+//
+//	runQueues ── each queue's Run (as above), the protector
 package supervisor

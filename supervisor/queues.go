@@ -46,6 +46,9 @@ func (c Config) checkQueues() error {
 		if err := queueattr.ValidateURL(u); err != nil {
 			return listenspec.Refuse(listenspec.SettingQueueURL, u, err.Error())
 		}
+		if r, first := queueattr.RegionFromURL(u), queueattr.RegionFromURL(c.QueueURL); r != first {
+			return listenspec.Refuse(listenspec.SettingQueueURL, u, fmt.Sprintf("is in region %s, the first queue in %s: one listen serves the queues of one region", r, first))
+		}
 		name := queueattr.NameFromURL(u)
 		if names[name] {
 			return listenspec.Refuse(listenspec.SettingQueueURL, u, fmt.Sprintf("names queue %s a second time: give each queue once (queues are told apart by name)", name))

@@ -27,8 +27,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 		Description: "The command is exec'd directly (no shell; use -- sh -c '...' for one) in its own process group,\n" +
 			"with the message in its environment, on stdin and in $WATCHBOT_MESSAGE_FILE. Exit 0 deletes the\n" +
 			"message, 3 rejects it (dead-letter), 4 releases it for a retry, anything else retries with backoff.",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "queue-url", Usage: "the work queue's `URL`", EnvVars: queueURLEnv},
+		Flags: append(append(queueFlags(def),
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "worker processes running at once (1..1000)", EnvVars: []string{"WATCHBOT_CONCURRENCY"}},
 			&cli.IntFlag{Name: "max-attempts", Usage: "attempts before a message is dead-lettered", DefaultText: "the queue's maxReceiveCount", EnvVars: []string{"WATCHBOT_MAX_ATTEMPTS"}},
 			&cli.BoolFlag{Name: "allow-no-dlq", Usage: "run on a queue without a redrive policy (dead-letters are logged, then deleted)"},
@@ -73,7 +72,7 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "limits-table", Usage: "share the limits and pauses with every task naming this DynamoDB `TABLE`", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}, DefaultText: "per task"},
 			durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
 			durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
-		}, append(tuningFlags(def, true), metricsFlags()...)...),
+		), append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := supervisor.PlatformError("listen", runtime.GOOS); err != nil {
 				return err
@@ -123,7 +122,9 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 // table they name.
 func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 	cfg := supervisor.DefaultConfig()
-	cfg.QueueURL = queueURLOf(c)
+	if err := readQueues(c, &cfg); err != nil {
+		return cfg, progress.Table{}, err
+	}
 	cfg.Command = c.Args().Slice()
 	cfg.Concurrency = c.Int("concurrency")
 	cfg.MaxAttempts = c.Int("max-attempts")

@@ -24,7 +24,7 @@ func metricsConfig(c *cli.Context, queueURL string, log *slog.Logger) (alarms.Pu
 	cfg := alarms.DefaultPublisherConfig()
 	cfg.Mode = c.String("metrics")
 	cfg.Namespace = c.String("metrics-namespace")
-	cfg.Dimensions = []alarms.Dimension{{Name: "QueueName", Value: queueattr.NameFromURL(queueURL)}}
+	cfg.Dimensions = []alarms.Dimension{{Name: alarms.DimensionQueueName, Value: queueattr.NameFromURL(queueURL)}}
 	if s := c.String("metrics-service"); s != "" {
 		cfg.Dimensions = append(cfg.Dimensions, alarms.Dimension{Name: "Service", Value: s})
 	}
