@@ -39,7 +39,10 @@ func readQueues(c *cli.Context, cfg *supervisor.Config) error {
 		}
 	}
 	if len(urls) > 0 {
-		cfg.QueueURL, cfg.Queues.More = urls[0], urls[1:]
+		cfg.QueueURL = urls[0]
+	}
+	if len(urls) > 1 {
+		cfg.Queues.More = urls[1:]
 	}
 	cfg.Queues.Policy = supervisor.QueuePolicy(c.String("queue-policy"))
 	var err error

@@ -81,6 +81,17 @@ func TestTemplatesStartListen(t *testing.T) {
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"one queue by --queue, its weight and policy for listen unneeded", []string{"--queue", "urgent:3", "--queue-policy", "strict"},
 			func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"several queues, in priority order, weighted", []string{"--queue", "urgent", "--queue", "bulk:3", "--queue", "backfill"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts = 10
+				c.Queues.More = []string{generatedQueueURLOf("QueueBulk"), generatedQueueURLOf("QueueBackfill")}
+				c.Queues.Weights = map[string]int{"stack-bulk": 3}
+			}},
+		{"several queues, strict", []string{"--queue", "urgent", "--queue", "bulk", "--queue-policy", "strict"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts = 10
+				c.Queues.More, c.Queues.Policy = []string{generatedQueueURLOf("QueueBulk")}, supervisor.PolicyStrict
+			}},
 		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"duplicate suppression", []string{"--dedupe"},
 			func(c *supervisor.Config) {
@@ -119,6 +130,7 @@ func TestTemplatesStartListen(t *testing.T) {
 			}
 			want := base
 			want.QueueURL = generatedQueueURL
+			want.Limits.Fleet.Task = taskName() // this process's, as the container's would be its own
 			want.Command = []string{"/app/worker", "--mode", "thumbnail"}
 			tt.want(&want)
 			if diff := cmp.Diff(want, cfg); diff != "" {
@@ -135,6 +147,12 @@ func TestTemplatesStartListen(t *testing.T) {
 
 // generatedQueueURL stands for the queue's URL, an intrinsic in the template.
 const generatedQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/queue"
+
+// generatedQueueURLOf stands for the URL of a further queue of a stack with several (logical
+// id Queue + its name in camel case), named as the template names it with the stack "stack".
+func generatedQueueURLOf(id string) string {
+	return "https://sqs.eu-west-1.amazonaws.com/123456789012/stack-" + strings.ToLower(strings.TrimPrefix(id, "Queue"))
+}
 
 // generatedTableName stands for the name of the state table with logical id id, an intrinsic
 // in the template, as CloudFormation names it; generatedTableARN for its ARN.
@@ -274,10 +292,12 @@ func resolve(t *testing.T, v any) string {
 		if s, ok := v["Fn::Sub"].(string); ok && !strings.Contains(strings.ReplaceAll(s, "${AWS::StackName}", ""), "${") {
 			return strings.ReplaceAll(s, "${AWS::StackName}", "stack")
 		}
-		switch ref := v["Ref"]; ref {
-		case "Queue":
+		switch ref, _ := v["Ref"].(string); {
+		case ref == "Queue":
 			return generatedQueueURL
-		case "AWS::Region":
+		case strings.HasPrefix(ref, "Queue"):
+			return generatedQueueURLOf(ref)
+		case ref == "AWS::Region":
 			return "eu-west-1"
 		}
 		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true}) {
