@@ -1,0 +1,302 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/backoff"
+	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+)
+
+// These tests run a listen on several queues in a testing/synctest bubble against fakesqs,
+// which delivers FIFO groups as SQS does (several messages of a group per receive, none of a
+// group while any of it is in flight); fauxqs departs from SQS there. Time in the bubble is
+// free, so the runs take seconds of its clock.
+
+// modelRig is a listen on several fakesqs queues with a stand-in worker.
+type modelRig struct {
+	t     *testing.T
+	srv   *fakesqs.Server
+	urls  []string
+	cfg   Config
+	logs  *testenv.Buffer
+	loads map[string]*Load
+	// behave says how long a run of the queue takes and how it exits.
+	behave func(queue, body string) (time.Duration, int)
+	stop   func() error
+
+	mu      sync.Mutex
+	runs    []modelRun
+	running map[string]int // by queue, and by FIFO group as queue/group
+	most    map[string]int
+	faults  []string
+}
+
+type modelRun struct {
+	queue, group, body string
+	at                 time.Time
+}
+
+// newModelRig creates the queues named (a name ending in .fifo makes a FIFO queue), each
+// with a dead-letter queue of its kind, maxReceiveCount 5.
+func newModelRig(t *testing.T, names ...string) *modelRig {
+	t.Helper()
+	r := &modelRig{t: t, srv: fakesqs.New(), logs: &testenv.Buffer{}, loads: map[string]*Load{},
+		running: map[string]int{}, most: map[string]int{},
+		behave: func(string, string) (time.Duration, int) { return time.Second, 0 }}
+	ctx := context.Background()
+	for _, name := range names {
+		fifo := len(name) > 5 && name[len(name)-5:] == ".fifo"
+		dlqName := name + "-dlq"
+		attrs := map[string]string{}
+		if fifo {
+			dlqName = name[:len(name)-5] + "-dlq.fifo"
+			attrs["FifoQueue"] = "true"
+		}
+		if _, err := r.srv.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(dlqName), Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:%s","maxReceiveCount":5}`, dlqName)
+		q, err := r.srv.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.urls = append(r.urls, aws.ToString(q.QueueUrl))
+		r.loads[name] = NewLoad()
+	}
+	cfg := DefaultConfig()
+	cfg.QueueURL, cfg.Queues.More = r.urls[0], r.urls[1:]
+	cfg.Command = []string{"true"} // never run: the stand-in worker takes its place
+	cfg.Concurrency = 4
+	cfg.Backoff = backoff.Exponential{Base: time.Second, Max: time.Minute, Jitter: backoff.None}
+	cfg.KillGrace = time.Second
+	cfg.TempDir = t.TempDir()
+	r.cfg = cfg
+	return r
+}
+
+// send sends bodies to queue i; on a FIFO queue each goes to the group its first letter names.
+func (r *modelRig) send(i int, bodies ...string) {
+	r.t.Helper()
+	for k := 0; k < len(bodies); k += 10 {
+		var entries []types.SendMessageBatchRequestEntry
+		for j, b := range bodies[k:min(k+10, len(bodies))] {
+			e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(b)}
+			if r.fifo(i) {
+				e.MessageGroupId, e.MessageDeduplicationId = aws.String(b[:1]), aws.String(b)
+			}
+			entries = append(entries, e)
+		}
+		out, err := r.srv.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(r.urls[i]), Entries: entries})
+		if err != nil || len(out.Failed) > 0 {
+			r.t.Fatalf("send: %v %v", err, out)
+		}
+	}
+}
+
+func (r *modelRig) fifo(i int) bool { u := r.urls[i]; return u[len(u)-5:] == ".fifo" }
+
+// flood sends n messages to queue i, named by the queue's index and their number.
+func (r *modelRig) flood(i, n int) {
+	bodies := make([]string, n)
+	for k := range bodies {
+		bodies[k] = fmt.Sprintf("q%d-%d", i, k)
+	}
+	r.send(i, bodies...)
+}
+
+func (r *modelRig) start() {
+	r.t.Helper()
+	per := map[string]QueueDeps{}
+	for name, l := range r.loads {
+		per[name] = QueueDeps{Load: l}
+	}
+	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+		return Run(ctx, r.cfg, Deps{SQS: r.srv, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), spawn: r.spawn, PerQueue: per})
+	}, r.logs.String)
+}
+
+func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) workerRun {
+	env, lines, err := workerInput(r.t, spec)
+	if err != nil {
+		return workerRun{End: endSpawnError, Err: err}
+	}
+	q, body, group := env["WATCHBOT_QUEUE_NAME"], lines[0].Body, env["WATCHBOT_GROUP_ID"]
+	keys := []string{q}
+	if group != "" {
+		keys = append(keys, q+"/"+group)
+	}
+	r.mu.Lock()
+	r.runs = append(r.runs, modelRun{queue: q, group: group, body: body, at: time.Now()})
+	for _, k := range keys {
+		r.running[k]++
+		r.most[k] = max(r.most[k], r.running[k])
+	}
+	if group != "" && r.running[q+"/"+group] > 1 {
+		r.faults = append(r.faults, fmt.Sprintf("%s started while another message of group %s ran", body, group))
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		for _, k := range keys {
+			r.running[k]--
+		}
+		r.mu.Unlock()
+	}()
+	took, exit := r.behave(q, body)
+	run := workerRun{}
+	select {
+	case <-time.After(took):
+		run.ExitCode = exit
+	case <-ctx.Done():
+		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+	}
+	run.Duration = took
+	return run
+}
+
+// runsOf returns the runs of queue name, in start order.
+func (r *modelRig) runsOf(name string) []modelRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []modelRun
+	for _, run := range r.runs {
+		if run.queue == name {
+			out = append(out, run)
+		}
+	}
+	return out
+}
+
+func (r *modelRig) empty(i int) bool { return len(r.srv.Messages(r.urls[i])) == 0 }
+
+func (r *modelRig) trail() string { return r.logs.String() }
+
+// A FIFO queue served beside a standard one keeps its groups' order, one message of a group
+// at a time, while the standard queue's messages run side by side.
+func TestQueuesFIFOBesideStandard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "orders.fifo", "bulk")
+		var fifo []string
+		for _, g := range "abc" {
+			for n := 1; n <= 6; n++ {
+				fifo = append(fifo, fmt.Sprintf("%c%d", g, n))
+			}
+		}
+		r.send(0, fifo...)
+		r.flood(1, 40)
+		r.start()
+		testenv.Eventually(t, "both queues empty", 5*time.Minute, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range r.faults {
+			t.Error(f)
+		}
+		last := map[string]int{}
+		for _, run := range r.runsOf("orders.fifo") {
+			n, _ := strconv.Atoi(run.body[1:])
+			if n != last[run.group]+1 {
+				t.Errorf("%s started after %s%d: a group's order was broken", run.body, run.group, last[run.group])
+			}
+			last[run.group] = n
+		}
+		if got := len(r.runsOf("orders.fifo")); got != len(fifo) {
+			t.Errorf("the FIFO queue ran %d messages, want %d", got, len(fifo))
+		}
+		if got := len(r.runsOf("bulk")); got != 40 {
+			t.Errorf("the standard queue ran %d messages, want 40", got)
+		}
+		if r.most["bulk"] < 2 {
+			t.Errorf("the standard queue ran at most %d at once, want its messages side by side", r.most["bulk"])
+		}
+	})
+}
+
+// Weighted never starves a queue: with weights 1, 5 and 20 on four slots, each queue with
+// work gets a start within a bounded time (its share of a smooth weighted round-robin: one
+// start in 26 for the lightest, 6.5 s of 1 s jobs on four slots), and the starts split by
+// weight.
+func TestQueuesWeightedNoStarvation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "light", "middle", "heavy")
+		r.cfg.Queues.Weights = map[string]int{"light": 1, "middle": 5, "heavy": 20}
+		for i := range 3 {
+			r.flood(i, 400)
+		}
+		r.start()
+		time.Sleep(2 * time.Minute)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		const bound = 10 * time.Second
+		starts := map[string]int{}
+		for _, name := range []string{"light", "middle", "heavy"} {
+			runs := r.runsOf(name)
+			starts[name] = len(runs)
+			if len(runs) == 0 {
+				t.Fatalf("queue %s never started a message", name)
+			}
+			// From the first round of the slots on (the first receives land in the order they
+			// answer), the gaps between a queue's starts are bounded.
+			for k := 1; k < len(runs); k++ {
+				if gap := runs[k].at.Sub(runs[k-1].at); gap > bound && runs[k-1].at.Sub(runs[0].at) > 0 {
+					t.Errorf("queue %s waited %v between starts %d and %d, want at most %v", name, gap, k-1, k, bound)
+				}
+			}
+			if d := runs[0].at.Sub(t0Bubble); d > bound {
+				t.Errorf("queue %s started its first message after %v, want within %v", name, d, bound)
+			}
+		}
+		total := starts["light"] + starts["middle"] + starts["heavy"]
+		t.Logf("starts by queue: %v", starts)
+		for name, w := range map[string]float64{"light": 1, "middle": 5, "heavy": 20} {
+			want := float64(total) * w / 26
+			if got := float64(starts[name]); got < 0.8*want-2 || got > 1.2*want+2 {
+				t.Errorf("queue %s started %v of %d, want about %.0f (weight %v of 26): %v", name, got, total, want, w, starts)
+			}
+		}
+	})
+}
+
+// One brake per queue: a queue whose every run fails brakes to a probe, and the other queue
+// goes on with every other slot.
+func TestQueuesBrakePerQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "broken", "healthy")
+		r.behave = func(queue, _ string) (time.Duration, int) {
+			if queue == "broken" {
+				return 100 * time.Millisecond, 1
+			}
+			return time.Second, 0
+		}
+		r.flood(0, 100)
+		r.flood(1, 300)
+		r.start()
+		testenv.Eventually(t, "the broken queue braking", 5*time.Minute, r.loads["broken"].Braking, r.trail)
+		braked := len(r.runsOf("healthy"))
+		time.Sleep(20 * time.Second)
+		if r.loads["healthy"].Braking() {
+			t.Error("the healthy queue brakes too")
+		}
+		// While the broken queue probes, the healthy one runs on the other slots: about 3 a
+		// second with 1 s jobs on 4 slots.
+		if got := len(r.runsOf("healthy")) - braked; got < 50 {
+			t.Errorf("the healthy queue started %d messages in 20 s while the other braked, want about 60", got)
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
