@@ -81,7 +81,7 @@ type bench struct {
 }
 
 // allLanes are the lanes of the bench, the default of -lanes.
-var allLanes = []string{"throughput", "wide", "pickup", "stop", "faults", "dedupe", "tracing"}
+var allLanes = []string{"throughput", "wide", "pickup", "stop", "faults", "dedupe", "tracing", "queues"}
 
 func run() error {
 	var o options
@@ -154,6 +154,7 @@ func run() error {
 		stops                []stopRun
 		clean, faulty, short []faultRun
 		dedupes, tracings    []float64
+		twoQueues            []float64
 	)
 	for round := range o.rounds {
 		for i, c := range contenders {
@@ -204,6 +205,13 @@ func run() error {
 			}
 			tracings = append(tracings, tr)
 		}
+		if o.lanes["queues"] {
+			q, err := b.twoQueues(ctx, fmt.Sprintf("bench-%d-queues", round))
+			if err != nil {
+				return fmt.Errorf("queues lane: %w", err)
+			}
+			twoQueues = append(twoQueues, q)
+		}
 		if !o.lanes["faults"] {
 			continue
 		}
@@ -223,7 +231,7 @@ func run() error {
 		}
 		short = append(short, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes, tracings: tracings}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes, tracings: tracings, twoQueues: twoQueues}
 	rep.print(os.Stdout)
 	if o.page != "" {
 		return rep.rewrite(o.page)

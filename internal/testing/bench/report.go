@@ -26,6 +26,8 @@ type report struct {
 	dedupes              []float64
 	// tracings are the tracing lane's rounds: own CPU per message exporting spans / without.
 	tracings []float64
+	// twoQueues are the queues lane's rounds: throughput of two queues / one holding as many.
+	twoQueues []float64
 }
 
 // reportLanes are the lanes the summary's figures need; without one of them the report lists
@@ -102,7 +104,16 @@ func (r report) figures() []figure {
 	if len(r.tracings) > 0 {
 		fs = append(fs, r.tracingFigure())
 	}
+	if len(r.twoQueues) > 0 {
+		fs = append(fs, r.twoQueuesFigure())
+	}
 	return fs
+}
+
+// twoQueuesFigure is the queues lane's line.
+func (r report) twoQueuesFigure() figure {
+	return figure{fmt.Sprintf("throughput, two queues holding %d messages between them / one queue holding them all", queuesMessages),
+		spreadOf(r.twoQueues), "0.95–1.05"}
 }
 
 // partial lists the figures of the lanes that ran, for a bench run with -lanes.
@@ -134,6 +145,9 @@ func (r report) partial() []figure {
 	}
 	if len(r.tracings) > 0 {
 		fs = append(fs, r.tracingFigure())
+	}
+	if len(r.twoQueues) > 0 {
+		fs = append(fs, r.twoQueuesFigure())
 	}
 	for k := range r.faulty {
 		fs = append(fs, figure{"drain clean / faulty / faulty with a short receive lease", fmt.Sprintf("%.1f s / %.1f s / %.1f s",
