@@ -33,6 +33,9 @@ const (
 	LimitReleases    Metric = "LimitReleases"
 	LimitPaused      Metric = "LimitPaused"
 	LimitFallback    Metric = "LimitFallback"
+	// PayloadFetchErrors and PayloadDeleteErrors are S3 payloads' (--payload-bucket).
+	PayloadFetchErrors  Metric = "PayloadFetchErrors"
+	PayloadDeleteErrors Metric = "PayloadDeleteErrors"
 )
 
 // Unit is a CloudWatch standard unit.
@@ -88,6 +91,8 @@ var Metrics = []MetricDefinition{
 	{Name: LimitReleases, Unit: Count, Kind: Counter, Meaning: "messages released with a delay because their limit key stayed full for --limit-wait; each costs a receive toward the redrive policy"},
 	{Name: LimitPaused, Unit: Seconds, Kind: Gauge, Meaning: "seconds left of the pause in force that a worker asked for, once a minute (0: none)"},
 	{Name: LimitFallback, Unit: Count, Kind: Gauge, Meaning: "1 while the task cannot reach --limits-table and holds to its share of the limits, once a minute; else 0"},
+	{Name: PayloadFetchErrors, Unit: Count, Kind: Counter, Meaning: "S3 payloads that could not be fetched: a missing or denied object is dead-lettered, any other failure retried after its backoff; neither is a WorkerError"},
+	{Name: PayloadDeleteErrors, Unit: Count, Kind: Counter, Meaning: "S3 payloads that could not be deleted after their message succeeded; the message is done, the object stays for the bucket's lifecycle rule"},
 }
 
 // Diagnostics are recorded like the metrics above but served only on listen's Prometheus

@@ -31,6 +31,8 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: LimitWaitSeconds, Name: "watchbot_limit_wait_seconds_total", Type: "counter", Help: "Seconds held messages waited for a limit or a pause before they started."},
 	{Metric: StartsHeldBack, Name: "watchbot_starts_held_back_total", Type: "counter", Help: "Messages a limit or a pause kept from starting when a slot was free."},
 	{Metric: LimitReleases, Name: "watchbot_limit_releases_total", Type: "counter", Help: "Messages released with a delay after their limit key stayed full for --limit-wait."},
+	{Metric: PayloadFetchErrors, Name: "watchbot_payload_fetch_errors_total", Type: "counter", Help: "S3 payloads that could not be fetched."},
+	{Metric: PayloadDeleteErrors, Name: "watchbot_payload_delete_errors_total", Type: "counter", Help: "S3 payloads that could not be deleted after their message succeeded."},
 	{Metric: TraceContextMalformed, Name: "watchbot_trace_context_malformed_total", Type: "counter", Help: "Malformed traceparent or AWSTraceHeader carriers, ignored."},
 	{Metric: WorkerDuration, Name: "watchbot_worker_duration_seconds", Type: "histogram", Help: "Wall-clock time of each worker run."},
 	{Metric: MessageAge, Name: "watchbot_message_age_seconds", Type: "histogram", Help: "Time from a message's send to the start of its worker."},

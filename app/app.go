@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -125,9 +126,13 @@ func Run(ctx context.Context, o Options) error {
 		return listenspec.Error{Reason: "tracing: " + err.Error()}
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
+	var payloads supervisor.PayloadAPI
+	if len(o.Listen.Payload.Buckets) > 0 {
+		payloads = awsenv.S3(awsCfg, os.Getenv)
+	}
 	first := perQueue[queues[0].name]
 	deps := supervisor.Deps{SQS: client, Logger: log, Metrics: first.Metrics, Abort: o.Abort,
-		Load: first.Load, Health: first.Health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim}
+		Load: first.Load, Health: first.Health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim, S3: payloads}
 	if len(queues) > 1 {
 		deps.PerQueue = perQueue
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 )
 
 // batchLine is one message of a batch as the worker reads it: one JSON object per line on
@@ -29,12 +28,7 @@ func encodeBatch(jobs []*job) []byte {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for _, j := range jobs {
-		m := j.msg
-		line := batchLine{ID: m.ID, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, Attempt: j.attempt, GroupID: m.GroupID}
-		if !m.SentAt.IsZero() {
-			line.SentTimestamp = m.SentAt.Format(time.RFC3339Nano)
-		}
-		_ = enc.Encode(line) // strings and maps of strings always encode
+		_ = enc.Encode(batchLineOf(j)) // strings and maps of strings always encode
 	}
 	return buf.Bytes()
 }

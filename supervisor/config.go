@@ -105,6 +105,9 @@ type Config struct {
 	// Queues are the queues after QueueURL when listen serves several (--queue-url given
 	// again), and how they share the Concurrency slots.
 	Queues Queues
+	// Payload is how SQS Extended Client pointers are resolved (--payload-bucket,
+	// --keep-payloads), with Deps.S3.
+	Payload PayloadConfig
 }
 
 // DefaultConfig returns listen's defaults, as docs/listen.md's flag table lists them.
@@ -163,6 +166,7 @@ func (c Config) Validate() error {
 		CheckDedupe(c.Dedupe),
 		CheckLimits(c.Limits, c.BatchSize),
 		c.checkQueues(),
+		CheckPayload(c.Payload),
 	} {
 		if err != nil {
 			return err

@@ -157,23 +157,30 @@ const maxHTTPAnswer = maxBatchResults
 
 // post sends jobs (one message, or a batch as a JSON array) and turns the answer into a run
 // and directives, as a worker process's exit code and result file would be.
-func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt int) (workerRun, map[string]*directive) {
+// A run with a fetched payload streams its body from the file from (httpBody).
+func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt int, from *jobFiles) (workerRun, map[string]*directive) {
 	start := time.Now()
 	target := *w.base
 	var body []byte
 	header := http.Header{}
 	header.Set("Content-Type", w.cfg.ContentType)
 	header.Set("User-Agent", "watchbot")
-	if batch {
+	switch {
+	case from != nil && batch:
+		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(jobs)))
+	case batch:
 		var lines []json.RawMessage
 		for _, l := range bytes.Split(bytes.TrimSpace(encodeBatch(jobs)), []byte("\n")) {
 			lines = append(lines, l)
 		}
 		body, _ = json.Marshal(lines) // raw JSON objects always encode
 		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(jobs)))
-	} else {
+	default:
 		m := jobs[0].msg
 		body = []byte(m.Raw)
+		if p := jobs[0].payload; from != nil && p != nil {
+			header.Set("X-Watchbot-Payload-S3-Uri", p.URI())
+		}
 		w.sqsdHeaders(header, m)
 		header.Set("X-Watchbot-Attempt", strconv.Itoa(attempt))
 		if p := stringAttributes(m)[listenspec.AttrTaskPath]; p != "" {
@@ -184,7 +191,17 @@ func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt 
 	}
 	rctx, cancel := context.WithTimeoutCause(ctx, w.cfg.Timeout, errHTTPTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	var reader io.Reader = bytes.NewReader(body)
+	if from != nil {
+		reader = io.NewSectionReader(from.stdin, 0, from.size)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target.String(), reader)
+	if from != nil && err == nil {
+		req.ContentLength = from.size
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(io.NewSectionReader(from.stdin, 0, from.size)), nil
+		}
+	}
 	if err != nil {
 		return workerRun{End: endSpawnError, Err: err, Duration: time.Since(start)}, nil
 	}

@@ -58,7 +58,7 @@ func TestHTTPWorkerPostsABatch(t *testing.T) {
 		{msg: message{ID: "b", Body: "two"}, attempt: 2},
 		{msg: message{ID: "c", Body: "three"}, attempt: 1},
 	}
-	run, directives := w.post(t.Context(), jobs, true, 1)
+	run, directives := w.post(t.Context(), jobs, true, 1, nil)
 	if run.End != endExited || run.ExitCode != 0 {
 		t.Fatalf("run %+v", run)
 	}
@@ -106,7 +106,7 @@ func TestHTTPWorkerOutcomes(t *testing.T) {
 			defer srv.Close()
 			cfg := DefaultHTTPWorker()
 			cfg.URL = srv.URL
-			run, directives := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: message{ID: "m", Raw: "x"}}}, false, 1)
+			run, directives := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: message{ID: "m", Raw: "x"}}}, false, 1, nil)
 			if run.End != tc.wantEnd {
 				t.Errorf("end %v, want %v (run %+v)", run.End, tc.wantEnd, run)
 			}
@@ -145,7 +145,7 @@ func TestHTTPWorkerPostsWhatSQSDelivered(t *testing.T) {
 	}
 	cfg := DefaultHTTPWorker()
 	cfg.URL = srv.URL
-	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1); run.End != endExited {
+	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1, nil); run.End != endExited {
 		t.Fatalf("run %+v", run)
 	}
 	if body != envelope {
@@ -169,7 +169,7 @@ func TestHTTPWorkerGroupHeader(t *testing.T) {
 		Attributes: map[string]string{"MessageGroupId": "tenant-a"}})
 	cfg := DefaultHTTPWorker()
 	cfg.URL = srv.URL
-	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1); run.End != endExited {
+	if run, _ := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1).post(t.Context(), []*job{{msg: msg}}, false, 1, nil); run.End != endExited {
 		t.Fatalf("run %+v", run)
 	}
 	if g := header.Get("X-Aws-Sqsd-Group-Id"); g != "tenant-a" {

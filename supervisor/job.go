@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/watchbot/watchbot/payload"
 )
 
 // job is one message held by the supervisor, from its receive until it is settled: where it
@@ -29,6 +31,11 @@ type job struct {
 	// dedupeWaits counts the waits in place of a FIFO message whose dedupe key could not be
 	// claimed (dedupe.go), which space its claims as attempts would; written by its runs.
 	dedupeWaits int
+	// payload is the object the message's pointer names, once a run has read it
+	// (docs/payloads.md); fetched is that object in a file, for the run under way. Both are
+	// written and read by the message's runs alone.
+	payload *payload.Pointer
+	fetched *fetched
 
 	// stopMu guards cause, cancel and span. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one

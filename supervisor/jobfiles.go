@@ -75,7 +75,7 @@ func (r *runner) newJobFiles(dir string) *jobFiles {
 // makeWorkDirs makes the directories that hold the jobs' files (openWorkDirs), unless the
 // worker is an HTTP application, which gets no files.
 func (r *runner) makeWorkDirs() error {
-	if r.http != nil {
+	if r.http != nil && r.s3 == nil {
 		return nil
 	}
 	log := r.log

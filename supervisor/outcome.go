@@ -19,16 +19,18 @@ const (
 type runEnd int
 
 const (
-	endExited     runEnd = iota // the process exited on its own
-	endSignaled                 // killed by a signal it was not sent by watchbot (e.g. OOM)
-	endTimedOut                 // stopped by --max-job-duration
-	endSpawnError               // could not be started
-	endShutdown                 // stopped by watchbot because the shutdown window closed
-	endLeaseLost                // stopped because the message's lease could not be kept
-	endNotRun                   // not started: the message was too old (--max-message-age)
-	endCeiling                  // stopped before the 12 h in-flight limit
-	endHTTPStatus               // an HTTP worker answered a failure status (ExitCode holds it)
-	endUnclaimed                // not started: the duplicate check did not claim its key (Unclaimed holds its decision)
+	endExited          runEnd = iota // the process exited on its own
+	endSignaled                      // killed by a signal it was not sent by watchbot (e.g. OOM)
+	endTimedOut                      // stopped by --max-job-duration
+	endSpawnError                    // could not be started
+	endShutdown                      // stopped by watchbot because the shutdown window closed
+	endLeaseLost                     // stopped because the message's lease could not be kept
+	endNotRun                        // not started: the message was too old (--max-message-age)
+	endCeiling                       // stopped before the 12 h in-flight limit
+	endHTTPStatus                    // an HTTP worker answered a failure status (ExitCode holds it)
+	endUnclaimed                     // not started: the duplicate check did not claim its key (Unclaimed holds its decision)
+	endPayloadRejected               // not started: its S3 payload is not allowed, unreadable, missing or denied (Payload says which)
+	endPayloadError                  // not started: its S3 payload could not be fetched this time (Payload says why)
 )
 
 // result is everything outcomeFor needs to decide.
@@ -49,6 +51,9 @@ type result struct {
 	// Unclaimed, with endUnclaimed, is the duplicate check's decision (claimDecision): a
 	// delete or a dead letter stands; a retry is decided as any retry.
 	Unclaimed outcome
+	// Payload, with endPayloadRejected and endPayloadError, is why the message's S3 payload
+	// kept it from running.
+	Payload string
 }
 
 // action is what happens to the message.
@@ -110,13 +115,20 @@ type outcome struct {
 func outcomeFor(r result) outcome {
 	var o outcome
 	handBack := false
-	unrun := r.End == endUnclaimed
+	unrun := r.End == endUnclaimed || r.End == endPayloadError
 	switch {
 	case r.End == endLeaseLost:
 		return outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}
 	case r.End == endNotRun:
 		// Too old: dead-lettered without running, whatever the attempt.
 		return outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}
+	case r.End == endPayloadRejected:
+		// No retry can fetch it: dead-lettered at once, its object kept for the replay.
+		return outcome{Action: actDeadLetter, Reason: r.Payload, DeadLetter: true}
+	case r.End == endPayloadError:
+		// S3 throttled, failed or could not be reached: retried as a failed run is, but the
+		// worker did not fail.
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: r.Payload}
 	case unrun:
 		// A duplicate deleted, a keyless message dead-lettered, whatever the attempt; a key
 		// held by another run, or a check that failed, is a retry.
@@ -164,7 +176,7 @@ func outcomeFor(r result) outcome {
 		o.DeadLetter = true
 		return o
 	}
-	if unrun && r.FIFO {
+	if r.End == endUnclaimed && r.FIFO {
 		o.Action, o.Unrun = actRetryInPlace, true
 		return o
 	}

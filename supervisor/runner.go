@@ -41,6 +41,10 @@ type runner struct {
 	http *httpWorker
 	// dedupe, when set, claims each message's key before it runs (--dedupe-table).
 	dedupe *deduper
+	// s3, when set, fetches and deletes payloads (--payload-bucket); passThroughWarned: the
+	// first pointer passed through unresolved without it has been warned of.
+	s3                PayloadAPI
+	passThroughWarned atomic.Bool
 	// tracer starts each run's span (nil or disabled: none); queueName names the spans.
 	tracer    *tracing.Provider
 	queueName string
@@ -124,9 +128,11 @@ func (r *runner) attempt(ctx context.Context, cancel context.CancelCauseFunc, jo
 		}
 	}
 	live, liveAt = r.dedupe.claim(ctx, live, liveAt, a.results)
+	live, liveAt = r.resolvePayloads(ctx, live, liveAt, a.results)
 	if len(live) == 0 {
 		return a
 	}
+	defer dropFetched(live)
 	run, directives := r.runWorker(ctx, live)
 	a.ran, a.took = true, run.Duration
 	for _, i := range liveAt {

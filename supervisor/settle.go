@@ -128,6 +128,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 		if o.Success {
 			r.metrics.Add(alarms.MessagesProcessed, 1)
 			log.Info("message done")
+			r.deletePayload(ctx, j, log)
 		} else {
 			log.Warn("message deleted", "reason", o.Reason)
 		}

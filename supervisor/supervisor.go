@@ -66,6 +66,9 @@ type Deps struct {
 	// Tenants, when set, counts each tenant's runs and waits (its MessageGroupId), for
 	// /metrics and status (docs/queues.md); nil counts none.
 	Tenants *Tenants
+	// S3 fetches and deletes the payloads of pointer messages (cfg.Payload). It goes with
+	// cfg.Payload.Buckets; nil is off.
+	S3 PayloadAPI
 	// Tracer, when enabled, records a span per run (docs/tracing.md); nil records none. The
 	// worker receives the message's trace context either way.
 	Tracer *tracing.Provider
@@ -161,6 +164,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if cfg.Limits.Fleet.Table != "" && deps.Limiter == nil {
 		return errors.New("supervisor: Config.Limits.Fleet.Table needs Deps.Limiter, built on the table")
 	}
+	if cfg.Payload.enabled() != (deps.S3 != nil) {
+		return errors.New("supervisor: Config.Payload.Buckets and Deps.S3 go together")
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -224,7 +230,7 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (*Supervisor, error) {
 	}
 	s.brake = newBrake(cfg.Brake, slots, s.log.With("component", "brake"))
 	s.runner = &runner{cfg: cfg, api: s.api, acks: s.acks, brake: s.brake, limiter: s.limiter, metrics: deps.Metrics, log: s.log, random: deps.Random, spawn: deps.spawn, cut: s.cut,
-		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: deps.Tenants}
+		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: deps.Tenants, s3: deps.S3}
 	if cfg.HTTP.URL != "" {
 		s.runner.http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
 	}

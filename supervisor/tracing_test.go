@@ -125,7 +125,7 @@ func TestHTTPWorkerGetsTheTraceHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &runner{cfg: Config{BatchSize: 1}, queueName: "jobs", tracer: tc.tracer}
 			ctx, span := r.startSpan(t.Context(), []*job{j})
-			if run, _ := w.post(ctx, []*job{j}, false, 1); run.End != endExited {
+			if run, _ := w.post(ctx, []*job{j}, false, 1, nil); run.End != endExited {
 				t.Fatalf("run %+v", run)
 			}
 			want := "00-" + producerTrace + "-" + span.SpanContext().SpanID().String() + "-01"

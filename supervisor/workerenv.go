@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ func (r *runner) env(jobs []*job, files jobFiles, deadline time.Time) []string {
 	if r.cfg.BatchSize == 1 {
 		j := jobs[0]
 		return buildEnv(j.msg, jobEnv{Attempt: j.attempt, QueueURL: r.cfg.QueueURL, MaxAttempts: r.maxAttempts,
-			MessageFile: files.message, ResultFile: files.result, Deadline: deadline})
+			MessageFile: files.message, ResultFile: files.result, Deadline: deadline, Payload: payloadEnv(j, files)})
 	}
 	env := []string{
 		"WATCHBOT_MESSAGE_FILE=" + files.message,
@@ -49,6 +50,29 @@ type jobEnv struct {
 	MessageFile string
 	ResultFile  string
 	Deadline    time.Time // zero: none
+	// Payload, when the body was fetched from S3, stands in for the message's body.
+	Payload *envPayload
+}
+
+// envPayload is a fetched payload as the environment shows it: its object, and its body when
+// that fits the Message variable.
+type envPayload struct {
+	URI    string
+	Inline string
+	Fits   bool
+}
+
+// payloadEnv is the payload of j's run, whose message file is files; nil without one.
+func payloadEnv(j *job, files jobFiles) *envPayload {
+	if j.payload == nil {
+		return nil
+	}
+	p := &envPayload{URI: j.payload.URI()}
+	if files.size <= maxEnvMessage {
+		b, err := os.ReadFile(files.message)
+		p.Inline, p.Fits = string(b), err == nil && envSafe(string(b))
+	}
+	return p
 }
 
 // buildEnv returns the worker's variables (docs/worker-contract.md), to be appended to
@@ -64,7 +88,13 @@ func buildEnv(m message, j jobEnv) []string {
 		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
 		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(j.QueueURL),
 	}
-	if len(m.Body) <= maxEnvMessage && envSafe(m.Body) {
+	switch p := j.Payload; {
+	case p != nil:
+		env = append(env, "WATCHBOT_PAYLOAD_S3_URI="+p.URI)
+		if p.Fits {
+			env = append(env, "Message="+p.Inline)
+		}
+	case len(m.Body) <= maxEnvMessage && envSafe(m.Body):
 		env = append(env, "Message="+m.Body)
 	}
 	if m.Subject != "" && envSafe(m.Subject) {

@@ -5,6 +5,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -34,15 +35,20 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 			ctx, cancel = context.WithTimeoutCause(ctx, r.cfg.MaxJobDuration, errTimedOut)
 			defer cancel()
 		}
-		run, directives := r.http.post(ctx, jobs, batch, jobs[0].attempt)
+		body, err := r.httpBody(jobs)
+		if err != nil {
+			run := workerRun{End: endSpawnError, Err: err}
+			r.logRun(log, run)
+			return run, nil
+		}
+		if body != nil {
+			defer body.remove()
+		}
+		run, directives := r.http.post(ctx, jobs, batch, jobs[0].attempt, body)
 		r.logRun(log, run)
 		return run, directives
 	}
-	content := jobs[0].msg.Body
-	if batch {
-		content = string(encodeBatch(jobs))
-	}
-	files, err := r.writeJobFiles(content)
+	files, err := r.messageFile(jobs)
 	if err != nil {
 		run := workerRun{End: endSpawnError, Err: err}
 		r.logRun(log, run)
@@ -72,6 +78,46 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	return run, r.results(jobs, files, log)
 }
 
+// messageFile writes the run's message file: the body, or the batch, as the worker reads it.
+// A fetched payload is the message file of a run of one message as it is; a batch with one is
+// written streaming from its file.
+func (r *runner) messageFile(jobs []*job) (*jobFiles, error) {
+	switch {
+	case r.cfg.BatchSize > 1 && hasFetched(jobs):
+		files, err := r.batchFile(jobs, false)
+		if err != nil {
+			return nil, fmt.Errorf("write message file: %w", err)
+		}
+		return files, nil
+	case r.cfg.BatchSize > 1:
+		return r.writeJobFiles(string(encodeBatch(jobs)))
+	case jobs[0].fetched != nil:
+		f := jobs[0].fetched
+		jobs[0].fetched = nil // the run's files now, removed with them
+		return f.files, nil
+	}
+	return r.writeJobFiles(jobs[0].msg.Body)
+}
+
+// httpBody is the file an HTTP worker's POST streams its body from, when the run has a
+// fetched payload: the payload, or the batch written with it; nil otherwise, when the body is
+// in memory.
+func (r *runner) httpBody(jobs []*job) (*jobFiles, error) {
+	switch {
+	case !hasFetched(jobs):
+		return nil, nil
+	case r.cfg.BatchSize > 1:
+		files, err := r.batchFile(jobs, true)
+		if err != nil {
+			return nil, fmt.Errorf("write the request body: %w", err)
+		}
+		return files, nil
+	}
+	f := jobs[0].fetched
+	jobs[0].fetched = nil
+	return f.files, nil
+}
+
 // starting measures the messages' age, per tenant too, and logs their bodies when asked, as
 // their run starts.
 func (r *runner) starting(jobs []*job) {
@@ -81,7 +127,10 @@ func (r *runner) starting(jobs []*job) {
 			r.metrics.Add(alarms.MessageAge, float64(age.Milliseconds()))
 			r.tenants.Record(r.queueName, j.msg.GroupID, age)
 		}
-		if r.cfg.LogBodies {
+		switch {
+		case r.cfg.LogBodies && j.payload != nil:
+			j.log.Info("starting worker", "body", j.msg.Body, "payload", j.payload.URI())
+		case r.cfg.LogBodies:
 			j.log.Info("starting worker", "body", j.msg.Body)
 		}
 	}

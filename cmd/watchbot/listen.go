@@ -72,6 +72,8 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "limits-table", Usage: "share the limits and pauses with every task naming this DynamoDB `TABLE`", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}, DefaultText: "per task"},
 			durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
 			durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
+			&cli.StringSliceFlag{Name: "payload-bucket", Usage: "fetch S3 payload pointers (SQS Extended Client) from this `BUCKET` alone; repeatable", EnvVars: []string{"WATCHBOT_PAYLOAD_BUCKETS"}, DefaultText: "pointers passed through"},
+			&cli.BoolFlag{Name: "keep-payloads", Usage: "keep each S3 payload after its message succeeded (by default it is deleted)"},
 		), append(tuningFlags(def, true), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := supervisor.PlatformError("listen", runtime.GOOS); err != nil {
@@ -162,6 +164,12 @@ func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 	if cfg.Limits, err = limitsConfig(c); err != nil {
 		return cfg, table, err
 	}
+	for _, b := range c.StringSlice("payload-bucket") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Payload.Buckets = append(cfg.Payload.Buckets, b)
+		}
+	}
+	cfg.Payload.Keep = c.Bool("keep-payloads")
 	brake, err := brakeOn(c)
 	if err != nil {
 		return cfg, table, err

@@ -61,6 +61,8 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingQueuePolicy:       "--queue-policy",
 	listenspec.SettingQueueWeight:       "--queue-weight",
 	listenspec.SettingQueueReserve:      "--queue-reserve",
+	listenspec.SettingPayloadBuckets:    "--payload-bucket",
+	listenspec.SettingKeepPayloads:      "--keep-payloads",
 	// The template's own.
 	listenspec.SettingNamePrefix:          "--name-prefix",
 	listenspec.SettingQueueName:           "--queue-name",

@@ -64,6 +64,9 @@ const (
 	SettingQueuePolicy       Setting = "Queues.Policy"
 	SettingQueueWeight       Setting = "Queues.Weights"
 	SettingQueueReserve      Setting = "Queues.Reserve"
+	// SettingPayloadBuckets and SettingKeepPayloads are the S3 payloads' (docs/payloads.md).
+	SettingPayloadBuckets Setting = "Payload.Buckets"
+	SettingKeepPayloads   Setting = "Payload.Keep"
 	// SettingAttempt is `watchbot try`'s attempt number, which listen learns from SQS.
 	SettingAttempt Setting = "Attempt"
 )
@@ -130,6 +133,7 @@ var Settings = []Setting{
 	SettingRateLimit, SettingFleetConcurrency, SettingRatePerKey, SettingConcurrencyPerKey, SettingLimitsTable, SettingMaxPause, SettingLimitKey, SettingLimitWait,
 	SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
 	SettingQueuePolicy, SettingQueueWeight, SettingQueueReserve,
+	SettingPayloadBuckets, SettingKeepPayloads,
 	SettingNamePrefix, SettingQueueName, SettingQueue, SettingFIFO, SettingQueueRetention, SettingCPU, SettingMemory,
 	SettingMinTasks, SettingMaxTasks, SettingMetrics, SettingMetricsNamespace, SettingEnvironment, SettingExtraStatements,
 	SettingAlarms, SettingLogRetentionDays, SettingTargetLatency, SettingExpectedJobDuration,
