@@ -83,7 +83,9 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actAbandon, Reason: "lease lost; the message is no longer ours"}},
 		{"too old is dead-lettered without running", with(mid, func(r *result) { r.End = endNotRun }),
 			outcome{Action: actDeadLetter, Reason: "older than --max-message-age", DeadLetter: true}},
-		{"payload rejected is dead-lettered at once", with(mid, func(r *result) { r.End, r.Payload = endPayloadRejected, "payload s3://b/k cannot be fetched: NoSuchKey" }),
+		{"payload rejected is dead-lettered at once", with(mid, func(r *result) {
+			r.End, r.Payload = endPayloadRejected, "payload s3://b/k cannot be fetched: NoSuchKey"
+		}),
 			outcome{Action: actDeadLetter, Reason: "payload s3://b/k cannot be fetched: NoSuchKey", DeadLetter: true}},
 		{"payload fetch failure is retried, not a WorkerError", with(mid, func(r *result) { r.End, r.Payload = endPayloadError, "payload fetch failed: SlowDown" }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "payload fetch failed: SlowDown"}},

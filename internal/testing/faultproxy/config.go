@@ -60,6 +60,11 @@ var Operations = []string{
 	"SendMessageBatch",
 	"GetQueueAttributes",
 	"GetQueueUrl",
+	S3GetObject,
+	S3PutObject,
+	S3DeleteObject,
+	S3HeadObject,
+	S3Other,
 }
 
 // MaxLatency bounds Rule.Latency: a longer delay in a test is a mistake, not a scenario.

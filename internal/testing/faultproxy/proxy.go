@@ -366,10 +366,13 @@ func (p *Proxy) leave() {
 }
 
 // operation names the SQS operation of r from its JSON-protocol X-Amz-Target header
-// ("AmazonSQS.ReceiveMessage").
+// ("AmazonSQS.ReceiveMessage"), or the S3 operation of an S3 request (s3Operation).
 func operation(r *http.Request) string {
 	target := r.Header.Get("X-Amz-Target")
 	if target == "" {
+		if op, ok := s3Operation(r); ok {
+			return op
+		}
 		return NoTarget
 	}
 	if i := strings.LastIndexByte(target, '.'); i >= 0 {
@@ -435,8 +438,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case "":
 		p.forward(w, r, forwardState{op: op})
 	case ServerError:
+		if isS3(op) {
+			writeS3Error(w, d.seq, s3InternalError)
+			break
+		}
 		writeAPIError(w, d.seq, internalFailure)
 	case Throttle:
+		if isS3(op) {
+			writeS3Error(w, d.seq, s3SlowDown)
+			break
+		}
 		if d.rule.ThrottleCode == RequestThrottled {
 			writeAPIError(w, d.seq, requestThrottled)
 		} else {
