@@ -353,9 +353,12 @@ type tokens struct {
 	// fallback is the task's own window while it holds to its share of the limit.
 	fallback Ledger
 	seq      int64
-	// long is whether the last chunk was long-lived: the limit was far from binding.
-	long     bool
-	lastUsed time.Time
+	// validity is how long the last chunk was valid (chunkValidity).
+	validity time.Duration
+	// bindingUntil: the table had fewer tokens than asked lately, so chunks stay short
+	// until then.
+	bindingUntil time.Time
+	lastUsed     time.Time
 }
 
 type chunk struct {

@@ -40,18 +40,24 @@ func (g *gauge) startTimes() []time.Time {
 }
 
 // drive uses l as the supervisor does, from workers goroutines until ctx ends: each tries
-// to start n for key, and when refused waits for Changed (or a second) before trying again.
-// Each run lasts runFor.
+// to start n for key, and when refused waits until Changed fires (every waiting worker then
+// tries again, as the supervisor tries every waiting message) or a second passes. Each run
+// lasts runFor.
 func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n int, runFor time.Duration) {
 	var wg sync.WaitGroup
+	b := &broadcast{c: make(chan struct{})}
+	bctx, cancel := context.WithCancel(ctx)
+	wg.Go(func() { b.relay(bctx, l.Changed()) })
+	var workersWG sync.WaitGroup
 	for range workers {
-		wg.Go(func() {
+		workersWG.Go(func() {
 			for ctx.Err() == nil {
+				changed := b.wait()
 				p, ok := l.TryStart(key, n)
 				if !ok {
 					select {
 					case <-ctx.Done():
-					case <-l.Changed():
+					case <-changed:
 					case <-time.After(time.Second):
 					}
 					continue
@@ -66,7 +72,36 @@ func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n
 			}
 		})
 	}
+	workersWG.Wait()
+	cancel()
 	wg.Wait()
+}
+
+// broadcast turns the coalesced Changed signal into one every waiter sees.
+type broadcast struct {
+	mu sync.Mutex
+	c  chan struct{}
+}
+
+// wait returns a channel that closes at the next signal after the call.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.c
+}
+
+func (b *broadcast) relay(ctx context.Context, changed <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			b.mu.Lock()
+			close(b.c)
+			b.c = make(chan struct{})
+			b.mu.Unlock()
+		}
+	}
 }
 
 // maxInWindow is the most starts in any window of w.

@@ -16,9 +16,9 @@ const (
 	// more starts than the limit, whenever in its validity a token is used.
 	shortValidity = 50 * time.Millisecond
 	longValidity  = time.Second
-	// prefetchLead: with long chunks, Run fetches the next before the task would run out
-	// within this time at its recent rate.
-	prefetchLead = 200 * time.Millisecond
+	// prefetchFrom: after a chunk valid this long or longer, Run fetches the next before
+	// the task runs out.
+	prefetchFrom = 4 * shortValidity
 	// linger is how long an idle slot stays with the task in case the next start needs it.
 	linger = 250 * time.Millisecond
 	// slotPoll is the first wait before asking the table again for slots it had none of;
@@ -135,13 +135,14 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 		t.prune(now)
 		held := t.held(now)
 		rate := t.meter.rate(now)
-		wanted := t.demand > 0 || (t.long && rate > 0 && float64(held) < rate*prefetchLead.Seconds())
+		// With long chunks, the next is fetched when half of the last is left.
+		wanted := t.demand > 0 || (t.validity >= prefetchFrom && rate > 0 && float64(held) < rate*t.validity.Seconds()/2)
 		switch {
 		case wanted && now.Before(t.nextTry):
 			at(t.nextTry)
 		case wanted:
 			t.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.fetch(t, t.demand, held, rate))
+			jobs = append(jobs, r.fetch(t, t.demand, held, rate, now.Before(t.bindingUntil)))
 		case held == 0 && t.fallback.Used(now) == 0 && now.Sub(t.lastUsed) > idleFor && name != ledgerRate:
 			delete(l.tokens, name)
 			delete(r.cache, name)
@@ -187,19 +188,20 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 
 // fetch asks the table for tokens: the demand, and with it what the recent rate will use
 // while the chunk is valid.
-func (r *runner) fetch(t *tokens, demand, held int, rate float64) job {
+func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) job {
 	return func(ctx context.Context) {
 		l := r.l
 		var chunkAt time.Time
-		var got int
-		var validity time.Duration
+		var got, want int
+		validity := shortValidity
 		wrote, err := r.update(ctx, t.name, func(now time.Time, led Ledger) (Ledger, bool) {
 			free := t.capacity - led.Used(now)
-			validity = longValidity
-			want := tokenWant(demand, held, rate, longValidity)
-			if float64(free-want) < float64(t.capacity)/2 {
-				validity = shortValidity
-				want = tokenWant(demand, held, rate, shortValidity)
+			if binding {
+				// Only what waits now, used at once.
+				want = tokenWant(demand, held, 0, shortValidity)
+			} else {
+				validity = chunkValidity(free, rate)
+				want = tokenWant(demand, held, rate, validity)
 			}
 			got = min(want, free)
 			if got <= 0 {
@@ -225,13 +227,17 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64) job {
 		case got <= 0:
 			// The table has none to spare until its earliest hold lapses.
 			t.nextTry = chunkAt
+			t.bindingUntil = now.Add(2 * t.window)
 		case !wrote:
 			// Other tasks wrote first, every time: ask again in a moment.
 			t.nextTry = now.Add(minGap)
 		default:
 			t.chunks = append(t.chunks, chunk{left: got, until: chunkAt.Add(validity)})
 			t.demand = 0
-			t.long = validity == longValidity
+			t.validity = validity
+			if got < want {
+				t.bindingUntil = now.Add(2 * t.window)
+			}
 		}
 		l.mu.Unlock()
 		r.done(err)
@@ -241,10 +247,23 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64) job {
 	}
 }
 
+// chunkValidity is how long a chunk may be used, given the tokens free in the table and the
+// task's recent rate: long enough that the chunk is about half of what is free, between
+// shortValidity and longValidity. Every token counts in the table for its validity beyond
+// RateWindow, so long chunks are worth it only far from the limit; close to it, chunks are
+// short and hold only the starts that wait now.
+func chunkValidity(free int, rate float64) time.Duration {
+	if rate <= 0 || free <= 0 {
+		return shortValidity
+	}
+	v := time.Duration(float64(free) / 2 / rate * float64(time.Second))
+	return min(max(v, shortValidity), longValidity)
+}
+
 // tokenWant is how many tokens to ask for: the refused demand, plus what the recent rate
 // uses in validity, less what is held; at least one when a start waits.
 func tokenWant(demand, held int, rate float64, validity time.Duration) int {
-	w := demand + int(math.Ceil(rate*validity.Seconds())) - held
+	w := demand + int(math.Floor(rate*validity.Seconds())) - held
 	if demand > 0 {
 		w = max(w, 1)
 	}
