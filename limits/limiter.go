@@ -140,18 +140,7 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 	var sls [2]*slots
 	if ok {
 		toks, sls = l.needs(key, now)
-		for _, t := range toks {
-			if t != nil && !t.has(now, n, l.fallback, l.live) {
-				t.demand = min(t.demand+units(n, t.capacity), t.capacity)
-				ok = false
-			}
-		}
-		for _, s := range sls {
-			if s != nil && !s.has(now, n, l.fallback, l.live) {
-				s.demand = min(s.demand+units(n, s.capacity), s.capacity)
-				ok = false
-			}
-		}
+		ok = l.check(now, toks, sls, n)
 	}
 	if !ok {
 		l.heldBack++
@@ -172,6 +161,9 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 		if s != nil {
 			s.inUse += units(n, s.capacity)
 			s.idleSince = time.Time{}
+			if s.held > s.inUse {
+				s.idleSince = now
+			}
 			p.slots = append(p.slots, s)
 		}
 	}
@@ -184,22 +176,53 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 	return Permit{p: p}, true
 }
 
-// needs returns the token and slot states a start of key draws on, creating them on first
-// use. l.mu is held.
-func (l *Limiter) needs(key string, now time.Time) ([2]*tokens, [2]*slots) {
-	var toks [2]*tokens
-	var sls [2]*slots
-	if l.cfg.Rate > 0 {
-		toks[0] = l.tokensOf(ledgerRate, l.cfg.Rate, now)
+// check reports whether a start of n may draw on toks and sls at now. The limits are tried
+// in order: the key's slots, the fleet's slots, the key's tokens, the fleet's tokens; a
+// refusal asks Run for the first that is short, and keeps the idle slots of those before
+// it for the start. So a start that waits for a busy key holds no fleet slot that another
+// key could use, and tokens, which lapse soon, are fetched only for a start that has its
+// slots. l.mu is held.
+func (l *Limiter) check(now time.Time, toks [2]*tokens, sls [2]*slots, n int) bool {
+	reserve := func() {
+		for _, s := range sls {
+			if s != nil && s.held > s.inUse && s.has(now, n, l.fallback, l.live) {
+				s.idleSince = now
+			}
+		}
 	}
-	if l.cfg.Concurrency > 0 {
-		sls[0] = l.slotsOf(ledgerConcurrency, l.cfg.Concurrency, now)
+	for _, s := range sls {
+		if s != nil && !s.has(now, n, l.fallback, l.live) {
+			s.demand = min(s.demand+units(n, s.capacity), s.capacity)
+			if s == sls[1] {
+				reserve()
+			}
+			return false
+		}
 	}
+	for _, t := range toks {
+		if t != nil && !t.has(now, n, l.fallback, l.live) {
+			t.demand = min(t.demand+units(n, t.capacity), t.capacity)
+			reserve()
+			return false
+		}
+	}
+	return true
+}
+
+// needs returns the token and slot states a start of key draws on, the key's first,
+// creating them on first use. l.mu is held.
+func (l *Limiter) needs(key string, now time.Time) (toks [2]*tokens, sls [2]*slots) {
 	if key != "" && l.cfg.RatePerKey > 0 {
-		toks[1] = l.tokensOf(ledgerKeyPrefix+ledgerRate+":"+key, l.cfg.RatePerKey, now)
+		toks[0] = l.tokensOf(ledgerKeyPrefix+ledgerRate+":"+key, l.cfg.RatePerKey, now)
+	}
+	if l.cfg.Rate > 0 {
+		toks[1] = l.tokensOf(ledgerRate, l.cfg.Rate, now)
 	}
 	if key != "" && l.cfg.ConcurrencyPerKey > 0 {
-		sls[1] = l.slotsOf(ledgerKeyPrefix+ledgerConcurrency+":"+key, l.cfg.ConcurrencyPerKey, now)
+		sls[0] = l.slotsOf(ledgerKeyPrefix+ledgerConcurrency+":"+key, l.cfg.ConcurrencyPerKey, now)
+	}
+	if l.cfg.Concurrency > 0 {
+		sls[1] = l.slotsOf(ledgerConcurrency, l.cfg.Concurrency, now)
 	}
 	return toks, sls
 }

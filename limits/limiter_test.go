@@ -44,10 +44,23 @@ func (g *gauge) startTimes() []time.Time {
 // tries again, as the supervisor tries every waiting message) or a second passes. Each run
 // lasts runFor.
 func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n int, runFor time.Duration) {
+	b, stop := watch(ctx, l)
+	defer stop()
+	driveWith(ctx, l, b, g, workers, key, n, runFor)
+}
+
+// watch relays l's Changed to every waiter until stop is called. A limiter has one: two
+// would share its signals out between them.
+func watch(ctx context.Context, l *Limiter) (b *broadcast, stop func()) {
 	var wg sync.WaitGroup
-	b := &broadcast{c: make(chan struct{})}
-	bctx, cancel := context.WithCancel(ctx)
-	wg.Go(func() { b.relay(bctx, l.Changed()) })
+	b = &broadcast{c: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	wg.Go(func() { b.relay(ctx, l.Changed()) })
+	return b, func() { cancel(); wg.Wait() }
+}
+
+// driveWith is drive, for a limiter that b watches already.
+func driveWith(ctx context.Context, l *Limiter, b *broadcast, g *gauge, workers int, key string, n int, runFor time.Duration) {
 	var workersWG sync.WaitGroup
 	for range workers {
 		workersWG.Go(func() {
@@ -65,7 +78,11 @@ func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n
 				g.started(n)
 				began := time.Now()
 				if runFor > 0 {
-					time.Sleep(runFor)
+					// A run ends early when the test ends.
+					select {
+					case <-ctx.Done():
+					case <-time.After(runFor):
+					}
 				}
 				g.ended(n, time.Since(began))
 				p.Done()
@@ -73,8 +90,6 @@ func drive(ctx context.Context, l *Limiter, g *gauge, workers int, key string, n
 		})
 	}
 	workersWG.Wait()
-	cancel()
-	wg.Wait()
 }
 
 // broadcast turns the coalesced Changed signal into one every waiter sees.

@@ -43,7 +43,7 @@ const (
 // every slot and forgets the task in the table, then returns nil. Cancel ctx only after the
 // last run ended: slots of runs still going are given back all the same.
 func (l *Limiter) Run(ctx context.Context) error {
-	r := &runner{l: l, cache: map[string]Ledger{}}
+	r := &runner{l: l, cache: map[string]Ledger{}, contended: map[string]bool{}}
 	for ctx.Err() == nil {
 		jobs, next := r.plan(l.now())
 		for _, j := range jobs {
@@ -80,7 +80,9 @@ func wait(ctx context.Context, wake <-chan struct{}, d time.Duration, timed bool
 type runner struct {
 	l *Limiter
 	// cache is the last copy of each ledger read or written.
-	cache      map[string]Ledger
+	cache map[string]Ledger
+	// contended marks the ledgers whose last write found that another task wrote first.
+	contended  map[string]bool
 	failures   int
 	nextBeat   time.Time
 	nextPoll   time.Time
@@ -146,6 +148,7 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 		case held == 0 && t.fallback.Used(now) == 0 && now.Sub(t.lastUsed) > idleFor && name != ledgerRate:
 			delete(l.tokens, name)
 			delete(r.cache, name)
+			delete(r.contended, name)
 		case held > 0:
 			at(t.chunks[0].until)
 		}
@@ -177,6 +180,7 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 		case s.inUse == 0 && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
 			delete(l.slots, name)
 			delete(r.cache, name)
+			delete(r.contended, name)
 		}
 	}
 	l.mu.Unlock()
@@ -313,6 +317,10 @@ func (r *runner) lease(s *slots, more int) job {
 			if got > 0 {
 				s.demand, s.poll = 0, 0
 			}
+			if s.held > s.inUse && s.idleSince.IsZero() {
+				// Idle until a start takes them: they go back if none does soon.
+				s.idleSince = now
+			}
 		}
 		if err == nil && got == 0 && more > 0 {
 			// None free: ask again later, less often the longer it lasts.
@@ -337,6 +345,12 @@ func (r *runner) lease(s *slots, more int) job {
 // maxTries times in a row.
 func (r *runner) update(ctx context.Context, name string, change func(now time.Time, led Ledger) (Ledger, bool)) (bool, error) {
 	led, cached := r.cache[name]
+	if r.contended[name] {
+		// Others wrote since the last write: the cached copy is likely stale, and a
+		// write over it would cost a failed write and a read.
+		cached = false
+	}
+	r.contended[name] = false
 	for range maxTries {
 		if !cached {
 			var err error
@@ -363,6 +377,7 @@ func (r *runner) update(ctx context.Context, name string, change func(now time.T
 			return false, err
 		}
 		cached = false
+		r.contended[name] = true
 	}
 	return false, nil
 }
