@@ -385,6 +385,9 @@ func ListenArgs(o Options, queueURL any) []any {
 	if b.Jitter != d.Jitter {
 		args = append(args, "--backoff-jitter", string(b.Jitter))
 	}
+	for _, a := range o.LimitArgs {
+		args = append(args, a)
+	}
 	args = append(args, "--")
 	for _, c := range o.Command {
 		args = append(args, c)

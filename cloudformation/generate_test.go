@@ -110,6 +110,16 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			return o
 		}},
+		// Limits shared by the fleet: the limits table of listen's --limits-table, and the
+		// limits passed on as given.
+		{name: "limits", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "partner"
+			o.Limits = true
+			o.LimitArgs = []string{"--rate-limit", "50/s", "--limit-key", "attr:tenant", "--concurrency-per-key", "2"}
+			o.Command = []string{"/app/worker"}
+			return o
+		}},
 		// Traces exported to a collector beside watchbot in the task, over gRPC.
 		{name: "tracing", formats: []Format{YAML, JSON}, opts: func() Options {
 			o := DefaultOptions()
@@ -456,6 +466,12 @@ func TestTaskDefinition(t *testing.T) {
 			}
 			if o.Dedupe {
 				wantFlags["--dedupe-table"] = Ref(DedupeTable.LogicalID)
+			}
+			if o.Limits {
+				wantFlags["--limits-table"] = Ref(LimitsTable.LogicalID)
+			}
+			for i := 0; i+1 < len(o.LimitArgs); i += 2 {
+				wantFlags[o.LimitArgs[i]] = o.LimitArgs[i+1]
 			}
 			if diff := cmp.Diff(wantFlags, flags); diff != "" {
 				t.Errorf("listen flags (-want +got):\n%s", diff)

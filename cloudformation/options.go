@@ -107,6 +107,12 @@ type Options struct {
 	Reduce bool
 	// Dedupe adds DedupeTable, the table of listen's duplicate suppression (--dedupe-table).
 	Dedupe bool
+	// Limits adds LimitsTable, the table through which the tasks share their limits and
+	// pauses (listen's --limits-table, docs/limits.md).
+	Limits bool
+	// LimitArgs are listen's limit flags with their values (--rate-limit 20/s, ...), passed on
+	// as given; the command line checks them with listen's own rules.
+	LimitArgs []string
 	// OTelEndpoint is the OTLP endpoint watchbot exports its traces to (an http or https
 	// URL), set on the container as OTEL_EXPORTER_OTLP_ENDPOINT; empty exports nothing.
 	// OTelProtocol is OTEL_EXPORTER_OTLP_PROTOCOL, one of OTelProtocols. See docs/tracing.md.

@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/progress"
 )
 
@@ -77,6 +78,22 @@ var DedupeTable = StateTable{
 	Reserved:             []string{"WATCHBOT_DEDUPE_TABLE"},
 }
 
+// LimitsTable is the table of the limits (--limits): listen (package limits) keeps the
+// fleet's tokens, slot leases, live tasks and pause in it, passed with --limits-table. Its
+// items expire by TTL once no task renews them.
+var LimitsTable = StateTable{
+	LogicalID:            "LimitsTable",
+	Flag:                 "--limits",
+	Holds:                "the fleet's limits and pauses (watchbot listen --limits-table)",
+	AttributeDefinitions: attributeDefinitions(limits.TableDefinition("")),
+	KeySchema:            keySchema(limits.TableDefinition("")),
+	TTLAttribute:         limits.TTLAttribute,
+	Actions:              dynamoDBActions(reflect.TypeFor[limits.DynamoAPI]()),
+	Policy:               "watchbot-limits",
+	ListenFlag:           "--limits-table",
+	Reserved:             []string{"WATCHBOT_LIMITS_TABLE"},
+}
+
 // Tables returns the state tables o adds to the stack.
 func Tables(o Options) []StateTable {
 	var out []StateTable
@@ -85,6 +102,9 @@ func Tables(o Options) []StateTable {
 	}
 	if o.Dedupe {
 		out = append(out, DedupeTable)
+	}
+	if o.Limits {
+		out = append(out, LimitsTable)
 	}
 	return out
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/progress"
 )
 
 // allTables returns every state table a template can add.
-func allTables() []StateTable { return Tables(Options{Reduce: true, Dedupe: true}) }
+func allTables() []StateTable { return Tables(Options{Reduce: true, Dedupe: true, Limits: true}) }
 
 // TestStateTables checks each example's tables: a table, its policy, its environment
 // variable, its listen flag and its outputs for every table the options ask for, and none
@@ -113,6 +114,7 @@ func TestStateTablesAreTheirCode(t *testing.T) {
 	}{
 		{ProgressTable, progress.TableDefinition("jobs"), progress.TTLAttribute},
 		{DedupeTable, dedupe.TableDefinition("keys"), dedupe.TTLAttribute},
+		{LimitsTable, limits.TableDefinition("limits"), limits.TTLAttribute},
 	} {
 		id := c.table.LogicalID
 		if diff := cmp.Diff(attributeDefinitions(c.def), c.table.AttributeDefinitions); diff != "" || len(c.def.KeySchema) == 0 {

@@ -13,9 +13,39 @@ import (
 	"github.com/watchbot/watchbot/supervisor"
 )
 
+// limitFlags are listen's limit flags (docs/limits.md) but --limits-table, which `watchbot
+// template` offers too and passes on to the listen command it generates.
+func limitFlags(def supervisor.Config) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "rate-limit", Usage: "at most `N/s` (or N/m) job starts, with a burst of one second's worth", DefaultText: "none"},
+		&cli.IntFlag{Name: "fleet-concurrency", Usage: "at most `N` jobs running at once (across the fleet with --limits-table)", DefaultText: "none"},
+		&cli.StringFlag{Name: "limit-key", Usage: "a message's key for the per-key limits: attr:NAME or group (its MessageGroupId)"},
+		&cli.StringFlag{Name: "rate-limit-per-key", Usage: "at most `N/s` (or N/m) job starts per key", DefaultText: "none"},
+		&cli.IntFlag{Name: "concurrency-per-key", Usage: "at most `N` jobs of one key running at once", DefaultText: "none"},
+		durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
+		durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
+	}
+}
+
 // limitsConfig reads listen's limit flags (docs/limits.md) into the supervisor's settings;
 // Validate checks how they combine.
 func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
+	cfg, err := readLimits(c)
+	if err != nil {
+		return cfg, err
+	}
+	table, err := limitsTable(c)
+	if err != nil {
+		return cfg, err
+	}
+	if table.Name != "" {
+		cfg.Fleet.Table, cfg.Fleet.Task = table.Name, taskName()
+	}
+	return cfg, nil
+}
+
+// readLimits reads limitFlags.
+func readLimits(c *cli.Context) (supervisor.LimitsConfig, error) {
 	cfg := supervisor.DefaultLimits()
 	var err error
 	if cfg.Fleet.Rate, err = rateOf(c, "rate-limit", listenspec.SettingRateLimit); err != nil {
@@ -29,13 +59,26 @@ func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
 	cfg.Key = strings.TrimSpace(c.String("limit-key"))
 	cfg.Wait = durationOf(c, "limit-wait")
 	cfg.Fleet.MaxPause = durationOf(c, "max-pause")
-	table, err := limitsTable(c)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.Fleet.Table = table.Name
-	cfg.Fleet.Task = taskName()
 	return cfg, nil
+}
+
+// templateLimitArgs checks the template's limit flags by listen's rules, and returns those
+// set, with their values, for the listen command it generates.
+func templateLimitArgs(c *cli.Context) ([]string, error) {
+	cfg, err := readLimits(c)
+	if err == nil {
+		err = supervisor.CheckLimits(cfg, readTuning(c).BatchSize)
+	}
+	if err != nil {
+		return nil, usageError{withFlags(err, nil)}
+	}
+	var args []string
+	for _, f := range limitFlags(supervisor.DefaultConfig()) {
+		if name := f.Names()[0]; c.IsSet(name) {
+			args = append(args, "--"+name, c.String(name))
+		}
+	}
+	return args, nil
 }
 
 // rateOf reads a rate flag (N/s or N/m); unset is no limit.

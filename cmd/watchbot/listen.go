@@ -64,17 +64,10 @@ func listenCommand(abort <-chan struct{}) *cli.Command {
 			&cli.StringFlag{Name: "dedupe-table", Usage: "run each key once: claim it in this DynamoDB `TABLE` (name or ARN) first", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}, DefaultText: "off"},
 			&cli.StringFlag{Name: "dedupe-key", Value: def.Dedupe.Key, Usage: "a message's key: message-id, or attr:NAME (an idempotency key attribute)"},
 			withDefaultText(durationFlag("dedupe-ttl", def.Dedupe.TTL, "how long a completed key is remembered"), "the queue's message retention period"),
-			&cli.StringFlag{Name: "rate-limit", Usage: "at most `N/s` (or N/m) job starts, with a burst of one second's worth", DefaultText: "none"},
-			&cli.IntFlag{Name: "fleet-concurrency", Usage: "at most `N` jobs running at once (across the fleet with --limits-table)", DefaultText: "none"},
-			&cli.StringFlag{Name: "limit-key", Usage: "a message's key for the per-key limits: attr:NAME or group (its MessageGroupId)"},
-			&cli.StringFlag{Name: "rate-limit-per-key", Usage: "at most `N/s` (or N/m) job starts per key", DefaultText: "none"},
-			&cli.IntFlag{Name: "concurrency-per-key", Usage: "at most `N` jobs of one key running at once", DefaultText: "none"},
 			&cli.StringFlag{Name: "limits-table", Usage: "share the limits and pauses with every task naming this DynamoDB `TABLE`", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}, DefaultText: "per task"},
-			durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
-			durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
 			&cli.StringSliceFlag{Name: "payload-bucket", Usage: "fetch S3 payload pointers (SQS Extended Client) from this `BUCKET` alone; repeatable", EnvVars: []string{"WATCHBOT_PAYLOAD_BUCKETS"}, DefaultText: "pointers passed through"},
 			&cli.BoolFlag{Name: "keep-payloads", Usage: "keep each S3 payload after its message succeeded (by default it is deleted)"},
-		), append(tuningFlags(def, true), metricsFlags()...)...),
+		), append(append(tuningFlags(def, true), limitFlags(def)...), metricsFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := supervisor.PlatformError("listen", runtime.GOOS); err != nil {
 				return err

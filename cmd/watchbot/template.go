@@ -57,9 +57,10 @@ func templateCommand() *cli.Command {
 			&cli.StringFlag{Name: "schedule-timezone", Value: d.ScheduleTimezone, Usage: "IANA time `ZONE` the schedules' cron expressions are read in"},
 			&cli.BoolFlag{Name: "reduce", Usage: "add the DynamoDB table of watchbot progress; workers get its ARN in $ProgressTable"},
 			&cli.BoolFlag{Name: "dedupe", Usage: "add a DynamoDB table for duplicate suppression, passed to listen as --dedupe-table"},
+			&cli.BoolFlag{Name: "limits", Usage: "add a DynamoDB table sharing limits and pauses, passed to listen as --limits-table"},
 			&cli.StringFlag{Name: "otel-endpoint", Usage: "export traces to the OTLP endpoint `URL` (OTEL_EXPORTER_OTLP_ENDPOINT)"},
 			&cli.StringFlag{Name: "otel-protocol", Usage: "OTLP `PROTOCOL` of --otel-endpoint: " + strings.Join(cloudformation.OTelProtocols, " or "), DefaultText: cloudformation.OTelProtocols[0]},
-		}, append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...)...),
+		}, append(append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...), limitFlags(supervisor.DefaultConfig())...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
 			if err != nil {
@@ -141,6 +142,10 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.ScheduleTimezone = c.String("schedule-timezone")
 	o.Reduce = c.Bool("reduce")
 	o.Dedupe = c.Bool("dedupe")
+	o.Limits = c.Bool("limits")
+	if o.LimitArgs, err = templateLimitArgs(c); err != nil {
+		return o, err
+	}
 	o.OTelEndpoint, o.OTelProtocol = c.String("otel-endpoint"), c.String("otel-protocol")
 	if path := c.String("cron-yaml"); path != "" {
 		data, err := os.ReadFile(path)

@@ -97,6 +97,14 @@ func TestTemplatesStartListen(t *testing.T) {
 			func(c *supervisor.Config) {
 				c.MaxAttempts, c.Dedupe.Table = 10, generatedTableName(cloudformation.DedupeTable.LogicalID)
 			}},
+		{"limits shared by the fleet", []string{"--limits", "--rate-limit", "300/m", "--fleet-concurrency", "8", "--limit-key", "attr:tenant",
+			"--rate-limit-per-key", "1/s", "--concurrency-per-key", "2", "--limit-wait", "1m", "--max-pause", "5m"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts = 10
+				c.Limits.Fleet.Table, c.Limits.Fleet.Task = generatedTableName(cloudformation.LimitsTable.LogicalID), taskName()
+				c.Limits.Fleet.Rate, c.Limits.Fleet.Concurrency, c.Limits.Key = 5, 8, "attr:tenant"
+				c.Limits.Fleet.RatePerKey, c.Limits.Fleet.ConcurrencyPerKey, c.Limits.Wait, c.Limits.Fleet.MaxPause = 1, 2, time.Minute, 5*time.Minute
+			}},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
 			"--target-latency", "15m", "--expected-job-duration", "2m",
 			"--worker-errors-threshold", "3", "--oldest-message-age-threshold", "30m", "--braking-threshold", "20m", "--log-retention-days", "7", "--extra-policy", policy,
@@ -300,7 +308,7 @@ func resolve(t *testing.T, v any) string {
 		case ref == "AWS::Region":
 			return "eu-west-1"
 		}
-		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true}) {
+		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true, Limits: true}) {
 			switch {
 			case v["Ref"] == table.LogicalID:
 				return generatedTableName(table.LogicalID)
