@@ -138,7 +138,6 @@ func TestTemplatesStartListen(t *testing.T) {
 			}
 			want := base
 			want.QueueURL = generatedQueueURL
-			want.Limits.Fleet.Task = taskName() // this process's, as the container's would be its own
 			want.Command = []string{"/app/worker", "--mode", "thumbnail"}
 			tt.want(&want)
 			if diff := cmp.Diff(want, cfg); diff != "" {
