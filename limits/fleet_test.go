@@ -81,31 +81,11 @@ type task struct {
 	done  chan struct{}
 }
 
-// fleet starts one limiter per name on one shared store, each running until the test ends
-// or its stop is called.
+// fleet starts one limiter per name on one shared store in memory, each running until the
+// test ends or its stop is called.
 func fleet(t *testing.T, cfg Config, names ...string) []*task {
 	t.Helper()
-	shared := newMemStore()
-	cfg.Table = "limits"
-	var out []*task
-	for _, name := range names {
-		c := cfg
-		c.Task = name
-		f := &flaky{Store: shared}
-		l, err := New(c, f, time.Now, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		tk := &task{Limiter: l, store: f, stop: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(tk.done)
-			_ = l.Run(ctx)
-		}()
-		t.Cleanup(func() { cancel(); <-tk.done })
-		out = append(out, tk)
-	}
-	return out
+	return fleetOnTable(t, newMemStore(), "limits", cfg, names...)
 }
 
 // driveAll drives every task for d from workers goroutines each, jobs lasting runFor.

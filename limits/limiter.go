@@ -14,6 +14,8 @@
 package limits
 
 import (
+	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -34,8 +36,11 @@ type Limiter struct {
 	cfg   Config
 	store Store
 	local bool
-	now   func() time.Time
-	log   *slog.Logger
+	// tag names this task's chunks of tokens in the table: short, since a ledger holds
+	// one entry a chunk (taskTag).
+	tag string
+	now func() time.Time
+	log *slog.Logger
 
 	// wake tells Run that a start was refused, a slot came back or a pause was asked
 	// (capacity 1: a pending wake stands for any number).
@@ -82,6 +87,7 @@ func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) (*Li
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.tag = taskTag(l.cfg.Task)
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -344,6 +350,14 @@ func (l *Limiter) Snapshot() Snapshot {
 		s.FallbackTotal += now.Sub(l.fallbackSince)
 	}
 	return s
+}
+
+// taskTag is 12 hex digits of a hash of task, and a dot: tasks' tags differ but by a
+// chance of about one in 10^8 for a thousand tasks.
+func taskTag(task string) string {
+	h := fnv.New64a()
+	h.Write([]byte(task))
+	return fmt.Sprintf("%012x.", h.Sum64()>>16)
 }
 
 // units is what n starts count against a limit of capacity: a batch larger than the limit

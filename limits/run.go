@@ -221,7 +221,7 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) 
 			t.seq++
 			seq := t.seq
 			r.l.mu.Unlock()
-			return led.With(now, l.cfg.Task+"/"+strconv.FormatInt(seq, 10), Hold{N: got, Until: now.Add(t.window + validity)}), true
+			return led.With(now, l.tag+strconv.FormatInt(seq, 36), Hold{N: got, Until: now.Add(t.window + validity)}), true
 		})
 		now := l.now()
 		l.mu.Lock()
