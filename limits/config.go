@@ -125,14 +125,19 @@ func ParseRate(s string) (float64, error) {
 	return r, nil
 }
 
-// RateCapacity is how many starts one window of a rate admits: one second's worth, and at
-// least one.
+// RateCapacity is how many starts one window of a rate admits: the whole starts of one
+// second's worth (a fraction of a start is dropped: 20.5/s admits 20 a second), and at least
+// one.
 func RateCapacity(rate float64) int {
 	return max(1, int(math.Floor(rate)))
 }
 
 // RateWindow is the window over which a rate admits RateCapacity starts: one second, or
-// longer for a rate below one a second (30/m admits one start in any 2 s).
+// longer for a rate below one a second (30/m admits one start in any 2 s). It is never
+// shorter than a second, so that no second holds more than RateCapacity starts.
 func RateWindow(rate float64) time.Duration {
-	return time.Duration(float64(RateCapacity(rate)) / rate * float64(time.Second))
+	if rate >= 1 {
+		return time.Second
+	}
+	return time.Duration(float64(time.Second) / rate)
 }
