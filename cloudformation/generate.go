@@ -118,6 +118,7 @@ func Generate(o Options) (*Template, error) {
 	}}
 	g.queues()
 	g.tables()
+	g.payloads()
 	g.logs()
 	g.roles()
 	g.task()
@@ -315,6 +316,7 @@ func (g *generator) roles() {
 	}
 	policies := []RolePolicy{{PolicyName: "watchbot-listen", PolicyDocument: PolicyDocument{Version: policyVersion, Statement: statements}}}
 	policies = append(policies, g.tablePolicies()...)
+	policies = append(policies, g.payloadPolicies()...)
 	if len(g.o.ExtraStatements) > 0 {
 		policies = append(policies, RolePolicy{PolicyName: "extra", PolicyDocument: PolicyDocument{Version: policyVersion, Statement: g.o.ExtraStatements}})
 	}
@@ -357,6 +359,7 @@ func ListenArgs(o Options, queueURL any) []any {
 			args = append(args, t.ListenFlag, Ref(t.LogicalID))
 		}
 	}
+	args = append(args, payloadListenArgs(o)...)
 	// The rest only when they differ from listen's defaults, so a template says what it chose.
 	// Listen's zero heartbeat is half the lease, its zero job duration no limit and its zero
 	// batch window none.
@@ -924,4 +927,5 @@ func (g *generator) outputs() {
 		g.t.Outputs["DeadLetterQueueArn"+q.suffix] = Output{Description: "ARN of the dead-letter queue" + of, Value: GetAtt(q.dlqID, "Arn")}
 	}
 	g.tableOutputs(g.t.Outputs)
+	g.payloadOutputs(g.t.Outputs)
 }

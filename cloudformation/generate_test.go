@@ -150,6 +150,23 @@ func examples(t *testing.T) []example {
 			o.Command = []string{"/app/worker"}
 			return o
 		}},
+		// Bodies too large for SQS in a bucket the stack creates, named per account and
+		// region, with a queue retention that is not whole days.
+		{name: "payloads", formats: []Format{YAML, JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.NamePrefix = "docs"
+			o.QueueRetention = 36 * time.Hour
+			o.PayloadBucket = PayloadBucket{Name: "docs-payloads-${AWS::AccountId}-${AWS::Region}"}
+			o.Command = []string{"/app/render"}
+			return o
+		}},
+		// An existing bucket: granted and passed to listen, not created.
+		{name: "payloads-existing", formats: []Format{JSON}, opts: func() Options {
+			o := DefaultOptions()
+			o.PayloadBucket = PayloadBucket{Name: "acme.shared-payloads", Existing: true}
+			o.Command = []string{"/app/worker"}
+			return o
+		}},
 		{name: "reduce-dedupe", formats: []Format{YAML, JSON}, opts: func() Options {
 			o := DefaultOptions()
 			o.NamePrefix = "tiles"
@@ -472,6 +489,12 @@ func TestTaskDefinition(t *testing.T) {
 			}
 			for i := 0; i+1 < len(o.LimitArgs); i += 2 {
 				wantFlags[o.LimitArgs[i]] = o.LimitArgs[i+1]
+			}
+			switch b := o.PayloadBucket; {
+			case b.Existing:
+				wantFlags["--payload-bucket"] = b.Name
+			case b.Name != "":
+				wantFlags["--payload-bucket"] = Ref(ResPayloadBucket)
 			}
 			if diff := cmp.Diff(wantFlags, flags); diff != "" {
 				t.Errorf("listen flags (-want +got):\n%s", diff)

@@ -117,6 +117,9 @@ type Options struct {
 	// URL), set on the container as OTEL_EXPORTER_OTLP_ENDPOINT; empty exports nothing.
 	// OTelProtocol is OTEL_EXPORTER_OTLP_PROTOCOL, one of OTelProtocols. See docs/tracing.md.
 	OTelEndpoint, OTelProtocol string
+	// PayloadBucket is the S3 bucket of bodies too large for SQS, passed to listen as
+	// --payload-bucket; its zero value holds none. See PayloadBucket.
+	PayloadBucket PayloadBucket
 }
 
 // OTelProtocols are the OTLP protocols watchbot exports with; the first is the default.
@@ -365,6 +368,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	if err := o.validateOTel(); err != nil {
+		return err
+	}
+	if err := o.PayloadBucket.validate(); err != nil {
 		return err
 	}
 	for name := range o.Environment {

@@ -301,3 +301,75 @@ type TimeToLiveSpecification struct {
 	AttributeName string `json:"AttributeName"`
 	Enabled       bool   `json:"Enabled"`
 }
+
+// Bucket is the Properties of AWS::S3::Bucket.
+type Bucket struct {
+	BucketName                     any                             `json:"BucketName,omitempty"`
+	BucketEncryption               *BucketEncryption               `json:"BucketEncryption,omitempty"`
+	PublicAccessBlockConfiguration *PublicAccessBlockConfiguration `json:"PublicAccessBlockConfiguration,omitempty"`
+	OwnershipControls              *OwnershipControls              `json:"OwnershipControls,omitempty"`
+	LifecycleConfiguration         *LifecycleConfiguration         `json:"LifecycleConfiguration,omitempty"`
+}
+
+// BucketEncryption is a bucket's default encryption.
+type BucketEncryption struct {
+	ServerSideEncryptionConfiguration []ServerSideEncryptionRule `json:"ServerSideEncryptionConfiguration"`
+}
+
+// ServerSideEncryptionRule is one default-encryption rule of a bucket.
+type ServerSideEncryptionRule struct {
+	ServerSideEncryptionByDefault ServerSideEncryptionByDefault `json:"ServerSideEncryptionByDefault"`
+}
+
+// ServerSideEncryptionByDefault names the algorithm: AES256 is SSE-S3.
+type ServerSideEncryptionByDefault struct {
+	SSEAlgorithm string `json:"SSEAlgorithm"`
+}
+
+// PublicAccessBlockConfiguration is a bucket's block of public access.
+type PublicAccessBlockConfiguration struct {
+	BlockPublicAcls       bool `json:"BlockPublicAcls"`
+	BlockPublicPolicy     bool `json:"BlockPublicPolicy"`
+	IgnorePublicAcls      bool `json:"IgnorePublicAcls"`
+	RestrictPublicBuckets bool `json:"RestrictPublicBuckets"`
+}
+
+// OwnershipControls says who owns the objects written to a bucket.
+type OwnershipControls struct {
+	Rules []OwnershipControlsRule `json:"Rules"`
+}
+
+// OwnershipControlsRule is one rule of OwnershipControls.
+type OwnershipControlsRule struct {
+	ObjectOwnership string `json:"ObjectOwnership"`
+}
+
+// LifecycleConfiguration holds a bucket's lifecycle rules.
+type LifecycleConfiguration struct {
+	Rules []LifecycleRule `json:"Rules"`
+}
+
+// LifecycleRule is one lifecycle rule; without a filter it applies to every object.
+type LifecycleRule struct {
+	Id                             string                          `json:"Id"`
+	Status                         string                          `json:"Status"`
+	ExpirationInDays               int                             `json:"ExpirationInDays,omitempty"`
+	AbortIncompleteMultipartUpload *AbortIncompleteMultipartUpload `json:"AbortIncompleteMultipartUpload,omitempty"`
+}
+
+// AbortIncompleteMultipartUpload deletes the parts of an upload left unfinished.
+type AbortIncompleteMultipartUpload struct {
+	DaysAfterInitiation int `json:"DaysAfterInitiation"`
+}
+
+// BucketPolicy is the Properties of AWS::S3::BucketPolicy.
+type BucketPolicy struct {
+	Bucket         any            `json:"Bucket"`
+	PolicyDocument PolicyDocument `json:"PolicyDocument"`
+}
+
+// ManagedPolicy is the Properties of AWS::IAM::ManagedPolicy; Ref of it is its ARN.
+type ManagedPolicy struct {
+	Description    string         `json:"Description"`
+	PolicyDocument PolicyDocument `json:"PolicyDocument"`
+}

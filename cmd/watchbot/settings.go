@@ -100,6 +100,9 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingDelay:     "--delay",
 	listenspec.SettingAttrs:     "--attr",
 	listenspec.SettingGroupID:   "--group-id",
+	// The payload bucket's.
+	listenspec.SettingPayloadBucket:         "--payload-bucket",
+	listenspec.SettingExistingPayloadBucket: "--existing-payload-bucket",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

@@ -58,6 +58,8 @@ func templateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "reduce", Usage: "add the DynamoDB table of watchbot progress; workers get its ARN in $ProgressTable"},
 			&cli.BoolFlag{Name: "dedupe", Usage: "add a DynamoDB table for duplicate suppression, passed to listen as --dedupe-table"},
 			&cli.BoolFlag{Name: "limits", Usage: "add a DynamoDB table sharing limits and pauses, passed to listen as --limits-table"},
+			&cli.StringFlag{Name: "payload-bucket", Usage: "create the S3 bucket `NAME` for bodies too large for SQS and pass it to listen (may contain ${AWS::AccountId} and ${AWS::Region})"},
+			&cli.StringFlag{Name: "existing-payload-bucket", Usage: "use the existing S3 bucket `NAME` for large bodies: granted and passed to listen, not created"},
 			&cli.StringFlag{Name: "otel-endpoint", Usage: "export traces to the OTLP endpoint `URL` (OTEL_EXPORTER_OTLP_ENDPOINT)"},
 			&cli.StringFlag{Name: "otel-protocol", Usage: "OTLP `PROTOCOL` of --otel-endpoint: " + strings.Join(cloudformation.OTelProtocols, " or "), DefaultText: cloudformation.OTelProtocols[0]},
 		}, append(append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...), limitFlags(supervisor.DefaultConfig())...)...),
@@ -147,6 +149,17 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		return o, err
 	}
 	o.OTelEndpoint, o.OTelProtocol = c.String("otel-endpoint"), c.String("otel-protocol")
+	switch created, existing := c.String("payload-bucket"), c.String("existing-payload-bucket"); {
+	case c.IsSet("payload-bucket") && c.IsSet("existing-payload-bucket"):
+		return o, usagef("--payload-bucket and --existing-payload-bucket: give one, the bucket the stack creates or the one it uses")
+	case c.IsSet("existing-payload-bucket"):
+		o.PayloadBucket = cloudformation.PayloadBucket{Name: existing, Existing: true}
+	case c.IsSet("payload-bucket"):
+		if created == "" {
+			return o, usagef("--payload-bucket: give the name of the bucket to create")
+		}
+		o.PayloadBucket = cloudformation.PayloadBucket{Name: created}
+	}
 	if path := c.String("cron-yaml"); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {

@@ -169,6 +169,9 @@ func generatedTableARN(id string) string {
 	return "arn:aws:dynamodb:eu-west-1:123456789012:table/" + generatedTableName(id)
 }
 
+// generatedPayloadBucket stands for the name of the payload bucket the template creates.
+const generatedPayloadBucket = "payloads-123456789012"
+
 // generatedAgentURI stands for the ECS agent's URI, which the agent sets in every container.
 const generatedAgentURI = "http://169.254.170.2/api/0123456789abcdef-1234567890"
 
@@ -307,7 +310,10 @@ func resolve(t *testing.T, v any) string {
 		case ref == "AWS::Region":
 			return "eu-west-1"
 		}
-		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true, Limits: true}) {
+		if v["Ref"] == cloudformation.ResPayloadBucket {
+			return generatedPayloadBucket
+		}
+				for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true, Limits: true}) {
 			switch {
 			case v["Ref"] == table.LogicalID:
 				return generatedTableName(table.LogicalID)

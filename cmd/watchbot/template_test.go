@@ -204,6 +204,12 @@ func TestTemplateBadInput(t *testing.T) {
 		{"cron.yaml malformed", []string{"--cron-yaml", cronBroken}, "--cron-yaml " + cronBroken + ": not YAML"},
 		{"cron.yaml both days", []string{"--cron-yaml", cronBoth}, "entry payroll: schedule \"0 0 1 * 5\": both day-of-month and day-of-week are restricted"},
 		{"Volumes a system directory", []string{"--env", "Volumes=/etc", "--concurrency", "1"}, `--env Volumes ("/etc") is a system directory`},
+		{"payload bucket twice", []string{"--payload-bucket", "a-payloads", "--existing-payload-bucket", "b-payloads"}, "--payload-bucket and --existing-payload-bucket: give one"},
+		{"payload bucket empty", []string{"--payload-bucket", ""}, "--payload-bucket: give the name of the bucket to create"},
+		{"payload bucket upper case", []string{"--payload-bucket", "Payloads"}, `--payload-bucket ("Payloads") is not an S3 bucket name`},
+		{"payload bucket with a dot", []string{"--payload-bucket", "acme.payloads"}, `--payload-bucket ("acme.payloads") has a dot`},
+		{"payload bucket stack name", []string{"--payload-bucket", "p-${AWS::StackName}"}, "may contain only ${AWS::AccountId} and ${AWS::Region}"},
+		{"existing payload bucket empty", []string{"--existing-payload-bucket", ""}, `--existing-payload-bucket ("") must name a bucket`},
 		{"no command", nil, "the worker command is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -100,6 +100,12 @@ const (
 	SettingCronYAML Setting = "CronYAML"
 )
 
+// The S3 bucket of large bodies, as the template creates it or names an existing one.
+const (
+	SettingPayloadBucket         Setting = "PayloadBucket"
+	SettingExistingPayloadBucket Setting = "PayloadBucket.Existing"
+)
+
 // The operator tools' own options: the dead-letter queue's location (deadletter.Location),
 // what a replay selects and how fast it goes, how many messages an operation takes, and the
 // reason of a failed map-reduce job; and what `send` sends (producer.Request): a body given
@@ -140,6 +146,7 @@ var Settings = []Setting{
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
 	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingIDs, SettingReason,
 	SettingBody, SettingFile, SettingDelay, SettingAttrs, SettingGroupID,
+	SettingPayloadBucket, SettingExistingPayloadBucket,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
