@@ -148,7 +148,7 @@ func TestReadLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Body{{"a", "stdin line 1"}, {"b", "stdin line 2"}, {"", "stdin line 3"}, {"c", "stdin line 4"}}
+	want := []Body{{Text: "a", Source: "stdin line 1"}, {Text: "b", Source: "stdin line 2"}, {Text: "", Source: "stdin line 3"}, {Text: "c", Source: "stdin line 4"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ReadLines = %v, want %v", got, want)
 	}
@@ -207,7 +207,7 @@ func TestDeliverAgainstEmulator(t *testing.T) {
 
 	// A bad line sends nothing and names the line.
 	before := api.calls.Load()
-	req.Bodies = append(req.Bodies[:2:2], Body{"", "stdin line 3"}, Body{"bad\x01", "stdin line 4"})
+	req.Bodies = append(req.Bodies[:2:2], Body{Text: "", Source: "stdin line 3"}, Body{Text: "bad\x01", Source: "stdin line 4"})
 	_, err = Deliver(t.Context(), api, req)
 	var bad *InputError
 	if !errors.As(err, &bad) || len(bad.Problems) != 2 || !strings.Contains(bad.Problems[0].Error(), "stdin line 3") || !strings.Contains(bad.Problems[1].Error(), "stdin line 4: body: character U+0001") {
@@ -228,7 +228,7 @@ func TestDeliverFairQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := aws.ToString(out.QueueUrl)
-	req := Request{QueueURL: url, Bodies: []Body{{"x", "--body"}, {"y", "stdin line 2"}}, GroupID: "tenant-a"}
+	req := Request{QueueURL: url, Bodies: []Body{{Text: "x", Source: "--body"}, {Text: "y", Source: "stdin line 2"}}, GroupID: "tenant-a"}
 	if _, err := Deliver(t.Context(), fake, req); err != nil {
 		t.Fatalf("group id on a standard queue: %v", err)
 	}
@@ -251,7 +251,7 @@ func TestDeliverFIFO(t *testing.T) {
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{FIFO: true})
-	req := Request{QueueURL: q.URL, Bodies: []Body{{"same", "stdin line 1"}, {"same", "stdin line 2"}}}
+	req := Request{QueueURL: q.URL, Bodies: []Body{{Text: "same", Source: "stdin line 1"}, {Text: "same", Source: "stdin line 2"}}}
 	var bad *InputError
 	if _, err := Deliver(t.Context(), c, req); !errors.As(err, &bad) || !strings.Contains(err.Error(), "GroupID is required") {
 		t.Fatalf("FIFO without group: %v", err)

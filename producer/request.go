@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -30,6 +31,25 @@ var _ QueueAPI = (*sqs.Client)(nil)
 type Body struct {
 	Text   string
 	Source string
+	// Large, when set, holds a body kept out of memory (a file, a spooled line) instead of
+	// Text. Only an Offload sends it: the message carries a pointer to it.
+	Large *io.SectionReader
+}
+
+// Size is the body's length in bytes.
+func (b Body) Size() int64 {
+	if b.Large != nil {
+		return b.Large.Size()
+	}
+	return int64(len(b.Text))
+}
+
+// reader returns the body to write to S3.
+func (b Body) reader() io.ReadSeeker {
+	if b.Large != nil {
+		return b.Large
+	}
+	return strings.NewReader(b.Text)
 }
 
 // Request is what `watchbot send` asks for: bodies that share attributes, delay and group.
@@ -45,6 +65,9 @@ type Request struct {
 	// TraceContext is added to every message's attributes where SQS's limits leave room;
 	// where they do not, the message is sent without it and its Result says so.
 	TraceContext TraceContext
+	// Offload, when set, sends bodies too large for the queue (or all, with Always) through
+	// S3 as pointers; without it such a body is refused.
+	Offload *Offload
 }
 
 // Validate checks what can be checked without asking SQS.
@@ -60,6 +83,9 @@ func (r Request) Validate() error {
 	}
 	if err := CheckAttributes(r.Attributes); err != nil {
 		return listenspec.Error{Setting: listenspec.SettingAttrs, Err: err}
+	}
+	if r.Offload != nil {
+		return r.Offload.validate(r.Attributes)
 	}
 	return nil
 }
@@ -109,7 +135,13 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 		contentDedup = out.Attributes[string(types.QueueAttributeNameContentBasedDeduplication)] == "true"
 	}
 	limits := Limits{MaxSize: info.MaximumMessageSize, FIFO: info.FIFO}
+	if r.Offload != nil {
+		if err := r.Offload.checkQueue(limits); err != nil {
+			return nil, &InputError{Problems: []error{err}}
+		}
+	}
 	msgs := make([]Message, len(r.Bodies))
+	objects := make([]*object, len(r.Bodies))
 	warnings := make([]string, len(r.Bodies))
 	var problems []error
 	for i, b := range r.Bodies {
@@ -117,7 +149,23 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 		if info.FIFO && !contentDedup {
 			m.DeduplicationID = NewDeduplicationID()
 		}
-		if err := Check(m, limits); err != nil {
+		var err error
+		switch {
+		case r.Offload != nil && b.Size() == 0:
+			err = errors.New("the body is empty (SQS refuses empty messages)")
+		case r.Offload != nil && r.Offload.offloads(m, b, limits):
+			// S3 holds any bytes, so SQS's character rules do not apply to the body.
+			m, objects[i] = r.Offload.pointerMessage(m, b)
+			err = Check(m, limits)
+		case b.Large != nil:
+			err = listenspec.Refuse("", nil, fmt.Sprintf("the body is %d bytes, more than the queue's MaximumMessageSize of %d: send it through S3 with %s", b.Size(), limits.MaxSize, listenspec.Ref(listenspec.SettingPayloadBucket)))
+		default:
+			err = Check(m, limits)
+			if err != nil && r.Offload == nil && limits.MaxSize > 0 && Size(m) > limits.MaxSize {
+				err = listenspec.Refuse("", nil, err.Error()+": send it through S3 with "+listenspec.Ref(listenspec.SettingPayloadBucket))
+			}
+		}
+		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: %w", b.Source, err))
 		}
 		msgs[i], warnings[i] = withTraceContext(m, r.TraceContext, limits)
@@ -126,10 +174,15 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 		return nil, &InputError{Problems: problems}
 	}
 	results := make([]Result, len(msgs))
-	Send(ctx, api, r.QueueURL, msgs, func(i int, res Result) {
+	report := func(i int, res Result) {
 		res.Warning = warnings[i]
 		results[i] = res
-	})
+	}
+	if r.Offload != nil {
+		sendOffloaded(ctx, api, r.Offload.API, r.QueueURL, msgs, objects, report)
+	} else {
+		Send(ctx, api, r.QueueURL, msgs, report)
+	}
 	return results, nil
 }
 
@@ -155,4 +208,117 @@ func ReadLines(r io.Reader, name string) ([]Body, error) {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return bodies, nil
+}
+
+// Spool is where ReadLinesSpooled keeps the lines too long for memory: a temporary file, read
+// back (at offsets) only to write each line to S3.
+type Spool interface {
+	io.Writer
+	io.ReaderAt
+}
+
+var _ Spool = (*os.File)(nil)
+
+// ReadLinesSpooled reads lines as ReadLines does, for a send that offloads large bodies to
+// S3: a line longer than SQS's largest message is written to spool rather than kept in memory,
+// and its Body reads it back from there (Body.Large). Memory then holds the short lines and
+// 1 MiB of the line being read, whatever the lines' length.
+func ReadLinesSpooled(r io.Reader, name string, spool Spool) ([]Body, error) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var (
+		bodies  []Body
+		n       int
+		line    []byte // the line read so far, while it fits in memory
+		spooled = int64(-1)
+		start   int64 // where the line begins in the spool, once spooled
+		end     int64 // the spool's length
+		heldCR  bool  // a "\r" at the end of what was read, written only if no "\n" follows
+	)
+	write := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		if heldCR {
+			if _, err := spool.Write([]byte{'\r'}); err != nil {
+				return err
+			}
+			end++
+			heldCR = false
+		}
+		if len(p) > 0 && p[len(p)-1] == '\r' {
+			p, heldCR = p[:len(p)-1], true
+		}
+		k, err := spool.Write(p)
+		end += int64(k)
+		return err
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		complete := len(chunk) > 0 && chunk[len(chunk)-1] == '\n'
+		if complete {
+			chunk = chunk[:len(chunk)-1]
+		}
+		if len(chunk) > 0 || complete {
+			if spooled < 0 && len(line)+len(chunk) > maxLine-2 {
+				spooled, start = 0, end
+				if werr := write(line); werr != nil {
+					return nil, fmt.Errorf("%s line %d: spool: %w", name, n+1, werr)
+				}
+				line = line[:0]
+			}
+			if spooled >= 0 {
+				if werr := write(chunk); werr != nil {
+					return nil, fmt.Errorf("%s line %d: spool: %w", name, n+1, werr)
+				}
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		eof := errors.Is(err, io.EOF)
+		if complete || (eof && (len(line) > 0 || spooled >= 0)) {
+			n++
+			source := fmt.Sprintf("%s line %d", name, n)
+			if spooled >= 0 {
+				// A "\r" held back ends the line: it is dropped, as ReadLines drops it.
+				heldCR = false
+				bodies = append(bodies, Body{Source: source, Large: io.NewSectionReader(spool, start, end-start)})
+			} else {
+				bodies = append(bodies, Body{Text: strings.TrimSuffix(string(line), "\r"), Source: source})
+			}
+			line, spooled = line[:0], -1
+		}
+		if eof {
+			return bodies, nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+	}
+}
+
+// ErrTooLarge is a body longer than SQS ever takes, read without a spool.
+var ErrTooLarge = errors.New("longer than 1 MiB, the most SQS takes")
+
+// ReadWhole reads all of r as one body named name. It stays in memory up to SQS's largest
+// message; beyond that it goes to spool and the Body reads it from there (Body.Large), or,
+// without a spool, it is refused.
+func ReadWhole(r io.Reader, name string, spool Spool) (Body, error) {
+	head, err := io.ReadAll(io.LimitReader(r, sqsspec.MaxMessageSize+1))
+	if err != nil {
+		return Body{}, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(head) <= sqsspec.MaxMessageSize {
+		return Body{Text: string(head), Source: name}, nil
+	}
+	if spool == nil {
+		return Body{}, fmt.Errorf("%s is %w", name, ErrTooLarge)
+	}
+	if _, err := spool.Write(head); err != nil {
+		return Body{}, fmt.Errorf("%s: spool: %w", name, err)
+	}
+	rest, err := io.Copy(spool, r)
+	if err != nil {
+		return Body{}, fmt.Errorf("%s: spool: %w", name, err)
+	}
+	return Body{Source: name, Large: io.NewSectionReader(spool, 0, int64(len(head))+rest)}, nil
 }

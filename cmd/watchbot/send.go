@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/urfave/cli/v2"
@@ -16,25 +15,32 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "send messages: --body, --file, or one message per line on stdin",
-		UsageText: "watchbot send --queue-url URL [--body S | --file F | < lines] [--attr K=V]... [--delay D] [--group-id G]",
+		UsageText: "watchbot send --queue-url URL [--body S | --file F | --file - | < lines] [--attr K=V]... [--delay D] [--group-id G] [--payload-bucket B]",
 		Description: "Lines on stdin are read to the end and checked before anything is sent: one bad line sends\n" +
 			"nothing. They are sent with SendMessageBatch (10 per call, 1 MiB at most). The message ids are\n" +
-			"printed one per line, in input order.",
-		Flags: []cli.Flag{
+			"printed one per line, in input order. --file - sends all of stdin as one body.\n" +
+			"With --payload-bucket, a body larger than the queue takes (or than --payload-threshold) is\n" +
+			"written to S3 and the message carries a pointer to it, as AWS's SQS Extended Client\n" +
+			"libraries write it: listen and those libraries read the body back (docs/payloads.md).",
+		Flags: append([]cli.Flag{
 			queueURLFlag(),
 			&cli.StringFlag{Name: "body", Usage: "send one message with body `S`"},
-			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F`"},
+			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F` (- for all of stdin)"},
 			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},
 			&cli.StringFlag{Name: "delay", Usage: "deliver after `D` (Go duration or seconds, at most 15m; standard queues)"},
 			&cli.StringFlag{Name: "group-id", Usage: "message group id `G`: required on FIFO queues; on a standard queue, the fair-queue tenant"},
 			opEndpointFlag(),
-		},
+		}, sendPayloadFlags()...),
 		Action: func(c *cli.Context) error {
 			queueURL, err := requireQueueURL(c)
 			if err != nil {
 				return err
 			}
-			req := producer.Request{QueueURL: queueURL, GroupID: c.String("group-id")}
+			offload, err := sendOffload(c)
+			if err != nil {
+				return err
+			}
+			req := producer.Request{QueueURL: queueURL, GroupID: c.String("group-id"), Offload: offload}
 			if err := parseSendAttrs(repeatedValues(c, "attr"), &req); err != nil {
 				return usageError{err}
 			}
@@ -51,13 +57,23 @@ func sendCommand() *cli.Command {
 			case c.IsSet("body"):
 				req.Bodies = []producer.Body{{Text: c.String("body"), Source: "--body"}}
 			case c.IsSet("file"):
-				b, err := os.ReadFile(c.String("file"))
+				b, release, err := readSendFile(c, c.String("file"), offload != nil)
 				if err != nil {
-					return usagef("--file: %v", err)
+					return err
 				}
-				req.Bodies = []producer.Body{{Text: string(b), Source: "--file " + c.String("file")}}
+				defer release()
+				req.Bodies = []producer.Body{b}
 			default:
-				bodies, err := readStdin(c, func(r io.Reader) ([]producer.Body, error) { return producer.ReadLines(r, "stdin") })
+				read := func(r io.Reader) ([]producer.Body, error) { return producer.ReadLines(r, "stdin") }
+				if offload != nil {
+					spool, err := newSendSpool()
+					if err != nil {
+						return err
+					}
+					defer spool.close()
+					read = func(r io.Reader) ([]producer.Body, error) { return producer.ReadLinesSpooled(r, "stdin", spool.f) }
+				}
+				bodies, err := readStdin(c, read)
 				if err := stdinError(err, "messages"); err != nil {
 					return err
 				}
@@ -72,6 +88,11 @@ func sendCommand() *cli.Command {
 			client, err := operatorSQS(c, req.QueueURL)
 			if err != nil {
 				return err
+			}
+			if offload != nil {
+				if offload.API, err = operatorS3(c, req.QueueURL); err != nil {
+					return err
+				}
 			}
 			tr := startSendTrace(c.Context, c.App.ErrWriter, req.QueueURL, len(req.Bodies))
 			req.TraceContext = tr.context

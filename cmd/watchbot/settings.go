@@ -103,6 +103,7 @@ var settingFlags = map[listenspec.Setting]string{
 	// The payload bucket's.
 	listenspec.SettingPayloadBucket:         "--payload-bucket",
 	listenspec.SettingExistingPayloadBucket: "--existing-payload-bucket",
+	listenspec.SettingPayloadThreshold:      "--payload-threshold",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.

@@ -104,6 +104,7 @@ const (
 const (
 	SettingPayloadBucket         Setting = "PayloadBucket"
 	SettingExistingPayloadBucket Setting = "PayloadBucket.Existing"
+	SettingPayloadThreshold      Setting = "PayloadBucket.Threshold"
 )
 
 // The operator tools' own options: the dead-letter queue's location (deadletter.Location),
@@ -146,7 +147,7 @@ var Settings = []Setting{
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
 	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingIDs, SettingReason,
 	SettingBody, SettingFile, SettingDelay, SettingAttrs, SettingGroupID,
-	SettingPayloadBucket, SettingExistingPayloadBucket,
+	SettingPayloadBucket, SettingExistingPayloadBucket, SettingPayloadThreshold,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,

@@ -61,3 +61,14 @@ func Guarded(c aws.HTTPClient) bool {
 	_, ok := c.(client)
 	return ok
 }
+
+// Unguarded returns the client c hands requests to when c is one of this package's, and c
+// otherwise. A client that uploads large objects uses it: copying a body of hundreds of MiB into
+// memory would defeat streaming it from a file, and such a call, unlike a ReceiveMessage, loses
+// nothing when it is retried.
+func Unguarded(c aws.HTTPClient) aws.HTTPClient {
+	if g, ok := c.(client); ok {
+		return g.next
+	}
+	return c
+}
