@@ -133,6 +133,8 @@ type Record struct {
 	OriginalMessageID string `json:"originalMessageId,omitempty"`
 	// DeadLetter is the supervisor's dead-letter cause, decoded from the attributes.
 	DeadLetter *dlqattr.Cause `json:"deadLetter,omitempty"`
+	// Payload names the S3 object of a pointer message's body; see Record.Resolve.
+	Payload *PayloadRecord `json:"payload,omitempty"`
 }
 
 // AttributeRecord is a message attribute in a Record. BinaryValue is base64 in JSON.
@@ -157,6 +159,7 @@ func RecordOf(m Message) Record {
 	if c, ok := dlqattr.Read(m.Attributes); ok {
 		r.DeadLetter = &c
 	}
+	r.Payload = payloadRecord(m)
 	return r
 }
 
@@ -184,6 +187,16 @@ func (r Record) groupID() string {
 // cause, the other attributes and the body, cut to maxBody bytes when maxBody > 0. Looking is a
 // receive, so the receive count shown is the one before this look (SQS's count less one).
 func WriteListing(w io.Writer, m Message, maxBody int) error {
+	return writeListing(w, m, nil, maxBody)
+}
+
+// WriteResolvedListing is WriteListing for a message whose Record r went through Resolve: the
+// body shown is the one fetched from S3, or, when that failed, the pointer and why.
+func WriteResolvedListing(w io.Writer, m Message, r Record, maxBody int) error {
+	return writeListing(w, m, &r, maxBody)
+}
+
+func writeListing(w io.Writer, m Message, r *Record, maxBody int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "id:       %s\n", m.ID)
 	if t := m.SentAt(); !t.IsZero() {
@@ -218,13 +231,14 @@ func WriteListing(w io.Writer, m Message, maxBody int) error {
 		v := m.Attributes[name]
 		fmt.Fprintf(&b, "attr:     %s (%s) = %s\n", name, aws.ToString(v.DataType), attrString(v))
 	}
-	body := m.Body
+	writePayloadLines(&b, m, r)
+	body := listingBody(m, r)
 	if maxBody > 0 && len(body) > maxBody {
 		cut := maxBody
 		for cut > 0 && !utf8.RuneStart(body[cut]) {
 			cut--
 		}
-		body = fmt.Sprintf("%s… (%d more bytes; --json shows the whole body)", body[:cut], len(m.Body)-cut)
+		body = fmt.Sprintf("%s… (%d more bytes; --json shows the whole body)", body[:cut], len(body)-cut)
 	}
 	fmt.Fprintf(&b, "body:     %s\n\n", body)
 	_, err := io.WriteString(w, b.String())

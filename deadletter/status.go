@@ -34,6 +34,9 @@ type QueueStatus struct {
 	// Tenants are a listen's per-tenant figures for the queue (status --metrics-url), nil
 	// when not asked for.
 	Tenants []alarms.TenantFigure `json:"tenants,omitempty"`
+	// DLQSample counts the pointer messages among a sample of the DLQ's messages, when one
+	// was asked for (SamplePayloads); nil otherwise.
+	DLQSample *PayloadSample `json:"deadLetterSample,omitempty"`
 }
 
 // RedriveStatus is the queue's redrive policy and its DLQ's depth.
@@ -99,6 +102,9 @@ func WriteStatus(w io.Writer, s QueueStatus) error {
 		r := s.Redrive
 		fmt.Fprintf(&b, "redrive:     to %s after %d receives\n", r.DeadLetterQueue, r.MaxReceiveCount)
 		fmt.Fprintf(&b, "dlq depth:   %d (visible %d, in flight %d, delayed %d)\n", r.DLQ.Total(), r.DLQ.Visible, r.DLQ.InFlight, r.DLQ.Delayed)
+	}
+	if p := s.DLQSample; p != nil {
+		fmt.Fprintf(&b, "dlq sample:  %d of %d peeked point to bodies in S3 (%d bytes)\n", p.Pointers, p.Peeked, p.Bytes)
 	}
 	if s.Tenants != nil {
 		writeTenants(&b, s.Tenants)

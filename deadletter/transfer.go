@@ -14,6 +14,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/payload"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -79,6 +80,13 @@ type ExportConfig struct {
 	Hold time.Duration
 	// Progress counts exported messages.
 	Progress Progress
+	// Payloads, when set, fetches the body of each pointer message from S3 and writes it in
+	// the message's line in place of the pointer (Record.Resolve). A body that cannot be
+	// fetched is reported on Errs; its line keeps the pointer, and with Delete its message
+	// stays in the DLQ.
+	Payloads payload.Getter
+	// Errs receives one line per body that could not be fetched.
+	Errs io.Writer
 }
 
 // Validate checks the configuration without any I/O.
@@ -96,6 +104,10 @@ type ExportSummary struct {
 	Deleted int `json:"deleted"`
 	// NotDeleted were written but could not be deleted: they are in the file and the DLQ.
 	NotDeleted int `json:"notDeleted"`
+	// PayloadsResolved are the pointer messages whose body was fetched and written (with
+	// Payloads); PayloadsFailed those whose body could not be fetched.
+	PayloadsResolved int `json:"payloadsResolved,omitempty"`
+	PayloadsFailed   int `json:"payloadsFailed,omitempty"`
 }
 
 // Export writes the DLQ's messages to w as JSON Lines, one Record per line. With Delete, each
@@ -111,6 +123,9 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	}
 	if cfg.Progress == nil {
 		cfg.Progress = NoProgress{}
+	}
+	if cfg.Errs == nil {
+		cfg.Errs = io.Discard
 	}
 	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
 	defer func() {
@@ -130,10 +145,34 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 			break
 		}
 		buf.Reset()
+		// A message whose body could not be fetched is not deleted: its line holds only the
+		// pointer.
+		deletable := batch[:0:0]
 		for _, m := range batch {
 			sc.keep(m) // until it is deleted
-			if err := enc.Encode(RecordOf(m)); err != nil {
+			rec := RecordOf(m)
+			fetched := true
+			if cfg.Payloads != nil && rec.Payload != nil {
+				if err := rec.Resolve(ctx, cfg.Payloads); err != nil {
+					sum.PayloadsFailed++
+					fetched = false
+					fmt.Fprintf(cfg.Errs, "message %s: body not fetched from %s: %s; its line keeps the pointer\n", m.ID, rec.Payload.URI, rec.Payload.Error)
+				} else {
+					sum.PayloadsResolved++
+				}
+			}
+			if err := enc.Encode(rec); err != nil {
 				return sum, fmt.Errorf("encode message %s: %w", m.ID, err)
+			}
+			if fetched {
+				deletable = append(deletable, m)
+			}
+			if buf.Len() >= exportFlushBytes {
+				// A batch of fetched bodies is written out as it grows rather than held whole.
+				if _, err := w.Write(buf.Bytes()); err != nil {
+					return sum, fmt.Errorf("write export: %w", err)
+				}
+				buf.Reset()
 			}
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
@@ -147,8 +186,8 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 		if err := w.Sync(); err != nil {
 			return sum, fmt.Errorf("sync export (nothing deleted): %w", err)
 		}
-		failed := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, batch)
-		for _, m := range batch {
+		failed := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, deletable)
+		for _, m := range deletable {
 			if _, bad := failed[m.ID]; bad {
 				sum.NotDeleted++
 				continue
@@ -162,6 +201,9 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	}
 	return sum, ctx.Err()
 }
+
+// exportFlushBytes is how much of a batch's lines export holds before writing them out.
+const exportFlushBytes = 1 << 20
 
 // ImportConfig shapes an import.
 type ImportConfig struct {

@@ -166,6 +166,7 @@ func dlqPeekCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 10, Usage: "show at most `N` messages"},
 			&cli.BoolFlag{Name: "json", Usage: "write JSON Lines with whole bodies"},
+			resolvePayloadsFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			limit := c.Int("limit")
@@ -173,6 +174,10 @@ func dlqPeekCommand() *cli.Command {
 				return usageError{err}
 			}
 			client, q, err := opLocateDLQ(c)
+			if err != nil {
+				return err
+			}
+			s3c, err := resolvePayloads(c, q.DLQ.URL)
 			if err != nil {
 				return err
 			}
@@ -184,10 +189,16 @@ func dlqPeekCommand() *cli.Command {
 				maxBody = 300
 			}
 			n, err := deadletter.Peek(c.Context, client, q, limit, func(m deadletter.Message) error {
-				if c.Bool("json") {
-					return enc.Encode(deadletter.RecordOf(m))
+				rec := deadletter.RecordOf(m)
+				if s3c != nil && rec.Payload != nil {
+					if err := rec.Resolve(c.Context, s3c); err != nil {
+						fmt.Fprintf(c.App.ErrWriter, "watchbot: message %s: body not fetched from %s: %s\n", m.ID, rec.Payload.URI, rec.Payload.Error)
+					}
 				}
-				return deadletter.WriteListing(w, m, maxBody)
+				if c.Bool("json") {
+					return enc.Encode(rec)
+				}
+				return deadletter.WriteResolvedListing(w, m, rec, maxBody)
 			})
 			if n > 0 && !c.Bool("json") {
 				fmt.Fprintln(w, "peek receives each message it shows, which adds one to its receive count; the counts above are from before it.")
@@ -301,6 +312,7 @@ func dlqExportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "delete", Usage: "delete each message once its line is written and synced to disk"},
 			&cli.IntFlag{Name: "limit", Usage: "export at most `N` messages", DefaultText: "all"},
+			resolvePayloadsFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -322,6 +334,10 @@ func dlqExportCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("create export file: %w", err)
 			}
+			if cfg.Payloads, err = resolvePayloads(c, q.DLQ.URL); err != nil {
+				return err
+			}
+			cfg.Errs = prefixed{c.App.ErrWriter}
 			bar := opProgress(c, q.DLQ.Visible, "export")
 			cfg.Progress = bar
 			sum, err := deadletter.Export(c.Context, client, q, f, cfg)
@@ -333,12 +349,22 @@ func dlqExportCommand() *cli.Command {
 			if c.Bool("delete") {
 				fmt.Fprintf(c.App.Writer, ", deleted %d from %s", sum.Deleted, queueattr.NameFromURL(q.DLQ.URL))
 			}
+			if cfg.Payloads != nil {
+				fmt.Fprintf(c.App.Writer, ", %d bodies fetched from S3", sum.PayloadsResolved)
+			}
 			fmt.Fprintln(c.App.Writer)
 			if err != nil {
 				return err
 			}
 			if sum.NotDeleted > 0 {
 				return fmt.Errorf("export: %d messages were written to %s but could not be deleted from the dead-letter queue", sum.NotDeleted, name)
+			}
+			if sum.PayloadsFailed > 0 {
+				kept := ""
+				if c.Bool("delete") {
+					kept = ", and their messages stay in the dead-letter queue"
+				}
+				return fmt.Errorf("export: %d bodies could not be fetched from S3 (listed above): their lines keep the pointer%s", sum.PayloadsFailed, kept)
 			}
 			return nil
 		},

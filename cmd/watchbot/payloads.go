@@ -9,7 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/reqbody"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
@@ -25,7 +27,9 @@ func operatorS3(c *cli.Context, queueURL string) (*s3.Client, error) {
 		return nil, err
 	}
 	cfg.HTTPClient = reqbody.Unguarded(cfg.HTTPClient)
-	return awsenv.S3(cfg, os.Getenv), nil
+	// An object written without a checksum (by an older SDK, an emulator) is read without
+	// validation; the SDK would otherwise say so on stderr for every object.
+	return awsenv.S3(cfg, os.Getenv, func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true }), nil
 }
 
 // sendPayloadFlags are send's flags for bodies sent through S3.
@@ -127,4 +131,56 @@ func readSendFile(c *cli.Context, name string, offload bool) (producer.Body, fun
 		return producer.Body{}, nothing, usagef("--file: %v", err)
 	}
 	return producer.Body{Text: string(data), Source: source}, nothing, nil
+}
+
+// resolvePayloadsFlag is the operator tools' flag that fetches the bodies pointers name.
+func resolvePayloadsFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "resolve-payloads", Usage: "fetch bodies kept in S3 with your credentials, in place of their pointers"}
+}
+
+// resolvePayloads returns the S3 client that fetches pointer messages' bodies when
+// --resolve-payloads is given, and nil otherwise. It fetches from whichever bucket a pointer
+// names, with the operator's credentials: listen's bucket allowlist guards the task's role,
+// which a message must not make read what it points at; an operator chooses to.
+func resolvePayloads(c *cli.Context, queueURL string) (*s3.Client, error) {
+	if !c.Bool("resolve-payloads") {
+		return nil, nil
+	}
+	return operatorS3(c, queueURL)
+}
+
+// prefixed writes each line as a watchbot error line.
+type prefixed struct{ w io.Writer }
+
+func (p prefixed) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, "watchbot: "); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
+}
+
+// sampleDLQFlag is status's flag that counts the pointer messages in the dead-letter queue.
+func sampleDLQFlag() cli.Flag {
+	return &cli.IntFlag{Name: "sample-dlq", Usage: "peek at up to `N` DLQ messages to count those whose body is in S3"}
+}
+
+// sampleDLQ adds to s the count of pointer messages among up to --sample-dlq messages of its
+// dead-letter queue.
+func sampleDLQ(c *cli.Context, api deadletter.API, s *deadletter.QueueStatus) error {
+	if !c.IsSet("sample-dlq") {
+		return nil
+	}
+	n := c.Int("sample-dlq")
+	if err := deadletter.CheckPeekLimit(n); err != nil {
+		return usageError{withFlags(err, map[listenspec.Setting]string{listenspec.SettingLimit: "--sample-dlq"})}
+	}
+	if s.Redrive == nil {
+		return usagef("--sample-dlq: %s has no redrive policy, so no dead-letter queue to sample", s.Name)
+	}
+	sample, err := deadletter.SamplePayloads(c.Context, api, s.Redrive.DLQURL, n)
+	if err != nil {
+		return fmt.Errorf("sample the dead-letter queue: %w", err)
+	}
+	s.DLQSample = &sample
+	return nil
 }

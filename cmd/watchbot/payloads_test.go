@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/payload"
 )
@@ -132,4 +135,159 @@ func TestSendOffloadBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pointerLetters puts three messages in q's DLQ: a pointer to an object holding body (in the
+// Java library's format), a pointer to a missing object (in the Python library's), and an
+// ordinary message. It returns their keys.
+func pointerLetters(t *testing.T, emu *testenv.Emulator, q testenv.Queue, bucket string, body []byte) (present, missing string) {
+	t.Helper()
+	present, missing = "present-"+bucket, "missing-"+bucket
+	testenv.PutObject(t, emu.S3(), bucket, present, body)
+	java := testenv.ReadPayloadFixture(t, "java.json")
+	python := testenv.ReadPayloadFixture(t, "python.json")
+	javaAttrs := map[string]types.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("doc")}}
+	for n, v := range java.Attributes {
+		v.StringValue = aws.String(payload.SizeValue(int64(len(body))))
+		javaAttrs[n] = v
+	}
+	retarget := func(f testenv.PayloadFixture, key string) string {
+		p, err := payload.Parse(f.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Replace(strings.Replace(f.Body, p.Bucket, bucket, 1), p.Key, key, 1)
+	}
+	testenv.DeadLetter(t, emu.Client(), q,
+		testenv.Letter{Body: retarget(java, present), Attributes: javaAttrs},
+		testenv.Letter{Body: retarget(python, missing), Attributes: python.Attributes},
+		testenv.Letter{Body: "plain body"},
+	)
+	return present, missing
+}
+
+// TestDeadLetterPayloads: peek and export show the pointer, --resolve-payloads fetches the body
+// with the operator's credentials, and a missing object is reported per message; status counts
+// the pointer messages in a sample of the DLQ.
+func TestDeadLetterPayloads(t *testing.T) {
+	emu := operatorEnv(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	bucket := emu.NewBucket(t)
+	body := bytes.Repeat([]byte(`{"page":"ünïcødé"}`), 100_000) // 2 MB
+	present, missing := pointerLetters(t, emu, q, bucket, body)
+	records := func(t *testing.T, jsonl string) map[string]deadletter.Record {
+		t.Helper()
+		out := map[string]deadletter.Record{}
+		for _, line := range strings.Split(strings.TrimSpace(jsonl), "\n") {
+			var r deadletter.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%v: %.100s", err, line)
+			}
+			key := "plain"
+			if r.Payload != nil {
+				key = r.Payload.Key
+			}
+			out[key] = r
+		}
+		if len(out) != 3 {
+			t.Fatalf("%d records, want 3", len(out))
+		}
+		return out
+	}
+
+	t.Run("peek shows the pointer", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "peek")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("payload:  s3://%s/%s, %d bytes (ExtendedPayloadSize)", bucket, present, len(body)),
+			fmt.Sprintf("payload:  s3://%s/%s, 262145 bytes (ExtendedPayloadSize)", bucket, missing),
+			"the body below is the pointer: --resolve-payloads fetches the object",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("peek does not show %q:\n%s", want, stdout)
+			}
+		}
+		code, stdout, _ = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "peek", "--json")
+		recs := records(t, stdout)
+		if p := recs[present].Payload; code != 0 || p.Bucket != bucket || p.Size == nil || *p.Size != int64(len(body)) || p.Resolved || !strings.HasPrefix(recs[present].Body, "[") {
+			t.Errorf("peek --json: exit %d, %+v", code, p)
+		}
+	})
+	t.Run("peek resolves", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "peek", "--json", "--resolve-payloads")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		recs := records(t, stdout)
+		got := recs[present]
+		if got.Body != string(body) || !got.Payload.Resolved {
+			t.Errorf("resolved body: %d bytes, %+v", len(got.Body), got.Payload)
+		}
+		if _, ok := got.MessageAttributes[payload.SizeAttribute]; ok || got.MessageAttributes["kind"].StringValue == nil {
+			t.Errorf("a resolved record keeps %s or loses its own attributes: %v", payload.SizeAttribute, got.MessageAttributes)
+		}
+		miss := recs[missing]
+		if miss.Payload.Resolved || !strings.Contains(miss.Payload.Error, "NoSuchKey") || !strings.HasPrefix(miss.Body, "[") {
+			t.Errorf("missing object: %+v", miss.Payload)
+		}
+		if !strings.Contains(stderr, "body not fetched from s3://"+bucket+"/"+missing+": NoSuchKey") {
+			t.Errorf("stderr %q does not report the missing object", stderr)
+		}
+		code, stdout, _ = runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "peek", "--resolve-payloads")
+		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("the body below is the object's content, fetched from S3 (%d bytes)", len(body))) ||
+			!strings.Contains(stdout, `body:     {"page":"ünïcødé"}`) || !strings.Contains(stdout, "not fetched: NoSuchKey") {
+			t.Errorf("peek --resolve-payloads: exit %d\n%s", code, stdout)
+		}
+	})
+	t.Run("status counts pointers", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, nil, "status", "--queue-url", q.URL, "--sample-dlq", "10", "--json")
+		var s deadletter.QueueStatus
+		if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || s.DLQSample == nil {
+			t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+		}
+		if want := (deadletter.PayloadSample{Peeked: 3, Pointers: 2, Bytes: int64(len(body)) + 262145}); *s.DLQSample != want {
+			t.Errorf("sample %+v, want %+v", *s.DLQSample, want)
+		}
+		code, stdout, _ = runCLI(t, nil, "status", "--queue-url", q.URL, "--sample-dlq", "10")
+		if code != 0 || !strings.Contains(stdout, "dlq sample:  2 of 3 peeked point to bodies in S3") {
+			t.Errorf("status: exit %d\n%s", code, stdout)
+		}
+		if code, _, stderr = runCLI(t, nil, "status", "--queue-url", q.URL, "--sample-dlq", "0"); code != 2 || !strings.Contains(stderr, "--sample-dlq (0) must be at least 1") {
+			t.Errorf("--sample-dlq 0: exit %d, %s", code, stderr)
+		}
+	})
+	t.Run("export resolves, a missing object is not fatal", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "dlq.jsonl")
+		code, stdout, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "export", "--resolve-payloads", "--delete", file)
+		if code != 1 || !strings.Contains(stderr, "export: 1 bodies could not be fetched from S3 (listed above): their lines keep the pointer, and their messages stay in the dead-letter queue") ||
+			!strings.Contains(stderr, "watchbot: message ") || !strings.Contains(stderr, "NoSuchKey") {
+			t.Errorf("exit %d, stderr %q", code, stderr)
+		}
+		if !strings.Contains(stdout, "exported 3 messages to "+file+", deleted 2 from") || !strings.Contains(stdout, "1 bodies fetched from S3") {
+			t.Errorf("stdout %q", stdout)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := records(t, string(data))
+		if recs[present].Body != string(body) || recs["plain"].Body != "plain body" || !strings.Contains(recs[missing].Payload.Error, "NoSuchKey") {
+			t.Errorf("export lines: %d-byte body, %q, %+v", len(recs[present].Body), recs["plain"].Body, recs[missing].Payload)
+		}
+		left := testenv.Drain(t, emu.Client(), q.DLQURL, 10*time.Second)
+		if len(left) != 1 || !strings.Contains(aws.ToString(left[0].Body), missing) {
+			t.Errorf("the DLQ holds %d messages, want the one whose body is missing", len(left))
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
+		t.Setenv("AWS_MAX_ATTEMPTS", "1")
+		pointerLetters(t, emu, q, bucket, []byte("x"))
+		code, _, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "peek", "--resolve-payloads")
+		if code != 0 || !strings.Contains(stderr, "body not fetched from s3://"+bucket+"/present-"+bucket) || !strings.Contains(stderr, "connection refused") {
+			t.Errorf("S3 unreachable: exit %d, %s", code, stderr)
+		}
+	})
 }

@@ -27,11 +27,14 @@ func statusCommand() *cli.Command {
 		Description: "Nothing is received: the counts are SQS's approximate ones. The age of the oldest message is\n" +
 			"not available from the SQS API without consuming messages; it is shown as n/a, with a pointer to\n" +
 			"the CloudWatch metric AWS/SQS ApproximateAgeOfOldestMessage. --queue-url may repeat (or\n" +
-			"WATCHBOT_QUEUE_URL hold a comma-separated list): one section per queue, in the order given.",
+			"WATCHBOT_QUEUE_URL hold a comma-separated list): one section per queue, in the order given.\n" +
+			"--sample-dlq N is the exception to receiving nothing: it peeks at up to N messages of each\n" +
+			"dead-letter queue, as dead-letter peek does, to count those whose body is in S3.",
 		Flags: []cli.Flag{
 			&cli.GenericFlag{Name: "queue-url", Value: &repeated{}, Usage: "a queue `URL` (repeatable; default: $WATCHBOT_QUEUE_URL, or $QueueUrl)"},
 			&cli.StringFlag{Name: "metrics-url", Usage: "also show the per-tenant figures of the listen serving `URL` (its /metrics)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (an array of them for several queues)"},
+			sampleDLQFlag(),
 			opEndpointFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -52,6 +55,9 @@ func statusCommand() *cli.Command {
 			statuses := make([]deadletter.QueueStatus, len(urls))
 			for i, u := range urls {
 				if statuses[i], err = deadletter.Status(c.Context, client, u); err != nil {
+					return err
+				}
+				if err := sampleDLQ(c, client, &statuses[i]); err != nil {
 					return err
 				}
 				if c.IsSet("metrics-url") {

@@ -150,9 +150,10 @@ func DynamoDB(cfg aws.Config, o Options) *dynamodb.Client {
 // reads itself, is addressed path style (ENDPOINT/BUCKET/KEY): S3-compatible stores and
 // emulators on a host name of their own seldom resolve BUCKET.HOST. AWS's own endpoints keep the
 // SDK's virtual-hosted style.
-func S3(cfg aws.Config, getenv func(string) string) *s3.Client {
+// opts adjust the client further.
+func S3(cfg aws.Config, getenv func(string) string, opts ...func(*s3.Options)) *s3.Client {
 	pathStyle := getenv("AWS_ENDPOINT_URL_S3") != "" || getenv("AWS_ENDPOINT_URL") != ""
-	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(so *s3.Options) {
 		so.UsePathStyle = pathStyle
-	})
+	}}, opts...)...)
 }
