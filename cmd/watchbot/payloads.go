@@ -14,14 +14,16 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/reqbody"
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/payload"
 	"github.com/watchbot/watchbot/producer"
 )
 
 // operatorS3 returns the S3 client of an operator's command, with the operator's own
 // credentials, configured as listen's is: the SDK's default chain, the region of the queue URL
 // when nothing else names one, and an endpoint from AWS_ENDPOINT_URL_S3 addressed path style.
-// Its requests stream their bodies: an upload is not copied into memory first.
-func operatorS3(c *cli.Context, queueURL string) (*s3.Client, error) {
+// Its requests stream their bodies: an upload is not copied into memory first. A bucket in
+// another region is reached in its own (payload.RegionFollower).
+func operatorS3(c *cli.Context, queueURL string) (*payload.RegionFollower, error) {
 	cfg, err := awsenv.Load(c.Context, awsenv.Options{QueueURL: queueURL})
 	if err != nil {
 		return nil, err
@@ -29,7 +31,8 @@ func operatorS3(c *cli.Context, queueURL string) (*s3.Client, error) {
 	cfg.HTTPClient = reqbody.Unguarded(cfg.HTTPClient)
 	// An object written without a checksum (by an older SDK, an emulator) is read without
 	// validation; the SDK would otherwise say so on stderr for every object.
-	return awsenv.S3(cfg, os.Getenv, func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true }), nil
+	client := awsenv.S3(cfg, os.Getenv, func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true })
+	return &payload.RegionFollower{API: client}, nil
 }
 
 // sendPayloadFlags are send's flags for bodies sent through S3.
@@ -142,7 +145,7 @@ func resolvePayloadsFlag() cli.Flag {
 // --resolve-payloads is given, and nil otherwise. It fetches from whichever bucket a pointer
 // names, with the operator's credentials: listen's bucket allowlist guards the task's role,
 // which a message must not make read what it points at; an operator chooses to.
-func resolvePayloads(c *cli.Context, queueURL string) (*s3.Client, error) {
+func resolvePayloads(c *cli.Context, queueURL string) (payload.Getter, error) {
 	if !c.Bool("resolve-payloads") {
 		return nil, nil
 	}
