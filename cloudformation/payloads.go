@@ -78,7 +78,7 @@ var (
 // its longest. A created bucket may not have dots: S3 advises against them, since a dot breaks
 // the TLS certificate of virtual-hosted-style requests.
 func (b PayloadBucket) validate() error {
-	setting := listenspec.SettingPayloadBucket
+	setting := listenspec.SettingPayloadBuckets
 	if b.Existing {
 		setting = listenspec.SettingExistingPayloadBucket
 	}

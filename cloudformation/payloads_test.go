@@ -36,7 +36,7 @@ func TestPayloadBucketNames(t *testing.T) {
 		{name: "pseudo parameters", bucket: PayloadBucket{Name: "p-${AWS::AccountId}-${AWS::Region}"}},
 		{name: "existing with dots", bucket: PayloadBucket{Name: "acme.payloads", Existing: true}},
 		{name: "none", bucket: PayloadBucket{}},
-		{name: "created with dots", bucket: PayloadBucket{Name: "acme.payloads"}, wantErr: "PayloadBucket (\"acme.payloads\") has a dot"},
+		{name: "created with dots", bucket: PayloadBucket{Name: "acme.payloads"}, wantErr: "Payload.Buckets (\"acme.payloads\") has a dot"},
 		{name: "upper case", bucket: PayloadBucket{Name: "Acme"}, wantErr: "is not an S3 bucket name"},
 		{name: "too short", bucket: PayloadBucket{Name: "ab"}, wantErr: "is not an S3 bucket name"},
 		{name: "too long once substituted", bucket: PayloadBucket{Name: strings.Repeat("a", 36) + "-${AWS::AccountId}-${AWS::Region}"}, wantErr: "is not an S3 bucket name"},
@@ -45,7 +45,7 @@ func TestPayloadBucketNames(t *testing.T) {
 		{name: "ip address", bucket: PayloadBucket{Name: "192.168.5.4", Existing: true}, wantErr: "looks like an IP address"},
 		{name: "reserved prefix", bucket: PayloadBucket{Name: "xn--payloads"}, wantErr: "starts with xn--"},
 		{name: "reserved suffix", bucket: PayloadBucket{Name: "payloads-s3alias"}, wantErr: "ends with -s3alias"},
-		{name: "existing without a name", bucket: PayloadBucket{Existing: true}, wantErr: "PayloadBucket.Existing (\"\") must name a bucket"},
+		{name: "existing without a name", bucket: PayloadBucket{Existing: true}, wantErr: "Payload.ExistingBucket (\"\") must name a bucket"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.bucket.validate()

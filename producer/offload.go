@@ -48,14 +48,14 @@ type Offload struct {
 // validate checks the offload settings without any I/O.
 func (o *Offload) validate(attrs map[string]types.MessageAttributeValue) error {
 	if o.Bucket == "" {
-		return listenspec.Refuse(listenspec.SettingPayloadBucket, nil, "must name the S3 bucket the large bodies are written to")
+		return listenspec.Refuse(listenspec.SettingPayloadBuckets, nil, "must name the S3 bucket the large bodies are written to")
 	}
 	if o.Threshold < 0 || o.Threshold > sqsspec.MaxMessageSize {
 		return listenspec.Refuse(listenspec.SettingPayloadThreshold, o.Threshold, fmt.Sprintf("must be between 1 and %d bytes, the most SQS takes (0 is the queue's MaximumMessageSize)", sqsspec.MaxMessageSize))
 	}
 	for _, name := range []string{payload.SizeAttribute, payload.LegacySizeAttribute} {
 		if _, ok := attrs[name]; ok {
-			return listenspec.Refuse(listenspec.SettingAttrs, name, "is reserved with "+listenspec.Ref(listenspec.SettingPayloadBucket)+": it marks a message whose body is in S3")
+			return listenspec.Refuse(listenspec.SettingAttrs, name, "is reserved with "+listenspec.Ref(listenspec.SettingPayloadBuckets)+": it marks a message whose body is in S3")
 		}
 	}
 	if len(attrs) >= sqsspec.MaxMessageAttributes {

@@ -158,11 +158,11 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 			m, objects[i] = r.Offload.pointerMessage(m, b)
 			err = Check(m, limits)
 		case b.Large != nil:
-			err = listenspec.Refuse("", nil, fmt.Sprintf("the body is %d bytes, more than the queue's MaximumMessageSize of %d: send it through S3 with %s", b.Size(), limits.MaxSize, listenspec.Ref(listenspec.SettingPayloadBucket)))
+			err = listenspec.Refuse("", nil, fmt.Sprintf("the body is %d bytes, more than the queue's MaximumMessageSize of %d: send it through S3 with %s", b.Size(), limits.MaxSize, listenspec.Ref(listenspec.SettingPayloadBuckets)))
 		default:
 			err = Check(m, limits)
 			if err != nil && r.Offload == nil && limits.MaxSize > 0 && Size(m) > limits.MaxSize {
-				err = listenspec.Refuse("", nil, err.Error()+": send it through S3 with "+listenspec.Ref(listenspec.SettingPayloadBucket))
+				err = listenspec.Refuse("", nil, err.Error()+": send it through S3 with "+listenspec.Ref(listenspec.SettingPayloadBuckets))
 			}
 		}
 		if err != nil {

@@ -100,8 +100,7 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingDelay:     "--delay",
 	listenspec.SettingAttrs:     "--attr",
 	listenspec.SettingGroupID:   "--group-id",
-	// The payload bucket's.
-	listenspec.SettingPayloadBucket:         "--payload-bucket",
+	// The payload bucket's, beside listen's --payload-bucket.
 	listenspec.SettingExistingPayloadBucket: "--existing-payload-bucket",
 	listenspec.SettingPayloadThreshold:      "--payload-threshold",
 }

@@ -93,6 +93,10 @@ func TestTemplatesStartListen(t *testing.T) {
 				c.Queues.More, c.Queues.Policy = []string{generatedQueueURLOf("QueueBulk")}, supervisor.PolicyStrict
 			}},
 		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"a payload bucket the stack creates", []string{"--payload-bucket", "payloads-${AWS::AccountId}"},
+			func(c *supervisor.Config) { c.MaxAttempts, c.Payload.Buckets = 10, []string{generatedPayloadBucket} }},
+		{"an existing payload bucket", []string{"--existing-payload-bucket", "acme-payloads"},
+			func(c *supervisor.Config) { c.MaxAttempts, c.Payload.Buckets = 10, []string{"acme-payloads"} }},
 		{"duplicate suppression", []string{"--dedupe"},
 			func(c *supervisor.Config) {
 				c.MaxAttempts, c.Dedupe.Table = 10, generatedTableName(cloudformation.DedupeTable.LogicalID)
@@ -313,7 +317,7 @@ func resolve(t *testing.T, v any) string {
 		if v["Ref"] == cloudformation.ResPayloadBucket {
 			return generatedPayloadBucket
 		}
-				for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true, Limits: true}) {
+		for _, table := range cloudformation.Tables(cloudformation.Options{Reduce: true, Dedupe: true, Limits: true}) {
 			switch {
 			case v["Ref"] == table.LogicalID:
 				return generatedTableName(table.LogicalID)

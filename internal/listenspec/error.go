@@ -100,11 +100,12 @@ const (
 	SettingCronYAML Setting = "CronYAML"
 )
 
-// The S3 bucket of large bodies, as the template creates it or names an existing one.
+// The S3 payloads' settings of the template and of send, beside listen's
+// SettingPayloadBuckets: a bucket the template uses without creating it, and the size above
+// which send offloads a body.
 const (
-	SettingPayloadBucket         Setting = "PayloadBucket"
-	SettingExistingPayloadBucket Setting = "PayloadBucket.Existing"
-	SettingPayloadThreshold      Setting = "PayloadBucket.Threshold"
+	SettingExistingPayloadBucket Setting = "Payload.ExistingBucket"
+	SettingPayloadThreshold      Setting = "Payload.Threshold"
 )
 
 // The operator tools' own options: the dead-letter queue's location (deadletter.Location),
@@ -147,7 +148,7 @@ var Settings = []Setting{
 	SettingOTelEndpoint, SettingOTelProtocol, SettingSchedules, SettingScheduleTimezone, SettingCronYAML,
 	SettingDLQURL, SettingTo, SettingMatchBody, SettingMatchAttr, SettingLimit, SettingRate, SettingIDs, SettingReason,
 	SettingBody, SettingFile, SettingDelay, SettingAttrs, SettingGroupID,
-	SettingPayloadBucket, SettingExistingPayloadBucket, SettingPayloadThreshold,
+	SettingExistingPayloadBucket, SettingPayloadThreshold,
 }
 
 // Error is a setting that a rule refused (the configuration is wrong), or, when Err is set,
