@@ -400,3 +400,53 @@ func TestPayloadS3Faults(t *testing.T) {
 	t.Logf("faults injected %d; fetch errors %v; delete errors %v; objects left %d", injected,
 		h.metrics.get(alarms.PayloadFetchErrors), h.metrics.get(alarms.PayloadDeleteErrors), left)
 }
+
+// TestPayloadPassThrough: without --payload-bucket a pointer reaches the worker untouched, as
+// its sender wrote it, with one warning, and its object stays.
+func TestPayloadPassThrough(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	bucket := h.emu.NewBucket(t)
+	p := payload.Pointer{Bucket: bucket, Key: payload.NewKey()}
+	testenv.PutObject(t, h.emu.S3(), bucket, p.Key, []byte("the payload"))
+	ids := []string{h.sendRaw(pointerTo(p, 11)), h.sendRaw(pointerTo(p, 11))}
+	stop := h.start(h.config(h.payloadWorker()))
+	h.eventually("messages done", 30*time.Second, func() bool { return h.empty(h.q.URL) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if stdin, _, msg, uri, _ := h.record(id); stdin != sha([]byte(p.Encode())) || msg != stdin || uri != "none" {
+			t.Errorf("worker saw stdin %s, Message %s, payload %s; want the pointer itself", stdin, msg, uri)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "passed to the worker as it is"); n != 1 {
+		t.Errorf("%d warnings of a pointer passed through, want 1 (later ones at debug level)", n)
+	}
+	if !testenv.ObjectExists(t, h.emu.S3(), bucket, p.Key) {
+		t.Error("the object was deleted without --payload-bucket")
+	}
+}
+
+func TestCheckPayload(t *testing.T) {
+	tests := []struct {
+		cfg  PayloadConfig
+		want string // "" when valid
+	}{
+		{PayloadConfig{}, ""},
+		{PayloadConfig{Buckets: []string{"my-payloads", "a.b-c1"}}, ""},
+		{PayloadConfig{Buckets: []string{"my-payloads"}, Keep: true}, ""},
+		{PayloadConfig{Keep: true}, "needs"},
+		{PayloadConfig{Buckets: []string{"s3://my-payloads"}}, "a bucket's name alone"},
+		{PayloadConfig{Buckets: []string{"arn:aws:s3:::b"}}, "a bucket's name alone"},
+		{PayloadConfig{Buckets: []string{"My_Bucket"}}, "is not a bucket name"},
+		{PayloadConfig{Buckets: []string{"ab"}}, "is not a bucket name"},
+		{PayloadConfig{Buckets: []string{"-ab"}}, "is not a bucket name"},
+		{PayloadConfig{Buckets: []string{strings.Repeat("a", 64)}}, "is not a bucket name"},
+	}
+	for _, tt := range tests {
+		err := CheckPayload(tt.cfg)
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckPayload(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,3 +109,26 @@ func vmHWM(pid int) (int64, bool) {
 type randomBytes struct{ src *rand.ChaCha8 }
 
 func (r *randomBytes) Read(p []byte) (int, error) { return r.src.Read(p) }
+
+func TestListenPayloadFlags(t *testing.T) {
+	const q = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+	cfg, _, err := parseListen(t, "--queue-url", q, "--payload-bucket", "one", "--payload-bucket", "two.b", "--keep-payloads", "--", "w")
+	if err != nil || !slices.Equal(cfg.Payload.Buckets, []string{"one", "two.b"}) || !cfg.Payload.Keep {
+		t.Fatalf("config %+v, %v", cfg.Payload, err)
+	}
+	t.Setenv("WATCHBOT_PAYLOAD_BUCKETS", "a-1,b-2")
+	if cfg, _, err = parseListen(t, "--queue-url", q, "--", "w"); err != nil || !slices.Equal(cfg.Payload.Buckets, []string{"a-1", "b-2"}) {
+		t.Fatalf("from the environment: %+v, %v", cfg.Payload, err)
+	}
+	t.Setenv("WATCHBOT_PAYLOAD_BUCKETS", "")
+	for args, want := range map[string]string{
+		"--keep-payloads":                  "--keep-payloads: needs --payload-bucket",
+		"--payload-bucket s3://my-bucket":  "--payload-bucket",
+		"--payload-bucket Not_A_Bucket_42": "is not a bucket name",
+	} {
+		_, _, err := parseListen(t, append(append([]string{"--queue-url", q}, strings.Fields(args)...), "--", "w")...)
+		if err == nil || !strings.Contains(withFlags(err, settingFlags).Error(), want) {
+			t.Errorf("%s: %v, want %q", args, withFlags(err, settingFlags), want)
+		}
+	}
+}
