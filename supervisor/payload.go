@@ -147,7 +147,9 @@ func (r *runner) resolve(ctx context.Context, j *job) (*fetched, *payloadFailure
 		return f, nil
 	}
 	if cause := context.Cause(ctx); cause != nil {
-		return nil, &payloadFailure{endFor(cause), "stopped while its payload was fetched"}
+		// Stopped as a worker is stopped: the outcome is a stopped run's.
+		log.Info("payload fetch stopped", "cause", cause)
+		return nil, &payloadFailure{end: endFor(cause)}
 	}
 	r.metrics.Add(alarms.PayloadFetchErrors, 1)
 	if code, permanent := payload.Permanent(err); permanent {
@@ -161,8 +163,11 @@ func (r *runner) resolve(ctx context.Context, j *job) (*fetched, *payloadFailure
 // nature: the file goes where a message file spills (on disk), not into the work directory's
 // shared memory, whose pages count against the container's memory.
 func (r *runner) fetch(ctx context.Context, p payload.Pointer) (*fetched, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A stop ends the fetch with the run; the stop's last moment ends it whatever S3 does.
+	defer r.cut.cuts(cancel)()
 	if r.cfg.MaxJobDuration > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.MaxJobDuration)
 		defer cancel()
 	}

@@ -450,3 +450,38 @@ func TestCheckPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestPayloadFetchStopped: a stop while a payload downloads ends the download within the
+// stop's window, and the message is released for another task, unrun and not dead-lettered.
+func TestPayloadFetchStopped(t *testing.T) {
+	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	proxy, proxyURL := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{Rules: []faultproxy.Rule{
+		{Operations: []string{faultproxy.S3GetObject}, Fault: faultproxy.Stall, Rate: 1, Until: 10 * time.Minute},
+	}})
+	bucket := h.emu.NewBucket(t)
+	p := payload.Pointer{Bucket: bucket, Key: payload.NewKey()}
+	testenv.PutObject(t, h.emu.S3(), bucket, p.Key, []byte("slow"))
+	id := h.sendRaw(pointerTo(p, 4))
+	cfg := h.config(h.payloadWorker())
+	cfg.ShutdownTimeout, cfg.KillGrace = time.Second, time.Second
+	cfg.Payload = PayloadConfig{Buckets: []string{bucket}}
+	stop := h.startWithS3(cfg, testenv.S3ClientFor(proxyURL))
+	h.eventually("the download under way", 20*time.Second, func() bool {
+		return proxy.Stats().Operations[faultproxy.S3GetObject].Requests > 0
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the message visible again", 10*time.Second, func() bool {
+		return testenv.Depth(t, h.c, h.q.URL).Visible == 1
+	})
+	if _, _, _, _, ran := h.record(id); ran {
+		t.Error("the worker ran")
+	}
+	if !h.empty(h.q.DLQURL) {
+		t.Error("the message was dead-lettered")
+	}
+	if !strings.Contains(h.logs.String(), "stopped at shutdown; released") {
+		t.Errorf("the release does not say why; logs:\n%s", h.logs.String())
+	}
+}
