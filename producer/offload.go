@@ -109,6 +109,10 @@ func (o *Offload) pointerMessage(m Message, b Body) (Message, *object) {
 	return out, obj
 }
 
+// MaxObjectSize is the largest body an Offload sends: S3 takes at most 5 GiB in one PutObject
+// ("Uploading objects", Amazon S3 User Guide), and the libraries write with one PutObject too.
+const MaxObjectSize = 5 << 30
+
 // object is a body to be written to S3 before the message pointing at it is sent.
 type object struct {
 	pointer payload.Pointer

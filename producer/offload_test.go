@@ -241,6 +241,8 @@ func TestDeliverOffloadRefusals(t *testing.T) {
 		{"no room for the size attribute", Request{Bodies: []Body{big}, Attributes: ten, Offload: &Offload{Bucket: bucket}}, true, "10 message attributes leave no room for ExtendedPayloadSize"},
 		{"threshold above the queue's", Request{Bodies: []Body{big}, Offload: &Offload{Bucket: bucket, Threshold: 2048}}, true, "above the queue's MaximumMessageSize of 1024"},
 		{"threshold above SQS's", Request{Bodies: []Body{big}, Offload: &Offload{Bucket: bucket, Threshold: 2 << 20}}, true, "must be between 1 and 1048576"},
+		{"more than one PutObject takes", Request{Bodies: []Body{{Large: io.NewSectionReader(strings.NewReader(""), 0, MaxObjectSize+1), Source: "--file huge"}}, Offload: &Offload{Bucket: bucket}},
+			true, "--file huge: the body is 5368709121 bytes, more than the 5368709120 S3 takes in one PutObject"},
 		{"empty body", Request{Bodies: []Body{{Source: "stdin line 1"}}, Offload: &Offload{Bucket: bucket}}, true, "stdin line 1: the body is empty"},
 		{"missing bucket", Request{Bodies: []Body{big}, Offload: &Offload{Bucket: "no-such-bucket-" + bucket[:10]}}, false, "NoSuchBucket"},
 	}

@@ -153,6 +153,8 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 		switch {
 		case r.Offload != nil && b.Size() == 0:
 			err = errors.New("the body is empty (SQS refuses empty messages)")
+		case r.Offload != nil && b.Size() > MaxObjectSize:
+			err = fmt.Errorf("the body is %d bytes, more than the %d S3 takes in one PutObject", b.Size(), int64(MaxObjectSize))
 		case r.Offload != nil && r.Offload.offloads(m, b, limits):
 			// S3 holds any bytes, so SQS's character rules do not apply to the body.
 			m, objects[i] = r.Offload.pointerMessage(m, b)

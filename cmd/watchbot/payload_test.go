@@ -59,18 +59,7 @@ func TestPayloadMemoryBound(t *testing.T) {
 	var logs testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	proc := testenv.Spawn(t, cmd)
-	// VmHWM only grows: the last reading before the process exits is its peak.
-	peak := int64(0)
-	for done := false; !done; {
-		select {
-		case <-proc.Done():
-			done = true
-		case <-time.After(50 * time.Millisecond):
-			if hwm, ok := vmHWM(cmd.Process.Pid); ok {
-				peak = max(peak, hwm)
-			}
-		}
-	}
+	peak := peakRSS(proc)
 	if code := proc.Wait(t, 0); code != 0 {
 		t.Fatalf("listen exited %d; logs:\n%s", code, logs.String())
 	}
@@ -84,6 +73,22 @@ func TestPayloadMemoryBound(t *testing.T) {
 	t.Logf("peak resident set %.1f MiB for a %d MiB payload", float64(peak)/(1<<20), payloadSize>>20)
 	if testenv.ObjectExists(t, s3c, bucket, p.Key) {
 		t.Error("the object is still there after its message succeeded")
+	}
+}
+
+// peakRSS returns the peak resident set size of proc, read until it exits. VmHWM only grows:
+// the last reading before the process exits is its peak.
+func peakRSS(proc *testenv.Process) int64 {
+	peak := int64(0)
+	for {
+		select {
+		case <-proc.Done():
+			return peak
+		case <-time.After(50 * time.Millisecond):
+			if hwm, ok := vmHWM(proc.Cmd.Process.Pid); ok {
+				peak = max(peak, hwm)
+			}
+		}
 	}
 }
 

@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,4 +297,86 @@ func TestDeadLetterPayloads(t *testing.T) {
 			t.Errorf("S3 unreachable: exit %d, %s", code, stderr)
 		}
 	})
+}
+
+// hashingS3 stands in for S3's PutObject on 127.0.0.1: it reads each request's body through
+// SHA-256 and keeps only the digest, so a body of any size can be sent to it (fauxqs takes
+// requests of at most 11 MiB, S3 one PutObject of up to 5 GiB).
+type hashingS3 struct {
+	mu      sync.Mutex
+	digests map[string]string // path to hex digest
+	sizes   map[string]int64
+}
+
+func (h *hashingS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPut {
+		http.Error(w, "only PutObject", http.StatusNotImplemented)
+		return
+	}
+	d := sha256.New()
+	n, err := io.Copy(d, r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.digests[r.URL.Path], h.sizes[r.URL.Path] = hex.EncodeToString(d.Sum(nil)), n
+	h.mu.Unlock()
+	w.Header().Set("ETag", `"0"`)
+}
+
+// TestSendPayloadMemoryBound runs the built binary as a user does, `send --payload-bucket
+// --file -` with a 200 MiB body on stdin: the object S3 receives is the body, the message
+// points at it, and send's peak resident set (VmHWM) stays under 64 MiB: the body goes through
+// a temporary file, and the upload streams from it.
+func TestSendPayloadMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 200 MiB; make test runs it")
+	}
+	emu := testenv.SQS(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{})
+	s3 := &hashingS3{digests: map[string]string{}, sizes: map[string]int64{}}
+	srv := httptest.NewServer(s3)
+	defer srv.Close()
+
+	digest := sha256.New()
+	body := io.TeeReader(io.LimitReader(&randomBytes{rand.NewChaCha8([32]byte{9})}, payloadSize), digest)
+	cmd := emu.Watchbot(t, "send", "--queue-url", q.URL, "--payload-bucket", "big-payloads", "--file", "-")
+	cmd.Env = append(cmd.Env, "AWS_ENDPOINT_URL_S3="+srv.URL, "TMPDIR="+t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	proc := testenv.Spawn(t, cmd)
+	fed := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(stdin, body)
+		stdin.Close()
+		fed <- err
+	}()
+	peak := peakRSS(proc)
+	if err := <-fed; err != nil {
+		t.Fatalf("feed stdin: %v", err)
+	}
+	if code := proc.Wait(t, 0); code != 0 {
+		t.Fatalf("send exited %d: %s", code, stderr.String())
+	}
+	msgs := testenv.Drain(t, emu.Client(), q.URL, 10*time.Second)
+	if len(msgs) != 1 || strings.TrimSpace(stdout.String()) != aws.ToString(msgs[0].MessageId) {
+		t.Fatalf("%d messages; printed %q", len(msgs), stdout.String())
+	}
+	p, err := payload.Parse(aws.ToString(msgs[0].Body))
+	if err != nil || p.Bucket != "big-payloads" {
+		t.Fatalf("pointer %v, %v", p, err)
+	}
+	path := "/" + p.Bucket + "/" + p.Key
+	if s3.sizes[path] != payloadSize || s3.digests[path] != hex.EncodeToString(digest.Sum(nil)) {
+		t.Errorf("S3 received %d bytes with digest %s at %s, want the body's %d", s3.sizes[path], s3.digests[path], path, payloadSize)
+	}
+	if peak == 0 || peak >= memoryBound {
+		t.Errorf("send's peak resident set was %d MiB, want below %d MiB", peak>>20, memoryBound>>20)
+	}
+	t.Logf("send: peak resident set %.1f MiB for a %d MiB body", float64(peak)/(1<<20), payloadSize>>20)
 }

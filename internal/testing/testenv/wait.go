@@ -94,6 +94,13 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // still runs after limit, adding logs() for each logs given.
 func (p *Process) Wait(tb testing.TB, limit time.Duration, logs ...func() string) int {
 	tb.Helper()
+	// An exit already seen wins, whatever limit says: of two ready cases, select picks one at
+	// random, and a limit of 0 is ready at once.
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState.ExitCode()
+	default:
+	}
 	select {
 	case <-p.done:
 		return p.Cmd.ProcessState.ExitCode()
