@@ -104,7 +104,7 @@ type Permit struct{ p *permit }
 
 type permit struct {
 	l     *Limiter
-	slots []*slots
+	slots [2]*slots
 	n     int
 	done  atomic.Bool
 }
@@ -117,18 +117,23 @@ func (p Permit) Done() {
 		return
 	}
 	l := p.p.l
-	now := l.now()
+	held, wake := false, false
 	l.mu.Lock()
 	l.running--
 	for _, s := range p.p.slots {
-		s.inUse -= units(p.p.n, s.capacity)
-		if s.idleSince.IsZero() && s.held > s.inUse {
-			s.idleSince = now
+		if s == nil {
+			continue
 		}
+		held = true
+		s.inUse -= units(p.p.n, s.capacity)
+		// Run gives idle slots back unless a start wants them soon; it is told once.
+		wake = wake || (s.held > s.inUse && !s.armed)
 	}
 	l.mu.Unlock()
-	if len(p.p.slots) > 0 {
+	if held {
 		signal(l.changed)
+	}
+	if wake {
 		signal(l.wake)
 	}
 }
@@ -166,13 +171,10 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 	for _, s := range sls {
 		if s != nil {
 			s.inUse += units(n, s.capacity)
-			s.idleSince = time.Time{}
-			if s.held > s.inUse {
-				s.idleSince = now
-			}
-			p.slots = append(p.slots, s)
+			s.wantedAt = now
 		}
 	}
+	p.slots = sls
 	l.running++
 	if !l.blockedSince.IsZero() {
 		l.blockedTotal += now.Sub(l.blockedSince)
@@ -192,7 +194,7 @@ func (l *Limiter) check(now time.Time, toks [2]*tokens, sls [2]*slots, n int) bo
 	reserve := func() {
 		for _, s := range sls {
 			if s != nil && s.held > s.inUse && s.has(now, n, l.fallback, l.live) {
-				s.idleSince = now
+				s.wantedAt = now
 			}
 		}
 	}
@@ -480,9 +482,11 @@ type slots struct {
 	leaseUntil time.Time
 	// demand is the starts refused since Run last asked the table for slots.
 	demand int
-	// idleSince is since when some held slots have been idle; zero when none are.
-	idleSince time.Time
-	nextTry   time.Time
+	// wantedAt is when a start last took a slot, or waited for other limits holding one:
+	// idle slots go back linger after it. armed: Run will look at them then.
+	wantedAt time.Time
+	armed    bool
+	nextTry  time.Time
 	// poll is the current wait between asks while the table has no slot free.
 	poll     time.Duration
 	lastUsed time.Time

@@ -164,9 +164,9 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 		case s.demand > 0:
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, s.demand-s.free(now)))
-		case s.held > s.inUse && !s.idleSince.IsZero() && !now.Before(s.idleSince.Add(linger)):
+		case s.held > s.inUse && !now.Before(s.wantedAt.Add(linger)):
 			// Idle slots leave the pool now, so no start takes one while they go back.
-			s.held, s.idleSince = s.inUse, time.Time{}
+			s.held, s.armed = s.inUse, false
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, 0))
 		case s.held > 0 && !now.Before(renewAt):
@@ -174,8 +174,8 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 			jobs = append(jobs, r.lease(s, 0))
 		case s.held > 0:
 			at(renewAt)
-			if s.held > s.inUse && !s.idleSince.IsZero() {
-				at(s.idleSince.Add(linger))
+			if s.armed = s.held > s.inUse; s.armed {
+				at(s.wantedAt.Add(linger))
 			}
 		case s.inUse == 0 && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
 			delete(l.slots, name)
@@ -315,11 +315,8 @@ func (r *runner) lease(s *slots, more int) job {
 				s.leaseUntil = leased.Add(l.cfg.Lease)
 			}
 			if got > 0 {
-				s.demand, s.poll = 0, 0
-			}
-			if s.held > s.inUse && s.idleSince.IsZero() {
-				// Idle until a start takes them: they go back if none does soon.
-				s.idleSince = now
+				// For the start that asked: they go back if it does not take them soon.
+				s.demand, s.poll, s.wantedAt = 0, 0, now
 			}
 		}
 		if err == nil && got == 0 && more > 0 {
