@@ -81,7 +81,7 @@ type bench struct {
 }
 
 // allLanes are the lanes of the bench, the default of -lanes.
-var allLanes = []string{"throughput", "wide", "pickup", "stop", "faults", "dedupe", "tracing", "queues"}
+var allLanes = []string{"throughput", "wide", "pickup", "stop", "faults", "dedupe", "tracing", "queues", "limits"}
 
 func run() error {
 	var o options
@@ -155,6 +155,7 @@ func run() error {
 		clean, faulty, short []faultRun
 		dedupes, tracings    []float64
 		twoQueues            []float64
+		limitRuns            []limitsRun
 	)
 	for round := range o.rounds {
 		for i, c := range contenders {
@@ -205,6 +206,13 @@ func run() error {
 			}
 			tracings = append(tracings, tr)
 		}
+		if o.lanes["limits"] {
+			lr, err := b.limitsCost(ctx, fmt.Sprintf("bench-%d-limits", round))
+			if err != nil {
+				return fmt.Errorf("limits lane: %w", err)
+			}
+			limitRuns = append(limitRuns, lr)
+		}
 		if o.lanes["queues"] {
 			q, err := b.twoQueues(ctx, fmt.Sprintf("bench-%d-queues", round))
 			if err != nil {
@@ -231,7 +239,7 @@ func run() error {
 		}
 		short = append(short, fr)
 	}
-	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes, tracings: tracings, twoQueues: twoQueues}
+	rep := report{o: o, contenders: contenders, results: results, wide: wide, pickups: pickups, stops: stops, clean: clean, faulty: faulty, short: short, dedupes: dedupes, tracings: tracings, twoQueues: twoQueues, limits: limitRuns}
 	rep.print(os.Stdout)
 	if o.page != "" {
 		return rep.rewrite(o.page)

@@ -28,6 +28,8 @@ type report struct {
 	tracings []float64
 	// twoQueues are the queues lane's rounds: throughput of two queues / one holding as many.
 	twoQueues []float64
+	// limits are the limits lane's rounds.
+	limits []limitsRun
 }
 
 // reportLanes are the lanes the summary's figures need; without one of them the report lists
@@ -107,7 +109,24 @@ func (r report) figures() []figure {
 	if len(r.twoQueues) > 0 {
 		fs = append(fs, r.twoQueuesFigure())
 	}
-	return fs
+	return append(fs, r.limitsFigures()...)
+}
+
+// limitsFigures are the limits lane's lines, none when it did not run.
+func (r report) limitsFigures() []figure {
+	if len(r.limits) == 0 {
+		return nil
+	}
+	var ratios, cpus []float64
+	for _, l := range r.limits {
+		ratios = append(ratios, l.ratio)
+		cpus = append(cpus, float64(l.cpuPerStart)/float64(time.Microsecond))
+	}
+	return []figure{
+		{fmt.Sprintf("throughput with a fleet limit that never binds (`--rate-limit 1000000/s --fleet-concurrency 1000 --limits-table`, dynalite) / without, %d messages", limitsMessages),
+			spreadOf(ratios), "≥ 0.9"},
+		{"CPU of the limiter's hot path (TryStart and Done), per start", spreadOf(cpus) + " µs", ""},
+	}
 }
 
 // twoQueuesFigure is the queues lane's line.
@@ -149,6 +168,7 @@ func (r report) partial() []figure {
 	if len(r.twoQueues) > 0 {
 		fs = append(fs, r.twoQueuesFigure())
 	}
+	fs = append(fs, r.limitsFigures()...)
 	for k := range r.faulty {
 		fs = append(fs, figure{"drain clean / faulty / faulty with a short receive lease", fmt.Sprintf("%.1f s / %.1f s / %.1f s",
 			r.clean[k].took.Seconds(), r.faulty[k].took.Seconds(), r.short[k].took.Seconds()), ""})
