@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -14,9 +16,10 @@ const queuesMessages = 2000
 
 // twoQueues is the queues lane: what serving several queues costs in throughput. It empties
 // queuesMessages messages with `watchbot listen --concurrency C -- WORKER` (the throughput
-// lane's slots and worker) twice, from one queue holding them all and from two queues holding
-// half each (--queue-url twice, weighted 1:1), and returns the rate with two queues divided by
-// the rate with one. name prefixes its queues.
+// lane's slots and worker) from one queue holding them all, and, at the same time, as many
+// from two queues holding half each (--queue-url twice, weighted 1:1), and returns the rate
+// with two queues divided by the rate with one. The two run at once, so the rest of the
+// machine's load costs both alike. name prefixes its queues.
 func (b *bench) twoQueues(ctx context.Context, name string) (float64, error) {
 	direct := b.fauxqs.Client()
 	one, err := newQueue(ctx, direct, name+"-one", queuesMessages, 0)
@@ -32,10 +35,14 @@ func (b *bench) twoQueues(ctx context.Context, name string) (float64, error) {
 		return 0, err
 	}
 	var took [2]time.Duration
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i, queues := range [][]string{{one}, {first, second}} {
-		if took[i], err = b.drainQueues(ctx, queues); err != nil {
-			return 0, fmt.Errorf("%d queues: %w", len(queues), err)
-		}
+		wg.Go(func() { took[i], errs[i] = b.drainQueues(ctx, queues) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return 0, err
 	}
 	return took[0].Seconds() / took[1].Seconds(), nil
 }
@@ -56,7 +63,7 @@ func (b *bench) drainQueues(ctx context.Context, queues []string) (time.Duration
 	defer p.kill()
 	for _, q := range queues {
 		if err := p.waitEmpty(ctx, direct, q); err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%d queues: %w", len(queues), err)
 		}
 	}
 	took := time.Since(start)
