@@ -380,3 +380,44 @@ func TestSendPayloadMemoryBound(t *testing.T) {
 	}
 	t.Logf("send: peak resident set %.1f MiB for a %d MiB body", float64(peak)/(1<<20), payloadSize>>20)
 }
+
+// TestSendThenListen: what send writes through S3, listen reads back whole for its worker,
+// and deletes once the worker succeeded.
+func TestSendThenListen(t *testing.T) {
+	emu := operatorEnv(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	bucket := emu.NewBucket(t)
+	dir := t.TempDir()
+	body := bytes.Repeat([]byte("ünïcødé payload\n"), 150_000) // 2.8 MB, with newlines: --file keeps them
+	file := filepath.Join(dir, "body")
+	if err := os.WriteFile(file, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, nil, "send", "--queue-url", q.URL, "--payload-bucket", bucket, "--file", file)
+	if code != 0 {
+		t.Fatalf("send: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(dir, "got")
+	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--once", "--payload-bucket", bucket,
+		"--", "/bin/sh", "-c", `cat > "`+out+`"; echo "$WATCHBOT_PAYLOAD_S3_URI" > "`+out+`.uri"`)
+	var logs testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, logs.String); code != 0 {
+		t.Fatalf("listen: exit %d: %s", code, logs.String())
+	}
+	got, _ := os.ReadFile(out)
+	if !bytes.Equal(got, body) {
+		t.Fatalf("the worker read %d bytes, want the %d send was given", len(got), len(body))
+	}
+	uri, _ := os.ReadFile(out + ".uri")
+	p, err := payload.ParseURI(strings.TrimSpace(string(uri)))
+	if err != nil || p.Bucket != bucket {
+		t.Fatalf("WATCHBOT_PAYLOAD_S3_URI %q: %v", uri, err)
+	}
+	if testenv.ObjectExists(t, emu.S3(), bucket, p.Key) {
+		t.Error("the object is still there after its message succeeded")
+	}
+	if strings.TrimSpace(stdout) == "" {
+		t.Error("send printed no message id")
+	}
+}
