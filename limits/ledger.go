@@ -49,16 +49,23 @@ func (l Ledger) Next(now time.Time) time.Time {
 // With returns a copy of l without the holds that no longer count at now, and with holder's
 // hold set to h (removed when h.N is 0), for writing as the next version.
 func (l Ledger) With(now time.Time, holder string, h Hold) Ledger {
+	out := l.successor(now)
+	if h.N > 0 {
+		out.Holds[holder] = h
+	} else {
+		delete(out.Holds, holder)
+	}
+	return out
+}
+
+// successor returns a copy of l as its next version, without the holds that no longer count
+// at now.
+func (l Ledger) successor(now time.Time) Ledger {
 	out := Ledger{Version: l.Version + 1, Holds: make(map[string]Hold, len(l.Holds)+1)}
 	for k, v := range l.Holds {
 		if v.Until.After(now) {
 			out.Holds[k] = v
 		}
-	}
-	if h.N > 0 {
-		out.Holds[holder] = h
-	} else {
-		delete(out.Holds, holder)
 	}
 	return out
 }

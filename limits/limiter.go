@@ -383,6 +383,8 @@ type tokens struct {
 	window   time.Duration
 	// chunks are the grants of the table: each usable until its until.
 	chunks []chunk
+	// settle are the chunks that can no longer be used, whose holds Run has yet to settle.
+	settle []chunk
 	// demand is the starts refused since Run last fetched.
 	demand int
 	meter  meter
@@ -400,10 +402,31 @@ type tokens struct {
 	lastUsed     time.Time
 }
 
+// chunk is a grant of tokens: n, of which left are unused, usable until until. Its hold in
+// the table is named name and counts until holdUntil.
 type chunk struct {
-	left  int
-	until time.Time
+	name      string
+	n, left   int
+	until     time.Time
+	holdUntil time.Time
+	// lastUse is when the last of its tokens was taken.
+	lastUse time.Time
 }
+
+// settled is the hold a chunk that can no longer be used needs in the table, and whether
+// it needs one: its used tokens only, counting a window from the last use. Every use was
+// before the last, so no window holds more starts than the limit; the unused tokens go back.
+func (c chunk) settled(window time.Duration) (Hold, bool) {
+	used := c.n - c.left
+	if used == 0 {
+		return Hold{}, false
+	}
+	return Hold{N: used, Until: c.lastUse.Add(window)}, true
+}
+
+// maxSettled bounds the chunks waiting to be settled in the table; older ones keep the hold
+// they were granted, which only costs capacity until it lapses.
+const maxSettled = 64
 
 // held is the tokens that may still be used at now.
 func (t *tokens) held(now time.Time) int {
@@ -422,15 +445,25 @@ func (t *tokens) share(live int) (int, time.Duration) {
 	return RateCapacity(r), RateWindow(r)
 }
 
-// prune drops the chunks that can no longer be used at now.
+// prune moves the chunks that can no longer be used at now (lapsed, or used up) to those
+// to settle, and forgets those whose holds lapsed in the table anyway.
 func (t *tokens) prune(now time.Time) {
-	kept := t.chunks[:0]
+	kept, settle := t.chunks[:0], t.settle[:0]
+	for _, c := range t.settle {
+		if now.Before(c.holdUntil) {
+			settle = append(settle, c)
+		}
+	}
 	for _, c := range t.chunks {
-		if now.Before(c.until) && c.left > 0 {
+		switch {
+		case now.Before(c.until) && c.left > 0:
 			kept = append(kept, c)
+		case now.Before(c.holdUntil):
+			settle = append(settle, c)
 		}
 	}
 	t.chunks = kept
+	t.settle = settle[max(len(settle)-maxSettled, 0):]
 }
 
 // has reports whether n starts may be taken at now.
@@ -457,19 +490,16 @@ func (t *tokens) take(now time.Time, n int, fallback bool, live int) {
 		return
 	}
 	// The chunks are in the order they were granted, so the earliest to lapse go first.
-	kept := t.chunks[:0]
-	for _, c := range t.chunks {
-		if !now.Before(c.until) {
+	for i := range t.chunks {
+		c := &t.chunks[i]
+		if n == 0 || !now.Before(c.until) || c.left == 0 {
 			continue
 		}
 		took := min(n, c.left)
 		c.left -= took
+		c.lastUse = now
 		n -= took
-		if c.left > 0 {
-			kept = append(kept, c)
-		}
 	}
-	t.chunks = kept
 }
 
 // slots is what a task holds of one concurrency limit. Guarded by Limiter.mu.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -144,13 +145,16 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 			at(t.nextTry)
 		case wanted:
 			t.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.fetch(t, t.demand, held, rate, now.Before(t.bindingUntil)))
+			jobs = append(jobs, r.fetch(t, t.demand, held, rate, now.Before(t.bindingUntil), slices.Clone(t.settle)))
 		case held == 0 && t.fallback.Used(now) == 0 && now.Sub(t.lastUsed) > idleFor && name != ledgerRate:
 			delete(l.tokens, name)
 			delete(r.cache, name)
 			delete(r.contended, name)
-		case held > 0:
-			at(t.chunks[0].until)
+		}
+		for _, c := range t.chunks {
+			if c.left > 0 {
+				at(c.until)
+			}
 		}
 	}
 	for name, s := range l.slots {
@@ -191,17 +195,21 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 }
 
 // fetch asks the table for tokens: the demand, and with it what the recent rate will use
-// while the chunk is valid.
-func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) job {
+// while the chunk is valid. In the same write it settles the holds of the chunks in settle.
+func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool, settle []chunk) job {
 	return func(ctx context.Context) {
 		l := r.l
 		var chunkAt time.Time
 		var got, want int
+		var name string
 		validity := shortValidity
 		wrote, err := r.update(ctx, t.name, func(now time.Time, led Ledger) (Ledger, bool) {
-			free := t.capacity - led.Used(now)
+			next := led.successor(now)
+			settled := settleHolds(next, settle, t.window)
+			free := t.capacity - next.Used(now)
 			if binding {
 				// Only what waits now, used at once.
+				validity = shortValidity
 				want = tokenWant(demand, held, 0, shortValidity)
 			} else {
 				validity = chunkValidity(free, rate)
@@ -209,22 +217,26 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) 
 			}
 			got = min(want, free)
 			if got <= 0 {
-				t0 := led.Next(now)
-				if t0.IsZero() {
-					t0 = now.Add(PollInterval)
+				if chunkAt = next.Next(now); chunkAt.IsZero() {
+					chunkAt = now.Add(PollInterval)
 				}
-				chunkAt = t0
-				return Ledger{}, false
+				return next, settled
 			}
 			chunkAt = now
-			r.l.mu.Lock()
+			l.mu.Lock()
 			t.seq++
-			seq := t.seq
-			r.l.mu.Unlock()
-			return led.With(now, l.tag+strconv.FormatInt(seq, 36), Hold{N: got, Until: now.Add(t.window + validity)}), true
+			name = l.tag + strconv.FormatInt(t.seq, 36)
+			l.mu.Unlock()
+			next.Holds[name] = Hold{N: got, Until: now.Add(t.window + validity)}
+			return next, true
 		})
 		now := l.now()
 		l.mu.Lock()
+		if wrote {
+			t.settle = slices.DeleteFunc(t.settle, func(c chunk) bool {
+				return slices.ContainsFunc(settle, func(s chunk) bool { return s.name == c.name })
+			})
+		}
 		switch {
 		case err != nil:
 			t.nextTry = now.Add(r.retryDelay())
@@ -236,7 +248,8 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) 
 			// Other tasks wrote first, every time: ask again in a moment.
 			t.nextTry = now.Add(minGap)
 		default:
-			t.chunks = append(t.chunks, chunk{left: got, until: chunkAt.Add(validity)})
+			t.chunks = append(t.chunks, chunk{name: name, n: got, left: got, until: chunkAt.Add(validity),
+				holdUntil: chunkAt.Add(t.window + validity)})
 			t.demand = 0
 			t.validity = validity
 			if got < want {
@@ -245,10 +258,40 @@ func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool) 
 		}
 		l.mu.Unlock()
 		r.done(err)
-		if wrote {
+		if wrote && got > 0 {
 			signal(l.changed)
 		}
 	}
+}
+
+// settleHolds replaces in next the holds of the chunks in settle by what they need now
+// (chunk.settled), and reports whether it changed any.
+func settleHolds(next Ledger, settle []chunk, window time.Duration) bool {
+	changed := false
+	for _, c := range settle {
+		h, ok := next.Holds[c.name]
+		if !ok {
+			continue
+		}
+		s, keep := c.settled(window)
+		switch {
+		case !keep:
+			delete(next.Holds, c.name)
+		case s.Until.Before(h.Until) || s.N < h.N:
+			next.Holds[c.name] = Hold{N: min(s.N, h.N), Until: earlier(s.Until, h.Until)}
+		default:
+			continue
+		}
+		changed = true
+	}
+	return changed
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // chunkValidity is how long a chunk may be used, given the tokens free in the table and the
