@@ -47,6 +47,7 @@ func TestSendOffloads(t *testing.T) {
 		{"a file larger than SQS takes", "", []string{"--file", file}, []string{string(big)}, []bool{true}},
 		{"stdin as one body", string(big), []string{"--file", "-"}, []string{string(big)}, []bool{true}},
 		{"a small body stays inline", "", []string{"--body", "small"}, []string{"small"}, []bool{false}},
+		{"small stdin as one body, newlines kept", "line 1\nline 2\n", []string{"--file", "-"}, []string{"line 1\nline 2\n"}, []bool{false}},
 		{"always offload", "", []string{"--body", "tiny", "--always-offload"}, []string{"tiny"}, []bool{true}},
 		{"lines, one longer than SQS takes", "a\n" + longLine + "\r\n" + strings.Repeat("m", 1500) + "\nb\n", nil,
 			[]string{"a", longLine, strings.Repeat("m", 1500), "b"}, []bool{false, true, true, false}},
