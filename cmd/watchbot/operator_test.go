@@ -329,6 +329,26 @@ func TestTriageOnATerminal(t *testing.T) {
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	deadLetterDirectly(t, c, q, 2, nil)
+	// Replay the first message, keep the second.
+	code, out := runOnTerminal(t, "r\nk\n", "dead-letter", "--queue-url", q.URL, "triage")
+	if code != 0 {
+		t.Fatalf("triage exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "[r]eplay, [k]eep") {
+		t.Errorf("no prompt on the terminal:\n%s", out)
+	}
+	if v, f := dlqCount(t, c, q.DLQURL); v != 1 || f != 0 {
+		t.Errorf("DLQ holds %d visible, %d in flight; want the kept one", v, f)
+	}
+	if v, _ := dlqCount(t, c, q.URL); v != 1 {
+		t.Errorf("source holds %d, want the replayed one", v)
+	}
+}
+
+// runOnTerminal runs the CLI with args on a pseudo-terminal, typing input, and returns its
+// exit code and what it wrote to the terminal.
+func runOnTerminal(t *testing.T, input string, args ...string) (int, string) {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)
@@ -351,37 +371,24 @@ func TestTriageOnATerminal(t *testing.T) {
 			}
 		}
 	}()
-	// Replay the first message, keep the second.
-	if _, err := ptmx.Write([]byte("r\nk\n")); err != nil {
+	if _, err := ptmx.Write([]byte(input)); err != nil {
 		t.Fatal(err)
 	}
 	var code atomic.Int32
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		code.Store(int32(run([]string{"watchbot", "dead-letter", "--queue-url", q.URL, "triage"}, tty, tty, tty)))
+		code.Store(int32(run(append([]string{"watchbot"}, args...), tty, tty, tty)))
 	}()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("triage did not finish")
+		t.Fatalf("%v did not finish", args)
 	}
 	tty.Close()
 	mu.Lock()
-	out := screen.String()
-	mu.Unlock()
-	if code.Load() != 0 {
-		t.Fatalf("triage exit %d:\n%s", code.Load(), out)
-	}
-	if !strings.Contains(out, "[r]eplay, [k]eep") {
-		t.Errorf("no prompt on the terminal:\n%s", out)
-	}
-	if v, f := dlqCount(t, c, q.DLQURL); v != 1 || f != 0 {
-		t.Errorf("DLQ holds %d visible, %d in flight; want the kept one", v, f)
-	}
-	if v, _ := dlqCount(t, c, q.URL); v != 1 {
-		t.Errorf("source holds %d, want the replayed one", v)
-	}
+	defer mu.Unlock()
+	return int(code.Load()), screen.String()
 }
 
 // TestPeekDLQWithoutTarget peeks with --dlq-url alone: the emulator cannot list the DLQ's

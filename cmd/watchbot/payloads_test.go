@@ -266,6 +266,20 @@ func TestDeadLetterPayloads(t *testing.T) {
 			t.Errorf("--sample-dlq 0: exit %d, %s", code, stderr)
 		}
 	})
+	t.Run("triage shows the pointer", func(t *testing.T) {
+		code, out := runOnTerminal(t, "k\nk\nk\n", "dead-letter", "--queue-url", q.URL, "triage")
+		if code != 0 {
+			t.Fatalf("triage exit %d:\n%s", code, out)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("payload:  s3://%s/%s, %d bytes (ExtendedPayloadSize)", bucket, present, len(body)),
+			fmt.Sprintf("payload:  s3://%s/%s, 262145 bytes (ExtendedPayloadSize)", bucket, missing),
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("triage does not show %q:\n%s", want, out)
+			}
+		}
+	})
 	t.Run("export resolves, a missing object is not fatal", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "dlq.jsonl")
 		code, stdout, stderr := runCLI(t, nil, "dead-letter", "--queue-url", q.URL, "export", "--resolve-payloads", "--delete", file)
