@@ -12,12 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // API is the part of the DynamoDB client a Store calls.
@@ -130,13 +131,13 @@ func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Ti
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(s.table),
 			Item: map[string]types.AttributeValue{
-				KeyAttribute: str(k), attrState: str(stateInProgress), attrOwner: str(owner),
+				KeyAttribute: ddbattr.S(k), attrState: ddbattr.S(stateInProgress), attrOwner: ddbattr.S(owner),
 				attrLease: millis(leaseUntil), TTLAttribute: seconds(leaseUntil),
 			},
 			ConditionExpression:      aws.String(claimCondition),
 			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":now_s": number(now.Unix()), ":now_ms": number(now.UnixMilli()), ":in_progress": str(stateInProgress), ":owner": str(owner),
+				":now_s": ddbattr.N(now.Unix()), ":now_ms": ddbattr.N(now.UnixMilli()), ":in_progress": ddbattr.S(stateInProgress), ":owner": ddbattr.S(owner),
 			},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
@@ -150,7 +151,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Ti
 		item := failed.Item
 		if item == nil {
 			out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
-				Key: map[string]types.AttributeValue{KeyAttribute: str(k)}, ConsistentRead: aws.Bool(true)})
+				Key: map[string]types.AttributeValue{KeyAttribute: ddbattr.S(k)}, ConsistentRead: aws.Bool(true)})
 			if err != nil {
 				return Claim{}, s.wrap("claim: read the record", err)
 			}
@@ -170,16 +171,16 @@ func standing(item map[string]types.AttributeValue, owner string, now time.Time)
 	if item == nil {
 		return Claim{}, false
 	}
-	exp, _ := intOf(item, TTLAttribute)
+	exp, _ := ddbattr.Int(item, TTLAttribute)
 	if exp < now.Unix() {
 		return Claim{}, false
 	}
-	holder := stringOf(item, attrOwner)
-	switch stringOf(item, attrState) {
+	holder := ddbattr.String(item, attrOwner)
+	switch ddbattr.String(item, attrState) {
 	case stateCompleted:
 		return Claim{Result: Completed, Owner: holder}, true
 	case stateInProgress:
-		lease, _ := intOf(item, attrLease)
+		lease, _ := ddbattr.Int(item, attrLease)
 		if holder == owner || lease < now.UnixMilli() {
 			return Claim{}, false
 		}
@@ -193,7 +194,7 @@ func standing(item map[string]types.AttributeValue, owner string, now time.Time)
 func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
 	return s.update(ctx, "extend", key, "SET #lease = :lease, #exp = :exp", extendCondition,
 		pick("#lease", "#exp", "#owner", "#state"), map[string]types.AttributeValue{
-			":lease": millis(leaseUntil), ":exp": seconds(leaseUntil), ":owner": str(owner), ":in_progress": str(stateInProgress),
+			":lease": millis(leaseUntil), ":exp": seconds(leaseUntil), ":owner": ddbattr.S(owner), ":in_progress": ddbattr.S(stateInProgress),
 		})
 }
 
@@ -202,7 +203,7 @@ func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.T
 func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
 	return s.update(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done", completeCondition,
 		pick("#state", "#exp", "#done", "#owner"), map[string]types.AttributeValue{
-			":completed": str(stateCompleted), ":exp": seconds(expiresAt), ":done": millis(s.now()), ":owner": str(owner),
+			":completed": ddbattr.S(stateCompleted), ":exp": seconds(expiresAt), ":done": millis(s.now()), ":owner": ddbattr.S(owner),
 		})
 }
 
@@ -211,10 +212,10 @@ func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{KeyAttribute: str(s.key(key))},
+		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
 		ConditionExpression:       aws.String(releaseCondition),
 		ExpressionAttributeNames:  pick("#key", "#owner", "#state"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":in_progress": str(stateInProgress)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": ddbattr.S(owner), ":in_progress": ddbattr.S(stateInProgress)},
 	})
 	return s.wrap("release", err)
 }
@@ -223,7 +224,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 func (s *Store) update(ctx context.Context, op, key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) error {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{KeyAttribute: str(s.key(key))},
+		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  nm,
@@ -296,35 +297,13 @@ func pick(ns ...string) map[string]string {
 	return out
 }
 
-// str, number, millis, seconds: attribute values. An expiry in seconds rounds up.
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func number(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func millis(t time.Time) types.AttributeValue { return number(t.UnixMilli()) }
+// millis, seconds: attribute values. An expiry in seconds rounds up.
+func millis(t time.Time) types.AttributeValue { return ddbattr.N(t.UnixMilli()) }
 
 func seconds(t time.Time) types.AttributeValue {
 	s := t.Unix()
 	if t.After(time.Unix(s, 0)) {
 		s++
 	}
-	return number(s)
-}
-
-// stringOf and intOf read an attribute of item: the zero value when missing or of another type.
-func stringOf(item map[string]types.AttributeValue, name string) string {
-	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func intOf(item map[string]types.AttributeValue, name string) (int64, error) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("%s is missing or not a number", name)
-	}
-	return strconv.ParseInt(v.Value, 10, 64)
+	return ddbattr.N(s)
 }

@@ -17,6 +17,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // clock is a Store's clock that a test moves by hand.
@@ -320,7 +322,7 @@ var (
 )
 
 func TestFaults(t *testing.T) {
-	completed := map[string]types.AttributeValue{KeyAttribute: str("jobs/k"), attrState: str(stateCompleted), attrOwner: str("x"), TTLAttribute: number(1 << 40)}
+	completed := map[string]types.AttributeValue{KeyAttribute: ddbattr.S("jobs/k"), attrState: ddbattr.S(stateCompleted), attrOwner: ddbattr.S("x"), TTLAttribute: ddbattr.N(1 << 40)}
 	tests := []struct {
 		name    string
 		fail    func(op string, n int) error

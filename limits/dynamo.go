@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // DynamoAPI is the part of the DynamoDB client the table's Store calls.
@@ -76,7 +78,7 @@ func NewDynamoStore(api DynamoAPI, table string) Store {
 }
 
 func (s *dynamoStore) key(pk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{KeyAttribute: str(pk)}
+	return map[string]types.AttributeValue{KeyAttribute: ddbattr.S(pk)}
 }
 
 // Ledger reads a ledger with a strongly consistent read: a stale copy would only cost a
@@ -94,14 +96,14 @@ func (s *dynamoStore) PutLedger(ctx context.Context, name string, prev int64, l 
 	holds := make(map[string]types.AttributeValue, len(l.Holds))
 	for holder, h := range l.Holds {
 		holds[holder] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			attrN: number(int64(h.N)), attrUntil: number(ceilMillis(h.Until)),
+			attrN: ddbattr.N(int64(h.N)), attrUntil: ddbattr.N(ceilMillis(h.Until)),
 		}}
 	}
 	in := &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
-			KeyAttribute: str(name), attrVersion: number(l.Version), attrHolds: &types.AttributeValueMemberM{Value: holds},
-			TTLAttribute: number(s.now().Add(keepFor).Unix()),
+			KeyAttribute: ddbattr.S(name), attrVersion: ddbattr.N(l.Version), attrHolds: &types.AttributeValueMemberM{Value: holds},
+			TTLAttribute: ddbattr.N(s.now().Add(keepFor).Unix()),
 		},
 		ExpressionAttributeNames: map[string]string{"#pk": KeyAttribute},
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
@@ -109,7 +111,7 @@ func (s *dynamoStore) PutLedger(ctx context.Context, name string, prev int64, l 
 	if prev != 0 {
 		in.ConditionExpression = aws.String("#v = :prev")
 		in.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": number(prev)}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": ddbattr.N(prev)}
 	}
 	_, err := s.api.PutItem(ctx, in)
 	var failed *types.ConditionalCheckFailedException
@@ -148,7 +150,7 @@ func (s *dynamoStore) Beat(ctx context.Context, task string, until time.Time, go
 		UpdateExpression:         aws.String(expr),
 		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": number(ceilMillis(until)), ":exp": number(s.now().Add(keepFor).Unix()),
+			":until": ddbattr.N(ceilMillis(until)), ":exp": ddbattr.N(s.now().Add(keepFor).Unix()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	}
@@ -193,7 +195,7 @@ func (s *dynamoStore) Pause(ctx context.Context, until time.Time) error {
 		ConditionExpression:      aws.String("attribute_not_exists(#pause) OR #pause < :until"),
 		ExpressionAttributeNames: map[string]string{"#pause": attrPause, "#exp": TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": number(ceilMillis(until)), ":exp": number(later(until, s.now()).Add(keepFor).Unix()),
+			":until": ddbattr.N(ceilMillis(until)), ":exp": ddbattr.N(later(until, s.now()).Add(keepFor).Unix()),
 		},
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -217,9 +219,9 @@ func ledgerOf(item map[string]types.AttributeValue) (Ledger, error) {
 	if item == nil {
 		return l, nil
 	}
-	v, err := intOf(item, attrVersion)
+	v, err := ddbattr.Int(item, attrVersion)
 	if err != nil {
-		return Ledger{}, fmt.Errorf("ledger %s: %w", stringOf(item, KeyAttribute), err)
+		return Ledger{}, fmt.Errorf("ledger %s: %w", ddbattr.String(item, KeyAttribute), err)
 	}
 	l.Version = v
 	holds, _ := item[attrHolds].(*types.AttributeValueMemberM)
@@ -231,10 +233,10 @@ func ledgerOf(item map[string]types.AttributeValue) (Ledger, error) {
 		if !ok {
 			continue
 		}
-		n, err1 := intOf(m.Value, attrN)
-		until, err2 := intOf(m.Value, attrUntil)
+		n, err1 := ddbattr.Int(m.Value, attrN)
+		until, err2 := ddbattr.Int(m.Value, attrUntil)
 		if err := errors.Join(err1, err2); err != nil {
-			return Ledger{}, fmt.Errorf("ledger %s, hold %s: %w", stringOf(item, KeyAttribute), holder, err)
+			return Ledger{}, fmt.Errorf("ledger %s, hold %s: %w", ddbattr.String(item, KeyAttribute), holder, err)
 		}
 		l.Holds[holder] = Hold{N: int(n), Until: time.UnixMilli(until)}
 	}
@@ -244,12 +246,12 @@ func ledgerOf(item map[string]types.AttributeValue) (Ledger, error) {
 // fleetOf reads the fleet item; entries it cannot read count as absent.
 func fleetOf(item map[string]types.AttributeValue) Fleet {
 	f := Fleet{Tasks: map[string]time.Time{}}
-	if ms, err := intOf(item, attrPause); err == nil {
+	if ms, err := ddbattr.Int(item, attrPause); err == nil {
 		f.PauseUntil = time.UnixMilli(ms)
 	}
 	if tasks, ok := item[attrTasks].(*types.AttributeValueMemberM); ok {
 		for task := range tasks.Value {
-			if ms, err := intOf(tasks.Value, task); err == nil {
+			if ms, err := ddbattr.Int(tasks.Value, task); err == nil {
 				f.Tasks[task] = time.UnixMilli(ms)
 			}
 		}
@@ -272,25 +274,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func number(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func stringOf(item map[string]types.AttributeValue, name string) string {
-	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func intOf(item map[string]types.AttributeValue, name string) (int64, error) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("%s is missing or not a number", name)
-	}
-	return strconv.ParseInt(v.Value, 10, 64)
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // Completion is what CompletePart reports.
@@ -73,7 +75,7 @@ type shardState struct {
 }
 
 func decodeShard(item map[string]types.AttributeValue) shardState {
-	v, _ := intOf(item, attrVersion)
+	v, _ := ddbattr.Int(item, attrVersion)
 	return shardState{bits: bytesOf(item, attrBits), version: v}
 }
 
@@ -85,7 +87,7 @@ func (s *Store) setBit(ctx context.Context, job string, shard, bit int, sh shard
 		next := shardState{bits: sh.bits.with(bit), version: sh.version + 1}
 		cond := "#v = :v"
 		values := map[string]types.AttributeValue{
-			":b": &types.AttributeValueMemberB{Value: next.bits}, ":nv": number(next.version), ":v": number(sh.version),
+			":b": &types.AttributeValueMemberB{Value: next.bits}, ":nv": ddbattr.N(next.version), ":v": ddbattr.N(sh.version),
 		}
 		if sh.version == 0 {
 			cond = "attribute_not_exists(#v)"
@@ -136,12 +138,12 @@ func (s *Store) count(ctx context.Context, job string, shard int, bits int64, j 
 			ConditionExpression:      aws.String(slot + " = :o"),
 			ExpressionAttributeNames: map[string]string{"#c": attrCounted, "#r": attrRemaining, "#w": attrWriter},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":n": number(bits), ":o": number(counted), ":d": number(bits - counted), ":w": str(token),
+				":n": ddbattr.N(bits), ":o": ddbattr.N(counted), ":d": ddbattr.N(bits - counted), ":w": ddbattr.S(token),
 			},
 			ReturnValues: types.ReturnValueUpdatedNew,
 		}))
 		if err == nil {
-			remaining, err := intOf(out.Attributes, attrRemaining)
+			remaining, err := ddbattr.Int(out.Attributes, attrRemaining)
 			if err != nil {
 				return false, fmt.Errorf("complete-part %s in table %s: the count's answer: %w", strconv.Quote(job), s.table, err)
 			}
@@ -203,7 +205,7 @@ func (s *Store) read(ctx context.Context, op, job string, items ...string) (map[
 			return nil, s.wrap(op, job, err)
 		}
 		for _, item := range out.Responses[s.table] {
-			found[stringOf(item, KeyItem)] = item
+			found[ddbattr.String(item, KeyItem)] = item
 		}
 		pending = out.UnprocessedKeys
 		if len(pending) > 0 && round >= maxUnprocessed {

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // fakeDB is an in-memory DynamoDB table that behaves as DynamoDB does for the calls and the
@@ -35,7 +37,7 @@ func (f *fakeDB) keyOf(table *string, k map[string]types.AttributeValue) ([2]str
 	if aws.ToString(table) != f.table {
 		return [2]string{}, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 	}
-	return [2]string{stringOf(k, KeyJob), stringOf(k, KeyItem)}, nil
+	return [2]string{ddbattr.String(k, KeyJob), ddbattr.String(k, KeyItem)}, nil
 }
 
 func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -166,7 +168,7 @@ func (e expr) apply(item map[string]types.AttributeValue, update string) ([]stri
 			a, b := left.(*types.AttributeValueMemberN), e.values[m[4]].(*types.AttributeValueMemberN)
 			x, _ := strconv.ParseInt(a.Value, 10, 64)
 			y, _ := strconv.ParseInt(b.Value, 10, 64)
-			v = number(x - y)
+			v = ddbattr.N(x - y)
 		}
 		name, err := e.set(item, m[1], copyValue(v))
 		if err != nil {

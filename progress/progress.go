@@ -27,6 +27,8 @@ import (
 
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/listenspec"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // API is the part of the DynamoDB client this package calls.
@@ -165,7 +167,7 @@ func (s *Store) SetTotal(ctx context.Context, job string, total int64) (created 
 	}
 	counted := make([]types.AttributeValue, shardCount(total))
 	for i := range counted {
-		counted[i] = number(0)
+		counted[i] = ddbattr.N(0)
 	}
 	// UpdateItem, not PutItem: its Key must match the table's key exactly, so a table with
 	// another key schema is refused here rather than given a stray item.
@@ -176,7 +178,7 @@ func (s *Store) SetTotal(ctx context.Context, job string, total int64) (created 
 		ConditionExpression:      aws.String("attribute_not_exists(#t)"),
 		ExpressionAttributeNames: map[string]string{"#t": attrTotal, "#r": attrRemaining, "#c": attrCounted},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t": number(total),
+			":t": ddbattr.N(total),
 			":c": &types.AttributeValueMemberL{Value: counted},
 		},
 	}))
@@ -202,7 +204,7 @@ func (s *Store) SetMetadata(ctx context.Context, job string, metadata []byte) er
 	if err != nil {
 		return err
 	}
-	return s.setInfo(ctx, "set-metadata", job, attrMetadata, str(string(doc)))
+	return s.setInfo(ctx, "set-metadata", job, attrMetadata, ddbattr.S(string(doc)))
 }
 
 // CompactMetadata checks that metadata is one JSON document within MaxMetadataBytes and
@@ -229,7 +231,7 @@ func (s *Store) FailJob(ctx context.Context, job, reason string) error {
 	case len(reason) > MaxReasonBytes:
 		return fmt.Errorf("the reason is %d bytes long; at most %d", len(reason), MaxReasonBytes)
 	}
-	return s.setInfo(ctx, "fail-job", job, attrReason, str(reason))
+	return s.setInfo(ctx, "fail-job", job, attrReason, ddbattr.S(reason))
 }
 
 // ReduceSent records that job's reduce step was sent.
@@ -260,7 +262,7 @@ func (s *Store) expiring(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput
 	}
 	in.UpdateExpression = aws.String(aws.ToString(in.UpdateExpression) + ", #exp = :exp")
 	in.ExpressionAttributeNames["#exp"] = TTLAttribute
-	in.ExpressionAttributeValues[":exp"] = number(time.Now().Add(s.ttl).Unix())
+	in.ExpressionAttributeValues[":exp"] = ddbattr.N(time.Now().Add(s.ttl).Unix())
 	return in
 }
 
@@ -289,8 +291,8 @@ func (s *Store) decodeJob(job string, item map[string]types.AttributeValue) (job
 	}
 	var j jobState
 	var err error
-	if j.total, err = intOf(item, attrTotal); err == nil {
-		j.remaining, err = intOf(item, attrRemaining)
+	if j.total, err = ddbattr.Int(item, attrTotal); err == nil {
+		j.remaining, err = ddbattr.Int(item, attrRemaining)
 	}
 	if err == nil {
 		j.counted, err = intsOf(item, attrCounted)
@@ -301,7 +303,7 @@ func (s *Store) decodeJob(job string, item map[string]types.AttributeValue) (job
 	if err != nil {
 		return jobState{}, fmt.Errorf("job %s in table %s: malformed job item: %w", strconv.Quote(job), s.table, err)
 	}
-	j.writer = stringOf(item, attrWriter)
+	j.writer = ddbattr.String(item, attrWriter)
 	return j, nil
 }
 
@@ -349,5 +351,5 @@ func (s *Store) pause(ctx context.Context, attempt int) error {
 
 // key is the primary key of one item of job.
 func key(job, item string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{KeyJob: str(job), KeyItem: str(item)}
+	return map[string]types.AttributeValue{KeyJob: ddbattr.S(job), KeyItem: ddbattr.S(item)}
 }

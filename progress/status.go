@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // Status is a job as status reports it. Its JSON is what `watchbot progress status --json`
@@ -64,9 +66,9 @@ func (s *Store) Status(ctx context.Context, job string, part int64) (Status, err
 		st.Progress, st.Complete = progressOf(st.Done, st.Total), st.Done == st.Total
 	}
 	info := items[infoItem]
-	st.Reason = stringOf(info, attrReason)
+	st.Reason = ddbattr.String(info, attrReason)
 	st.Failed = st.Reason != ""
-	if m := stringOf(info, attrMetadata); m != "" {
+	if m := ddbattr.String(info, attrMetadata); m != "" {
 		st.Metadata = json.RawMessage(m)
 	}
 	st.ReduceSent = boolOf(info, attrReduceSent)

@@ -20,6 +20,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // backend is a DynamoDB to run a test against: the emulator through the real SDK over HTTP,
@@ -209,10 +211,10 @@ var errCrash = errors.New("crashed after the write took effect")
 // isShard and isCount tell the writes of CompletePart apart: step 1 sets a shard item, step 2
 // updates the job item.
 func isShard(in *dynamodb.UpdateItemInput) bool {
-	return strings.HasPrefix(stringOf(in.Key, KeyItem), shardPrefix)
+	return strings.HasPrefix(ddbattr.String(in.Key, KeyItem), shardPrefix)
 }
 
-func isCount(in *dynamodb.UpdateItemInput) bool { return stringOf(in.Key, KeyItem) == jobItem }
+func isCount(in *dynamodb.UpdateItemInput) bool { return ddbattr.String(in.Key, KeyItem) == jobItem }
 
 // A call that stops after one of its writes (a crash, or an answer that never came) and is
 // retried still leads to exactly one true, except in the one documented case: the stop comes
@@ -364,7 +366,7 @@ func TestCompletePartFaults(t *testing.T) {
 		}
 	}
 	anyInput := func(any) bool { return true }
-	countWrite := func(in any) bool { return stringOf(in.(*dynamodb.UpdateItemInput).Key, KeyItem) == jobItem }
+	countWrite := func(in any) bool { return ddbattr.String(in.(*dynamodb.UpdateItemInput).Key, KeyItem) == jobItem }
 	shardWrite := func(in any) bool { return !countWrite(in) }
 	tests := []struct {
 		name   string
@@ -540,7 +542,7 @@ func TestItemsExpire(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				exp, err := intOf(out.Item, TTLAttribute)
+				exp, err := ddbattr.Int(out.Item, TTLAttribute)
 				switch {
 				case ttl == 0 && out.Item[TTLAttribute] != nil:
 					t.Errorf("%s: %s set with no ttl", item, TTLAttribute)

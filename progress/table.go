@@ -58,26 +58,6 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 	}
 }
 
-// str, number: attribute values.
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func number(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-// intOf reads the number attribute name of item.
-func intOf(item map[string]types.AttributeValue, name string) (int64, error) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("%s is missing or not a number", name)
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
-	}
-	return n, nil
-}
-
 // intsOf reads the list of numbers name of item.
 func intsOf(item map[string]types.AttributeValue, name string) ([]int64, error) {
 	l, ok := item[name].(*types.AttributeValueMemberL)
@@ -98,14 +78,8 @@ func intsOf(item map[string]types.AttributeValue, name string) ([]int64, error) 
 	return out, nil
 }
 
-// stringOf, bytesOf, boolOf read an optional attribute: missing or of another type, they
+// bytesOf, boolOf read an optional attribute: missing or of another type, they
 // return the zero value.
-func stringOf(item map[string]types.AttributeValue, name string) string {
-	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
 
 func bytesOf(item map[string]types.AttributeValue, name string) []byte {
 	if v, ok := item[name].(*types.AttributeValueMemberB); ok {
