@@ -45,6 +45,7 @@ var examples = map[string][]string{
 	"send": {
 		"watchbot send --queue-url \"$QUEUE_URL\" --body '{\"id\": 42}' --attr kind=resize",
 		"jq -c '.[]' jobs.json | watchbot send --queue-url \"$QUEUE_URL\"",
+		"watchbot send --queue-url \"$QUEUE_URL\" --payload-bucket my-payloads --file scan.json",
 	},
 	"status":   {"watchbot status --queue-url \"$QUEUE_URL\""},
 	"template": {"watchbot template --max-attempts 5 --concurrency 4 --output stack.yaml -- /app/worker --mode thumbnail"},

@@ -164,7 +164,7 @@ func (p prefixed) Write(b []byte) (int, error) {
 
 // sampleDLQFlag is status's flag that counts the pointer messages in the dead-letter queue.
 func sampleDLQFlag() cli.Flag {
-	return &cli.IntFlag{Name: "sample-dlq", Usage: "peek at up to `N` DLQ messages to count those whose body is in S3"}
+	return &cli.IntFlag{Name: "sample-dlq", Usage: "peek at up to `N` DLQ messages to count those whose body is in S3", DefaultText: "none"}
 }
 
 // sampleDLQ adds to s the count of pointer messages among up to --sample-dlq messages of its
