@@ -14,17 +14,22 @@ import (
 // share as tasks share a table (memStore behaves as the table does: whole-ledger writes
 // conditional on the version).
 
-// flaky is a Store that counts its calls and fails all of them while down is set.
+// flaky is a Store that counts its calls, fails all of them while down is set, and holds
+// them until their context ends while stalled is set.
 type flaky struct {
 	Store
-	down  atomic.Bool
-	calls atomic.Int64
+	down, stalled atomic.Bool
+	calls         atomic.Int64
 }
 
 var errDown = errors.New("DynamoDB is down (a test's flaky store)")
 
-func (f *flaky) call() error {
+func (f *flaky) call(ctx context.Context) error {
 	f.calls.Add(1)
+	if f.stalled.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if f.down.Load() {
 		return errDown
 	}
@@ -32,42 +37,42 @@ func (f *flaky) call() error {
 }
 
 func (f *flaky) Ledger(ctx context.Context, name string) (Ledger, error) {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return Ledger{}, err
 	}
 	return f.Store.Ledger(ctx, name)
 }
 
 func (f *flaky) PutLedger(ctx context.Context, name string, prev int64, l Ledger) error {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return err
 	}
 	return f.Store.PutLedger(ctx, name, prev, l)
 }
 
 func (f *flaky) Fleet(ctx context.Context) (Fleet, error) {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return Fleet{}, err
 	}
 	return f.Store.Fleet(ctx)
 }
 
 func (f *flaky) Beat(ctx context.Context, task string, until time.Time, gone []string) (Fleet, error) {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return Fleet{}, err
 	}
 	return f.Store.Beat(ctx, task, until, gone)
 }
 
 func (f *flaky) Leave(ctx context.Context, task string) error {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return err
 	}
 	return f.Store.Leave(ctx, task)
 }
 
 func (f *flaky) Pause(ctx context.Context, until time.Time) error {
-	if err := f.call(); err != nil {
+	if err := f.call(ctx); err != nil {
 		return err
 	}
 	return f.Store.Pause(ctx, until)
@@ -401,5 +406,45 @@ func TestFallbackHoldsToTheShareAndComesBack(t *testing.T) {
 				t.Errorf("%s: fallback %v, %v in all, after DynamoDB came back", tk.cfg.Task, s.Fallback, s.FallbackTotal)
 			}
 		}
+	})
+}
+
+func TestAStalledTableFallsBackAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Concurrency = 4
+		ts := fleet(t, cfg, "a", "b")
+		time.Sleep(PollInterval + time.Second/2)
+		for _, tk := range ts {
+			tk.store.stalled.Store(true)
+		}
+		stalled := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		g := &gauge{}
+		var wg sync.WaitGroup
+		for _, tk := range ts {
+			wg.Go(func() { drive(ctx, tk.Limiter, g, 4, "", 1, time.Second) })
+		}
+		// Every call hangs: each task falls back to its share, 2 of the 4.
+		time.Sleep(FallbackAfter + jobTimeout + time.Second)
+		for _, tk := range ts {
+			if s := tk.Snapshot(); !s.Fallback || s.FallbackSince.Sub(stalled) > FallbackAfter+jobTimeout {
+				t.Errorf("%s: fallback %v since %v after the stall", tk.cfg.Task, s.Fallback, s.FallbackSince.Sub(stalled))
+			}
+			tk.store.stalled.Store(false)
+		}
+		time.Sleep(jobTimeout + 2*PollInterval)
+		for _, tk := range ts {
+			if s := tk.Snapshot(); s.Fallback {
+				t.Errorf("%s still in fallback once the table answers", tk.cfg.Task)
+			}
+		}
+		cancel()
+		wg.Wait()
+		// The documented bound: the limit, plus the share of each task in fallback.
+		if g.maxRun > 4+2*2 {
+			t.Errorf("%d ran at once, want at most 8 (4, and two shares of 2)", g.maxRun)
+		}
+		t.Logf("at most %d at once", g.maxRun)
 	})
 }

@@ -523,17 +523,14 @@ type slots struct {
 }
 
 // has reports whether n more jobs may run at now. Slots count only while their lease
-// holds. In fallback the task may also run up to its share of the limit.
+// holds. In fallback the task runs up to its share of the limit, whatever it holds: when
+// every task falls back, the shares add up to no more than the limit.
 func (s *slots) has(now time.Time, n int, fallback bool, live int) bool {
 	n = units(n, s.capacity)
-	held := 0
-	if now.Before(s.leaseUntil) {
-		held = s.held
-	}
 	if fallback {
-		held = max(held, s.share(live))
+		return s.inUse+n <= s.share(live)
 	}
-	return s.inUse+n <= held
+	return n <= s.free(now)
 }
 
 // free is the held slots not in use at now; none once the lease lapsed.

@@ -35,6 +35,9 @@ const (
 	stopTimeout = 5 * time.Second
 	// goneAfter is how long past its last beat a task is removed from the fleet row.
 	goneAfter = 10 * LiveFor
+	// jobTimeout bounds the calls of one piece of Run's work (a read and a write, or a few
+	// after conflicts): a stalled endpoint fails them, and the fallback can begin.
+	jobTimeout = FallbackAfter
 )
 
 // Run makes every call to the store until ctx ends: it fetches tokens and leases slots when
@@ -51,7 +54,10 @@ func (l *Limiter) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			j(ctx)
+			r.began = l.now()
+			jctx, cancel := context.WithTimeout(ctx, jobTimeout)
+			j(jctx)
+			cancel()
 		}
 		if len(jobs) > 0 {
 			continue
@@ -90,7 +96,9 @@ type runner struct {
 	nextPause  time.Time
 	fleet      Fleet
 	lastLogged time.Time
-	pauseEnds  time.Time
+	// began is when the work under way began: a failure counts from then.
+	began     time.Time
+	pauseEnds time.Time
 }
 
 type job func(ctx context.Context)
@@ -171,6 +179,10 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 		case s.held > s.inUse && !now.Before(s.wantedAt.Add(linger)):
 			// Idle slots leave the pool now, so no start takes one while they go back.
 			s.held, s.armed = s.inUse, false
+			s.nextTry = now.Add(minGap)
+			jobs = append(jobs, r.lease(s, 0))
+		case s.inUse > s.held && !l.fallback && !now.Before(s.nextTry):
+			// Runs started in a fallback: the table is told of them.
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, 0))
 		case s.held > 0 && !now.Before(renewAt):
@@ -326,8 +338,9 @@ func (r *runner) lease(s *slots, more int) job {
 		var leased time.Time
 		var hold, got int
 		wrote, err := r.update(ctx, s.name, func(now time.Time, led Ledger) (Ledger, bool) {
+			// The runs under way count, those started in a fallback too.
 			l.mu.Lock()
-			held := s.held
+			held := max(s.held, s.inUse)
 			l.mu.Unlock()
 			mine := led.Holds[l.cfg.Task]
 			others := led.Used(now)
@@ -360,6 +373,11 @@ func (r *runner) lease(s *slots, more int) job {
 			if got > 0 {
 				// For the start that asked: they go back if it does not take them soon.
 				s.demand, s.poll, s.wantedAt = 0, 0, now
+			}
+			if hold < s.inUse {
+				// Runs started in a fallback that the table has no room for yet: tell it
+				// again in a while.
+				s.nextTry = now.Add(PollInterval)
 			}
 		}
 		if err == nil && got == 0 && more > 0 {
@@ -506,7 +524,10 @@ func (r *runner) done(err error) {
 	}
 	r.failures++
 	if l.failingSince.IsZero() {
-		l.failingSince = now
+		l.failingSince = r.began
+		if l.failingSince.IsZero() || l.failingSince.After(now) {
+			l.failingSince = now
+		}
 	}
 	if !l.fallback && now.Sub(l.failingSince) >= FallbackAfter {
 		l.fallback, l.fallbackSince, changed = true, now, true
