@@ -72,7 +72,8 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 		case <-s.lost.ready:
 			l.givenUp()
 		case <-l.timer.C:
-		case <-s.limiter.Changed():
+		case <-s.limitsChanged:
+			l.sched.gateClosed = false // a start the limiter refused may now succeed
 		case <-l.pool.granted():
 		case <-l.stopRequested:
 			l.stop()
@@ -149,7 +150,7 @@ func (l *loop) startShared(now time.Time) [][]*job {
 	granted := l.pool.acquire(l.ended, l.sched.startable(now))
 	l.ended = 0
 	if granted == 0 {
-		l.sched.gateClosed = now.Before(l.s.limiter.PausedUntil())
+		l.sched.gateClosed = l.sched.gateClosed || now.Before(l.s.limiter.PausedUntil())
 		return nil
 	}
 	paused := l.s.gate.begin(now)

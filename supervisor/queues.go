@@ -156,6 +156,11 @@ func runQueues(ctx context.Context, cfg Config, deps Deps) error {
 		s.shared = &sharedSlots{pool: pool, i: i}
 		s.limiterShared = true
 	}
+	changed := make([]chan struct{}, len(sups))
+	for i, s := range sups {
+		changed[i] = make(chan struct{}, 1)
+		s.limitsChanged = changed[i]
+	}
 	// The task's scale-in protection follows every queue: on while any holds a message.
 	protectCtx, stopProtection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopProtection()
@@ -168,6 +173,7 @@ func runQueues(ctx context.Context, cfg Config, deps Deps) error {
 			deps.Logger.Error("limits stopped", "error", err)
 		}
 	})
+	owned.Go(func() { fanOut(limitsCtx, deps.Limiter.Changed(), changed) })
 	if deps.Protection != nil {
 		loads := make(loadSet, len(sups))
 		for i, s := range sups {
@@ -200,6 +206,24 @@ func runQueues(ctx context.Context, cfg Config, deps Deps) error {
 	stopProtection() // every drain has finished: nothing is held any more
 	owned.Wait()
 	return errors.Join(errs...)
+}
+
+// fanOut copies every signal of from to each of to (holding one each, never waiting), until
+// ctx ends: the limiter's channel wakes one receiver, and every queue's loop must hear it.
+func fanOut(ctx context.Context, from <-chan struct{}, to []chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-from:
+			for _, c := range to {
+				select {
+				case c <- struct{}{}:
+				default: // a wake-up is already pending
+				}
+			}
+		}
+	}
 }
 
 // queueError names the queue in a startup check's error.

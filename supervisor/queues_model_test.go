@@ -40,7 +40,9 @@ type modelRig struct {
 	runs    []modelRun
 	running map[string]int // by queue, and by FIFO group as queue/group
 	most    map[string]int
-	faults  []string
+	// busy and mostAtOnce count the runs under way across every queue.
+	busy, mostAtOnce int
+	faults           []string
 }
 
 type modelRun struct {
@@ -143,6 +145,8 @@ func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) w
 		r.running[k]++
 		r.most[k] = max(r.most[k], r.running[k])
 	}
+	r.busy++
+	r.mostAtOnce = max(r.mostAtOnce, r.busy)
 	if group != "" && r.running[q+"/"+group] > 1 {
 		r.faults = append(r.faults, fmt.Sprintf("%s started while another message of group %s ran", body, group))
 	}
@@ -152,6 +156,7 @@ func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) w
 		for _, k := range keys {
 			r.running[k]--
 		}
+		r.busy--
 		r.mu.Unlock()
 	}()
 	took, exit := r.behave(q, body)
@@ -297,6 +302,31 @@ func TestQueuesBrakePerQueue(t *testing.T) {
 		}
 		if err := r.stop(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// The limits count every queue's starts together: a task limit of 2 running jobs holds for
+// two queues on four slots, and both queues keep running within it (the limiter's wake-ups
+// reach every queue's loop).
+func TestQueuesShareTheLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "first", "second")
+		r.cfg.Limits.Fleet.Concurrency = 2
+		r.flood(0, 30)
+		r.flood(1, 30)
+		r.start()
+		testenv.Eventually(t, "both queues empty", 5*time.Minute, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if most := r.mostAtOnce; most != 2 {
+			t.Errorf("at most %d jobs ran at once across the queues, want the limit's 2", most)
+		}
+		if len(r.runs) != 60 {
+			t.Errorf("%d runs, want 60", len(r.runs))
 		}
 	})
 }

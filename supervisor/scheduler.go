@@ -213,13 +213,15 @@ func (s *scheduler) promote(now time.Time) {
 func (s *scheduler) next(now time.Time) [][]*job { return s.nextUpTo(now, s.slots) }
 
 // startable returns how many runs next could start now within the slots (the brake's
-// limit), leaving out the groups the latest pass held back for their key: what a queue asks
-// the shared slots for.
+// limit), leaving out the groups the latest pass held back for their key, and none while the
+// gate is closed (until the limiter says a refused start may now succeed): what a queue asks
+// the shared slots for. A queue that asked for slots its gate then refuses would hand them
+// back only to ask again, with every other queue woken each time.
 func (s *scheduler) startable(now time.Time) int {
 	s.promote(now)
 	free := s.slots - s.runs
 	ready := len(s.ready) - s.heldBack
-	if free <= 0 || ready <= 0 {
+	if free <= 0 || ready <= 0 || s.gateClosed {
 		return 0
 	}
 	if s.batchSize == 1 {

@@ -112,8 +112,11 @@ type Supervisor struct {
 	gate       *startGate
 	stopLimits context.CancelFunc
 	// limiterShared: the queues of a listen on several share the limiter, which runQueues
-	// runs; this supervisor only uses it.
+	// runs; this supervisor only uses it. limitsChanged receives when a start the limiter
+	// refused may now succeed: the limiter's Changed, or with several queues this queue's
+	// copy of it (the limiter's channel wakes one receiver only).
 	limiterShared bool
+	limitsChanged <-chan struct{}
 	// shared, with several queues, is this queue's place in the slots they share; nil when
 	// it has the slots to itself.
 	shared *sharedSlots
@@ -221,6 +224,7 @@ func prepare(ctx context.Context, cfg Config, deps Deps) (*Supervisor, error) {
 		deps.Limiter = lim
 	}
 	s.limiter = deps.Limiter
+	s.limitsChanged = s.limiter.Changed()
 	s.gate = newStartGate(s.limiter, cfg.Limits, deps.Metrics)
 	s.acks = newAcker(s.api, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout)
 	s.acks.health, s.acks.cut = s.health, s.cut
