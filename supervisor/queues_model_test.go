@@ -34,7 +34,9 @@ type modelRig struct {
 	loads map[string]*Load
 	// behave says how long a run of the queue takes and how it exits.
 	behave func(queue, body string) (time.Duration, int)
-	stop   func() error
+	// protection, when set, is the ECS agent's task protection.
+	protection ProtectionAPI
+	stop       func() error
 
 	mu      sync.Mutex
 	runs    []modelRun
@@ -125,7 +127,7 @@ func (r *modelRig) start() {
 		per[name] = QueueDeps{Load: l}
 	}
 	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
-		return Run(ctx, r.cfg, Deps{SQS: r.srv, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), spawn: r.spawn, PerQueue: per})
+		return Run(ctx, r.cfg, Deps{SQS: r.srv, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), spawn: r.spawn, PerQueue: per, Protection: r.protection})
 	}, r.logs.String)
 }
 
@@ -327,6 +329,38 @@ func TestQueuesShareTheLimits(t *testing.T) {
 		}
 		if len(r.runs) != 60 {
 			t.Errorf("%d runs, want 60", len(r.runs))
+		}
+	})
+}
+
+// One scale-in protector follows every queue: the task is protected while any queue holds a
+// message, with no flip-flop between the queues, and unprotected after the drain.
+func TestQueuesOneProtector(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agent := &fakeProtection{start: time.Now()}
+		r := newModelRig(t, "first", "second")
+		r.protection = agent
+		r.cfg.ProtectionIdle = time.Second
+		r.start()
+		time.Sleep(5 * time.Second)
+		if calls := agent.log(); len(calls) != 0 {
+			t.Fatalf("idle queues made calls: %v", agent)
+		}
+		r.flood(1, 8)
+		testenv.Eventually(t, "the second queue empty", 5*time.Minute, func() bool { return r.empty(1) }, r.trail)
+		r.flood(0, 8)
+		testenv.Eventually(t, "the first queue empty", 5*time.Minute, func() bool { return r.empty(0) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		calls := agent.log()
+		if len(calls) < 2 || !calls[0].enable || calls[len(calls)-1].enable {
+			t.Fatalf("calls %v, want protection on first and off last", agent)
+		}
+		for i := 1; i < len(calls); i++ {
+			if calls[i].enable == calls[i-1].enable && !calls[i].enable {
+				t.Errorf("protection turned off twice in a row: %v", agent)
+			}
 		}
 	})
 }
