@@ -364,3 +364,26 @@ func TestQueuesOneProtector(t *testing.T) {
 		}
 	})
 }
+
+// Batch mode on several queues: a run is a batch of one queue's messages and takes one slot.
+func TestQueuesBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "first", "second")
+		r.cfg.BatchSize, r.cfg.BatchWindow = 5, time.Second
+		r.flood(0, 40)
+		r.flood(1, 40)
+		r.start()
+		testenv.Eventually(t, "both queues empty", 5*time.Minute, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.runs) >= 80 || len(r.runs) < 16 {
+			t.Errorf("%d runs for 80 messages in batches of up to 5", len(r.runs))
+		}
+		if r.mostAtOnce > r.cfg.Concurrency {
+			t.Errorf("%d runs at once on %d slots", r.mostAtOnce, r.cfg.Concurrency)
+		}
+	})
+}
