@@ -1,5 +1,5 @@
-// Package supervisor is watchbot's listen loop: it long-polls an SQS queue, runs one worker
-// process per message in its own process group, keeps each running message leased with a
+// Package supervisor is watchbot's listen loop: it long-polls an SQS queue (or several, on
+// shared worker slots), runs one worker process per message in its own process group, keeps each running message leased with a
 // heartbeat, turns the worker's result into an outcome (delete, retry with backoff, release,
 // dead-letter) and drains in two bounded phases when asked to stop.
 //
