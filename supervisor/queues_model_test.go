@@ -3,7 +3,11 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -386,4 +390,33 @@ func TestQueuesBatches(t *testing.T) {
 			t.Errorf("%d runs at once on %d slots", r.mostAtOnce, r.cfg.Concurrency)
 		}
 	})
+}
+
+// With --http-worker, each POST names its message's queue in X-Aws-Sqsd-Queue, as sqsd does.
+func TestQueuesHTTPWorkerQueueHeader(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]string{} // body -> X-Aws-Sqsd-Queue
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		mu.Lock()
+		seen[string(b)] = req.Header.Get("X-Aws-Sqsd-Queue")
+		mu.Unlock()
+	}))
+	defer app.Close()
+	r := newModelRig(t, "urgent", "bulk")
+	r.cfg.Command, r.cfg.HTTP.URL = nil, app.URL
+	r.cfg.WaitTime = time.Second
+	r.send(0, "u1", "u2")
+	r.send(1, "b1")
+	r.start()
+	testenv.Eventually(t, "both queues empty", 30*time.Second, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{"u1": "urgent", "u2": "urgent", "b1": "bulk"}
+	if !maps.Equal(seen, want) {
+		t.Errorf("X-Aws-Sqsd-Queue by body %v, want %v", seen, want)
+	}
 }
