@@ -154,3 +154,43 @@ func TestLocalRateHoldsEveryWindowAndKeepsUp(t *testing.T) {
 		}
 	})
 }
+
+func TestSnapshotSaysWhatTheTaskHoldsAndWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rate, cfg.Concurrency = 10, 2
+		l, err := New(cfg, nil, time.Now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = l.Run(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+		var permits []Permit
+		for len(permits) < 2 {
+			if p, ok := l.TryStart("", 1); ok {
+				permits = append(permits, p)
+				continue
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, ok := l.TryStart("", 1); ok {
+			t.Fatal("a third run started under a concurrency of 2")
+		}
+		time.Sleep(time.Second)
+		s := l.Snapshot()
+		if s.Running != 2 || s.Slots != 2 || s.HeldBack < 2 || s.Waited < time.Second || s.Rate != 10 || s.Concurrency != 2 ||
+			s.Table != "" || s.LiveTasks != 1 || s.Fallback {
+			t.Errorf("snapshot %+v: want 2 running on 2 slots, starts held back, a second waited, in process", s)
+		}
+		for _, p := range permits {
+			p.Done()
+			p.Done() // a second Done does nothing
+		}
+		if s := l.Snapshot(); s.Running != 0 {
+			t.Errorf("%d running after every Done", s.Running)
+		}
+		Permit{}.Done()
+	})
+}

@@ -15,11 +15,11 @@ const (
 	// binding; longValidity when it is far from it. A chunk's tokens count in the table for
 	// RateWindow plus its validity from the grant, so that no window of RateWindow holds
 	// more starts than the limit, whenever in its validity a token is used.
-	shortValidity = 50 * time.Millisecond
+	shortValidity = 200 * time.Millisecond
 	longValidity  = time.Second
 	// prefetchFrom: after a chunk valid this long or longer, Run fetches the next before
 	// the task runs out.
-	prefetchFrom = 4 * shortValidity
+	prefetchFrom = 400 * time.Millisecond
 	// linger is how long an idle slot stays with the task in case the next start needs it.
 	linger = 250 * time.Millisecond
 	// slotPoll is the first wait before asking the table again for slots it had none of;
@@ -506,18 +506,19 @@ func (r *runner) done(err error) {
 	l := r.l
 	now := l.now()
 	l.mu.Lock()
-	changed := false
+	wasFallback, live := l.fallback, l.live
 	if err == nil {
 		r.failures = 0
 		if l.fallback {
-			l.fallback, changed = false, true
+			l.fallback = false
 			l.fallbackTotal += now.Sub(l.fallbackSince)
-			l.log.Info("limits: DynamoDB answers again; the fleet's limits hold again", "table", l.cfg.Table,
-				"fallback_for", now.Sub(l.fallbackSince).Round(time.Millisecond))
 		}
+		since := l.fallbackSince
 		l.failingSince = time.Time{}
 		l.mu.Unlock()
-		if changed {
+		if wasFallback {
+			l.log.Info("limits: DynamoDB answers again; the fleet's limits hold again", "table", l.cfg.Table,
+				"fallback_for", now.Sub(since).Round(time.Millisecond))
 			signal(l.changed)
 		}
 		return
@@ -530,15 +531,16 @@ func (r *runner) done(err error) {
 		}
 	}
 	if !l.fallback && now.Sub(l.failingSince) >= FallbackAfter {
-		l.fallback, l.fallbackSince, changed = true, now, true
+		l.fallback, l.fallbackSince = true, now
 	}
-	if l.fallback && now.Sub(r.lastLogged) >= FallbackLogInterval {
+	fallback, since := l.fallback, l.fallbackSince
+	l.mu.Unlock()
+	if fallback && now.Sub(r.lastLogged) >= FallbackLogInterval {
 		r.lastLogged = now
 		l.log.Warn("limits: DynamoDB fails; this task holds to its share of each limit", "table", l.cfg.Table,
-			"live_tasks", l.live, "since", l.fallbackSince, "error", err)
+			"live_tasks", live, "since", since, "error", err)
 	}
-	l.mu.Unlock()
-	if changed {
+	if fallback && !wasFallback {
 		signal(l.changed)
 	}
 }
