@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// benchLimiter is a limiter in process whose limits never bind, running until b ends.
-func benchLimiter(b *testing.B, cfg Config) *Limiter {
-	b.Helper()
+// runningLimiter is a limiter of cfg in process, its Run going until tb ends.
+func runningLimiter(tb testing.TB, cfg Config) *Limiter {
+	tb.Helper()
 	l, err := New(cfg, nil, time.Now, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.Run(ctx) })
-	b.Cleanup(func() { cancel(); wg.Wait() })
+	tb.Cleanup(func() { cancel(); wg.Wait() })
 	return l
 }
 
@@ -48,7 +48,7 @@ func neverBinding() Config {
 // BenchmarkTryStartDone is the cost of a run's start and end with a rate and a concurrency
 // that never bind.
 func BenchmarkTryStartDone(b *testing.B) {
-	l := benchLimiter(b, neverBinding())
+	l := runningLimiter(b, neverBinding())
 	refused := 0
 	for b.Loop() {
 		startAndEnd(l, "", &refused)
@@ -60,7 +60,7 @@ func BenchmarkTryStartDone(b *testing.B) {
 func BenchmarkTryStartDoneKeyed(b *testing.B) {
 	cfg := neverBinding()
 	cfg.RatePerKey, cfg.ConcurrencyPerKey = MaxRate, 1_000_000
-	l := benchLimiter(b, cfg)
+	l := runningLimiter(b, cfg)
 	keys := make([]string, 100)
 	for i := range keys {
 		keys[i] = "tenant-" + strconv.Itoa(i)
@@ -76,7 +76,7 @@ func BenchmarkTryStartDoneKeyed(b *testing.B) {
 // BenchmarkTryStartDoneParallel is the start and end from many goroutines at once, as
 // several queues' loops and the workers' ends meet on one limiter.
 func BenchmarkTryStartDoneParallel(b *testing.B) {
-	l := benchLimiter(b, neverBinding())
+	l := runningLimiter(b, neverBinding())
 	b.RunParallel(func(pb *testing.PB) {
 		refused := 0
 		for pb.Next() {

@@ -159,14 +159,7 @@ func TestSnapshotSaysWhatTheTaskHoldsAndWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate, cfg.Concurrency = 10, 2
-		l, err := New(cfg, nil, time.Now, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = l.Run(ctx) })
-		defer func() { cancel(); wg.Wait() }()
+		l := runningLimiter(t, cfg)
 		var permits []Permit
 		for len(permits) < 2 {
 			if p, ok := l.TryStart("", 1); ok {
