@@ -12,9 +12,11 @@ import (
 // How Run paces its work; docs/limits.md explains the choices.
 const (
 	// shortValidity is how long a chunk of tokens may be used when the limit is close to
-	// binding; longValidity when it is far from it. A chunk's tokens count in the table for
-	// RateWindow plus its validity from the grant, so that no window of RateWindow holds
-	// more starts than the limit, whenever in its validity a token is used.
+	// binding (long enough for a loop that was told of it to come back); longValidity when
+	// it is far from it. A chunk's tokens count in the table for RateWindow plus its
+	// validity from the grant, so that no window of RateWindow holds more starts than the
+	// limit whenever in its validity a token is used, until the task settles the chunk: then
+	// its unused tokens go back and the used ones count RateWindow from the last use.
 	shortValidity = 200 * time.Millisecond
 	longValidity  = time.Second
 	// prefetchFrom: after a chunk valid this long or longer, Run fetches the next before
