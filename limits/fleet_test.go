@@ -448,3 +448,47 @@ func TestAStalledTableFallsBackAndRecovers(t *testing.T) {
 		t.Logf("at most %d at once", g.maxRun)
 	})
 }
+
+func TestRatePerKeyHoldsEachKeyApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.RatePerKey = 5
+		cfg.Rate = 100
+		ts := fleet(t, cfg, "a", "b")
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		gauges := map[string]*gauge{"x": {}, "y": {}}
+		var wg sync.WaitGroup
+		for _, tk := range ts {
+			b, stop := watch(ctx, tk.Limiter)
+			defer stop()
+			for key, g := range gauges {
+				wg.Go(func() { driveWith(ctx, tk.Limiter, b, g, 3, key, 1, 0) })
+			}
+		}
+		wg.Wait()
+		for key, g := range gauges {
+			if n := maxInWindow(g.starts, time.Second); n > 5 {
+				t.Errorf("key %s: %d starts in a second, want at most 5", key, n)
+			}
+			if len(g.starts) < 45 {
+				t.Errorf("key %s: %d starts in 10 s, want about 50", key, len(g.starts))
+			}
+		}
+	})
+}
+
+func TestABatchLargerThanTheLimitTakesTheWholeLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rate, cfg.Concurrency = 5, 4
+		g := driveAll(t, fleet(t, cfg, "a"), 10*time.Second, 2, "", 10, 500*time.Millisecond)
+		// Each batch of 10 counts as 5 starts and 4 slots: one runs at a time, one a second.
+		if len(g.starts) < 9 {
+			t.Errorf("%d batches of 10 in 10 s, want about 10", len(g.starts))
+		}
+		if n := maxInWindow(g.starts, time.Second); n > 1 {
+			t.Errorf("%d batches in a second, want 1", n)
+		}
+	})
+}
