@@ -34,7 +34,8 @@ func withSQSEndpoint(opts *awsenv.Options, log *slog.Logger) error {
 
 // explainAWS turns the AWS errors a user fixes by changing the command or its environment into
 // one line naming the queue and the fix: a queue that does not exist and credentials missing or
-// refused are bad usage (exit 2); a permission refused is not (exit 1), the command being right.
+// refused are bad usage (exit 2); a permission refused to an operator's command is not (exit 1),
+// the command being right. (listen refuses a queue it may not read at its start itself.)
 func explainAWS(err error, queueURL string) error {
 	if err == nil {
 		return nil

@@ -29,12 +29,12 @@ var exitCodes = []struct {
 		var p progressFailure
 		return errors.As(err, &p)
 	}},
-	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, AWS credentials missing or refused, a queue URL whose host is not AWS's with no endpoint", func(err error) bool {
+	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, a queue listen may not read, AWS credentials missing or refused, a queue URL whose host is not AWS's with no endpoint", func(err error) bool {
 		var u usageError
 		var c listenspec.Error
 		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil
 	}},
-	{1, "runtime failure: the queue became unreachable at startup, SQS could not be reached, permission denied, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
+	{1, "runtime failure: the queue became unreachable at startup, SQS could not be reached, permission denied to an operator's command, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},
 }
 
 // isDecided matches try's decision code.

@@ -65,9 +65,11 @@ func TestMistakes(t *testing.T) {
 		// Nothing answers at the endpoint.
 		{"unreachable: status", creds, []string{"status", "--queue-url", unreachable, "--endpoint-url", closed}, 1, "SQS could not be reached (dial tcp " + strings.TrimPrefix(closed, "http://") + ": connect: connection refused): check --endpoint-url", ""},
 		{"unreachable: dead-letter", creds, []string{"dead-letter", "--queue-url", unreachable, "--endpoint-url", closed, "count"}, 1, "SQS could not be reached", ""},
-		// No permission: the command is right, exit 1.
+		// No permission for an operator's command: the command is right, exit 1.
 		{"denied: status", creds, []string{"status", "--queue-url", deniedQueue}, 1, "permission denied", ""},
 		{"denied: dead-letter", creds, []string{"dead-letter", "--queue-url", deniedQueue, "count"}, 1, "permission denied", ""},
+		// listen at its start: the role lacks a grant, which no restart mends, so exit 2.
+		{"denied: listen", creds, []string{"listen", "--queue-url", deniedQueue, "--endpoint-url", denied.URL, "--", "true"}, 2, deniedQueue + "\") permission denied (AccessDenied", ""},
 		// No credentials.
 		{"no credentials: status", noCreds, []string{"status", "--queue-url", q.URL}, 2, "no AWS credentials found: set AWS_PROFILE", ""},
 		{"no credentials: send", noCreds, []string{"send", "--queue-url", q.URL, "--body", "x"}, 2, "no AWS credentials found", ""},
