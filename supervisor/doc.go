@@ -14,7 +14,8 @@
 //     always comes before a redelivery it takes later.
 //   - The loop also owns the start gate (startGate, limits.go): before a run starts it takes a
 //     permit from the limiter (limits.Limiter.TryStart, which never waits and makes no
-//     call), and it gives the permit back when the run's worker has ended. A message the
+//     call), and it gives the permit back when the run's worker has ended; a refused start
+//     is tried again when the limiter's Changed fires, and at least once a second. A message the
 //     limits hold back stays held, leased, in the scheduler. The limiter's goroutine
 //     (limits.Limiter.Run) makes every DynamoDB call of the limits; the runs pass it the
 //     pauses workers ask for (Limiter.Pause, which never waits).

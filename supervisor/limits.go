@@ -232,10 +232,19 @@ func (g *startGate) done(run []*job) {
 	}
 }
 
+// retryRefused is how soon a refused start is tried again even when the limiter's Changed
+// has not fired: a refusal re-arms the limiter's demand, so a wake-up lost for any reason
+// costs at most this much.
+const retryRefused = time.Second
+
 // wake returns when the gate next has something to decide without the limiter saying so:
-// the end of the pause, or the end of the oldest --limit-wait. Zero: never.
+// the end of the pause, the end of the oldest --limit-wait, or the retry of a refused start.
+// Zero: never.
 func (g *startGate) wake() time.Time {
 	at := g.pausedUntil
+	if len(g.since) > 0 && at.IsZero() {
+		at = g.now.Add(retryRefused)
+	}
 	if g.cfg.keyed() {
 		for _, t := range g.since {
 			if w := t.Add(g.cfg.Wait); at.IsZero() || w.Before(at) {

@@ -12,6 +12,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/limits"
 )
 
 func TestCheckLimits(t *testing.T) {
@@ -73,20 +74,29 @@ func newLimitsRig(t *testing.T, o rigOptions, edit func(*LimitsConfig)) *dedupeR
 	return r
 }
 
-func startLimitsRig(r *dedupeRig) {
+func startLimitsRig(r *dedupeRig) *limits.Limiter {
 	r.t.Helper()
+	lim, err := limits.New(r.cfg.Limits.Fleet, nil, time.Now, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
 		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Metrics: r.metrics, spawn: r.spawn})
+			Metrics: r.metrics, spawn: r.spawn, Limiter: lim})
 	}, r.trail)
+	return lim
 }
 
 func TestLimitsFleetConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) { c.Fleet.Concurrency = 2 })
-		startLimitsRig(r)
+		lim := startLimitsRig(r)
 		r.sendKeyed("a1=", "a2=", "a3=", "a4=", "a5=", "a6=")
 		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		time.Sleep(time.Second)
+		if n := lim.Snapshot().Running; n != 0 {
+			t.Errorf("%d permits not given back once every run ended", n)
+		}
 		if err := r.stop(); err != nil {
 			t.Fatal(err)
 		}
