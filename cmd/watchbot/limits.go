@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,8 +42,19 @@ func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
 	if table.Name != "" {
 		cfg.Fleet.Table, cfg.Fleet.Task = table.Name, taskName()
 	}
+	if v := os.Getenv(limitsLeaseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return cfg, listenspec.Refuse("", nil, fmt.Sprintf("%s (%q) is not a duration", limitsLeaseEnv, v))
+		}
+		cfg.Fleet.Lease = d
+	}
 	return cfg, nil
 }
+
+// limitsLeaseEnv sets the lease of the fleet's concurrency slots (docs/limits.md): how soon the
+// slots of a task that died are free again. The tests shorten it; the default suits a fleet.
+const limitsLeaseEnv = "WATCHBOT_LIMITS_LEASE"
 
 // readLimits reads limitFlags.
 func readLimits(c *cli.Context) (supervisor.LimitsConfig, error) {
