@@ -2,12 +2,17 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/progress"
@@ -127,4 +132,50 @@ func taskName() string {
 		host = "watchbot"
 	}
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// statusJSON is one queue's status with the fleet's use of its limits, when asked for.
+type statusJSON struct {
+	deadletter.QueueStatus
+	Limits *limits.Use `json:"limits,omitempty"`
+}
+
+// readLimitsUse reads the fleet's use of its limits from status's --limits-table; nil when
+// none is given. The client is built as listen's: the region an ARN names, the endpoint of
+// AWS_ENDPOINT_URL_DYNAMODB.
+func readLimitsUse(c *cli.Context, queueURL string) (*limits.Use, error) {
+	table, err := limitsTable(c)
+	if err != nil || table.Name == "" {
+		return nil, err
+	}
+	opts := awsenv.Options{QueueURL: queueURL, Region: table.Region}
+	cfg, err := awsenv.Load(c.Context, opts)
+	if err != nil {
+		return nil, err
+	}
+	use, err := limits.ReadUse(c.Context, limits.NewDynamoStore(awsenv.DynamoDB(cfg, opts), table.Name), time.Now())
+	if err != nil {
+		return nil, listenspec.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
+	}
+	return &use, nil
+}
+
+// writeLimitsUse prints the fleet's use of its limits, after the queues.
+func writeLimitsUse(w io.Writer, table string, u limits.Use, now time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nlimits table: %s\n", table)
+	fmt.Fprintf(&b, "live tasks:   %d\n", len(u.LiveTasks))
+	if u.PausedUntil != nil {
+		fmt.Fprintf(&b, "paused:       until %s (%s more)\n", u.PausedUntil.UTC().Format(time.RFC3339), u.PausedUntil.Sub(now).Round(time.Second))
+	} else {
+		b.WriteString("paused:       no\n")
+	}
+	fmt.Fprintf(&b, "slots held:   %d (--fleet-concurrency, running or about to go back)\n", u.SlotsHeld)
+	tasks := slices.Sorted(maps.Keys(u.Slots))
+	for _, t := range tasks {
+		fmt.Fprintf(&b, "  %s: %d\n", t, u.Slots[t])
+	}
+	fmt.Fprintf(&b, "tokens held:  %d (--rate-limit: the last second's starts and chunks fetched)\n", u.TokensHeld)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +31,7 @@ type limitsFleet struct {
 	emu    *testenv.Emulator
 	q      testenv.Queue
 	dynEnv []string
+	dyn    *testenv.Dynamo
 	table  string
 	dir    string
 	worker string
@@ -61,7 +65,7 @@ func newLimitsFleet(t *testing.T, faults float64) *limitsFleet {
 	t.Helper()
 	emu := testenv.SQS(t)
 	dyn := testenv.DynamoDB(t)
-	f := &limitsFleet{t: t, emu: emu, q: emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5}), dynEnv: dyn.Env(),
+	f := &limitsFleet{t: t, emu: emu, q: emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5}), dynEnv: dyn.Env(), dyn: dyn,
 		table: dyn.NewTable(t, limits.TableDefinition), dir: t.TempDir()}
 	if faults > 0 {
 		_, url := faultproxy.Serve(t, dyn.Endpoint, faultproxy.Config{Seed: 36, Rules: []faultproxy.Rule{
@@ -75,6 +79,9 @@ func newLimitsFleet(t *testing.T, faults float64) *limitsFleet {
 	}
 	return f
 }
+
+// dynEndpoint is the DynamoDB emulator's endpoint (not the fault proxy's).
+func (f *limitsFleet) dynEndpoint() string { return f.dyn.Endpoint }
 
 // start starts n watchbots sharing the table, with args before the worker and env added.
 func (f *limitsFleet) start(n int, env []string, args ...string) {
@@ -430,5 +437,68 @@ func TestLimitsFleetFaults(t *testing.T) {
 	// The fallback share of --fleet-concurrency 3 over 3 live tasks is 1.
 	if most := mostAtOnce(runs, func(limitsRun) bool { return true }); most > 3+1 {
 		t.Errorf("%d runs at once, want at most 3 and one task's fallback share", most)
+	}
+}
+
+// status --limits-table shows the fleet's use of its limits: the live tasks, the pause, the
+// slots each task holds.
+func TestStatusLimitsTable(t *testing.T) {
+	t.Parallel()
+	f := newLimitsFleet(t, 0)
+	cfg := limits.DefaultConfig()
+	cfg.Concurrency, cfg.Table, cfg.Task = 3, f.table, "task-a"
+	store := limits.NewDynamoStore(testenv.DynamoClientFor(f.dynEndpoint()), f.table)
+	lim, err := limits.New(cfg, store, time.Now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lim.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	for started := 0; started < 2; {
+		if _, ok := lim.TryStart("", 1); ok {
+			started++
+			continue
+		}
+		select {
+		case <-lim.Changed():
+		case <-time.After(5 * time.Second):
+			t.Fatal("no slot within 5s")
+		}
+	}
+	lim.Pause(time.Minute)
+	testenv.Eventually(t, "the table showing the task's slots, beat and pause", 20*time.Second, func() bool {
+		u, err := limits.ReadUse(t.Context(), store, time.Now())
+		return err == nil && u.SlotsHeld == 2 && len(u.LiveTasks) == 1 && u.PausedUntil != nil
+	})
+	cmd := f.emu.Watchbot(t, "status", "--queue-url", f.q.URL, "--limits-table", f.table, "--json")
+	cmd.Env = append(cmd.Env, f.dynEnv...)
+	var stdout, stderr testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, stderr.String); code != 0 {
+		t.Fatalf("status exit %d: %s", code, stderr.String())
+	}
+	var got struct {
+		Name   string     `json:"name"`
+		Limits limits.Use `json:"limits"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if got.Name != f.q.Name || got.Limits.SlotsHeld != 2 || got.Limits.Slots["task-a"] != 2 || !slices.Equal(got.Limits.LiveTasks, []string{"task-a"}) || got.Limits.PausedUntil == nil {
+		t.Errorf("status --json: %s", stdout.String())
+	}
+	cmd = f.emu.Watchbot(t, "status", "--queue-url", f.q.URL, "--limits-table", f.table)
+	cmd.Env = append(cmd.Env, f.dynEnv...)
+	stdout, stderr = testenv.Buffer{}, testenv.Buffer{}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, stderr.String); code != 0 {
+		t.Fatalf("status exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"limits table: " + f.table, "live tasks:   1", "paused:       until", "slots held:   2", "  task-a: 2"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }

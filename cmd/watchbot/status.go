@@ -34,6 +34,7 @@ func statusCommand() *cli.Command {
 			&cli.GenericFlag{Name: "queue-url", Value: &repeated{}, Usage: "a queue `URL` (repeatable; default: $WATCHBOT_QUEUE_URL, or $QueueUrl)"},
 			&cli.StringFlag{Name: "metrics-url", Usage: "also show the per-tenant figures of the listen serving `URL` (its /metrics)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (an array of them for several queues)"},
+			&cli.StringFlag{Name: "limits-table", Usage: "also show the fleet's use of the limits in this DynamoDB `TABLE` (docs/limits.md)", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}},
 			sampleDLQFlag(),
 			opEndpointFlag(),
 		},
@@ -47,6 +48,10 @@ func statusCommand() *cli.Command {
 				if tenants, err = readTenantFigures(c.Context, target); err != nil {
 					return err
 				}
+			}
+			use, err := readLimitsUse(c, urls[0])
+			if err != nil {
+				return err
 			}
 			client, err := operatorSQS(c, urls[0])
 			if err != nil {
@@ -72,10 +77,14 @@ func statusCommand() *cli.Command {
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
-				if len(statuses) == 1 {
-					return enc.Encode(statuses[0])
+				out := make([]statusJSON, len(statuses))
+				for i, s := range statuses {
+					out[i] = statusJSON{QueueStatus: s, Limits: use}
 				}
-				return enc.Encode(statuses)
+				if len(out) == 1 {
+					return enc.Encode(out[0])
+				}
+				return enc.Encode(out)
 			}
 			for i, s := range statuses {
 				if i > 0 {
@@ -86,6 +95,9 @@ func statusCommand() *cli.Command {
 				if err := deadletter.WriteStatus(c.App.Writer, s); err != nil {
 					return err
 				}
+			}
+			if use != nil {
+				return writeLimitsUse(c.App.Writer, c.String("limits-table"), *use, time.Now())
 			}
 			return nil
 		},
