@@ -29,15 +29,18 @@ import (
 // The pointer classes: the first element of a pointer body names the Java class it deserialises
 // to.
 const (
-	// PointerClass is what the Java library (2.x) and the Python library write.
+	// PointerClass is what the Java library (1.1 and later) and the Python library write.
 	PointerClass = "software.amazon.payloadoffloading.PayloadS3Pointer"
-	// LegacyPointerClass is what the Java library 1.x writes, and the Python library when told to
-	// use the legacy attribute.
+	// LegacyPointerClass is what the Java library 1.0.x writes, and the Python library when told
+	// to use the legacy attribute.
 	LegacyPointerClass = "com.amazon.sqs.javamessaging.MessageS3Pointer"
 )
 
 // The size attributes: the libraries reserve both names and set one of them, of data type
-// SizeAttributeType, to the body's size in bytes on every pointer message.
+// SizeAttributeType, to the body's size in bytes on every pointer message. The Java library
+// writes LegacySizeAttribute unless configured otherwise (testdata/README.md); the Python
+// library writes SizeAttribute, and asks SQS for that one alone unless told to use the legacy
+// name.
 const (
 	SizeAttribute       = "ExtendedPayloadSize"
 	LegacySizeAttribute = "SQSLargePayloadSize"

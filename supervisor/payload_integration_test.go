@@ -106,7 +106,7 @@ func TestPayloadFixtures(t *testing.T) {
 		p    payload.Pointer
 	}
 	byID := map[string]sent{}
-	for _, name := range []string{"java.json", "python.json", "java-legacy.json", "python-legacy.json"} {
+	for _, name := range []string{"java.json", "java-legacy-attribute.json", "python.json", "java-legacy.json", "python-legacy.json"} {
 		f := testenv.ReadPayloadFixture(t, name)
 		p, err := payload.Parse(f.Body)
 		if err != nil {
@@ -143,8 +143,8 @@ func TestPayloadFixtures(t *testing.T) {
 	if _, _, msg, uri, _ := h.record(inline); uri != "none" || msg != sha([]byte(`{"inline":true}`)) {
 		t.Errorf("inline message: Message %s, payload %s", msg, uri)
 	}
-	if got := h.metrics.get(alarms.MessagesProcessed); got != 6 {
-		t.Errorf("MessagesProcessed = %v, want 6", got)
+	if got := h.metrics.get(alarms.MessagesProcessed); got != 7 {
+		t.Errorf("MessagesProcessed = %v, want 7", got)
 	}
 }
 
