@@ -29,10 +29,11 @@ type TryMessage struct {
 // Decision is what listen would do with a message after a worker run, as Try found it.
 type Decision struct {
 	MessageID string `json:"messageId"`
-	// Action is delete, retry, release, dead-letter or redrive (left to the redrive policy).
+	// Action is delete, retry, release, dead-letter, redrive (left to the redrive policy) or
+	// pause (the worker asked for one: the message waits in place and runs again after it).
 	Action string `json:"action"`
 	Reason string `json:"reason,omitempty"`
-	// Delay is a retry's delay.
+	// Delay is a retry's delay, or a pause's length (capped by --max-pause).
 	Delay time.Duration `json:"-"`
 	// DelaySeconds is Delay in seconds, for JSON.
 	DelaySeconds float64 `json:"delaySeconds,omitempty"`
@@ -53,11 +54,16 @@ func (d Decision) String() string {
 		what = fmt.Sprintf("left to the redrive policy (attempt %d of %d): %s", d.Attempt, d.MaxAttempts, d.Reason)
 	case actDeadLetter.String():
 		what = "dead-letter: " + d.Reason
+	case tryPause:
+		what = fmt.Sprintf("pause %s: no job starts until it ends, then the message runs again, not as an attempt", d.Delay.Round(time.Millisecond))
 	default:
 		what = d.Action
 	}
 	return what + " [" + d.DecidedBy + "]"
 }
+
+// tryPause is the Decision of a run whose worker asked for a pause without an action.
+const tryPause = "pause"
 
 // tryQueueURL is the queue a tried worker is told it reads from.
 const tryQueueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/watchbot-try"
@@ -142,8 +148,12 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 		o := outcomeFor(res)
 		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
 			DecidedBy: decidedBy(res)}
-		if o.Action == actRetry {
+		switch {
+		case o.Action == actRetry:
 			d.Delay = r.delay(o, attempt)
+			d.DelaySeconds = d.Delay.Seconds()
+		case o.Paused:
+			d.Action, d.Delay = tryPause, min(res.Directive.pause, cfg.Limits.Fleet.MaxPause)
 			d.DelaySeconds = d.Delay.Seconds()
 		}
 		out[i] = d
@@ -153,8 +163,11 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 
 // decidedBy names what decided a run's outcome.
 func decidedBy(res result) string {
-	if res.Directive != nil {
-		return fmt.Sprintf("result file: %q", res.Directive.Action)
+	if d := res.Directive; d != nil {
+		if d.Action == "" {
+			return fmt.Sprintf("result file: pause %q", d.Pause)
+		}
+		return fmt.Sprintf("result file: %q", d.Action)
 	}
 	switch res.End {
 	case endSpawnError:

@@ -21,7 +21,7 @@ import (
 // tryExits is `watchbot try`'s exit status for each decision (a batch exits with the highest
 // of its messages'); exitCodes documents them. Bad usage is 2 and a failure to run is 1, as
 // for every command.
-var tryExits = map[string]int{"delete": 0, "release": 10, "retry": 11, "redrive": 12, "dead-letter": 13}
+var tryExits = map[string]int{"delete": 0, "release": 10, "retry": 11, "pause": 11, "redrive": 12, "dead-letter": 13}
 
 // decided is try's result: not a failure, an exit status.
 type decided int
@@ -35,7 +35,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 		Usage:     "run a worker once on a message, as listen would, and print what listen would do",
 		ArgsUsage: "-- COMMAND [ARG...]",
 		Description: "No queue is needed. The message comes from --body, --file or stdin (with --batch, one message per line).\n" +
-			"The exit status says what listen would do: 0 delete, 10 release, 11 retry, 12 left to the redrive policy,\n" +
+			"The exit status says what listen would do: 0 delete, 10 release, 11 retry or pause, 12 left to the redrive policy,\n" +
 			"13 dead-letter (a batch: the highest); 2 bad usage, a missing or non-executable COMMAND included;\n" +
 			"1 try itself failed. A COMMAND that is there but cannot start (a bad #! line) is a retry, as in listen.",
 		Flags: []cli.Flag{

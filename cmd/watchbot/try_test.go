@@ -40,6 +40,10 @@ func tryCases() []tryCase {
 		{name: "retry at once", script: directive(`{"action":"retry","delaySeconds":0}`), want: `retry in 0s (attempt 1 of 10) [result file: "retry"]`, code: 11, action: "retry"},
 		{name: "dead-letter with a reason", script: directive(`{"action":"dead-letter","reason":"bad invoice"}`),
 			want: `dead-letter: bad invoice [result file: "dead-letter"]`, code: 13, action: "dead-letter"},
+		{name: "pause", script: directive(`{"pause":"30s"}`),
+			want: `pause 30s: no job starts until it ends, then the message runs again, not as an attempt [result file: pause "30s"]`, code: 11},
+		{name: "pause past --max-pause", script: directive(`{"pause":"1h"}`),
+			want: `pause 15m0s: no job starts until it ends, then the message runs again, not as an attempt [result file: pause "1h"]`, code: 11},
 		{name: "malformed result file", script: directive(`{"action":"explode"}`) + "exit 0", want: "delete [exit code 0]", code: 0, action: "delete"},
 	}
 }
