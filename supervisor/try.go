@@ -73,8 +73,10 @@ const tryQueueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/watchbot-t
 // would then do with each message: the same environment, files, stdin, process group,
 // deadline, kill escalation and output logging, and the same outcome table. No queue is
 // involved; the queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's
-// does. Worker output goes to log.
-func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *slog.Logger) ([]Decision, error) {
+// does. Worker output goes to log. With cfg.Payload's buckets, a pointer message's body is
+// fetched with payloads exactly as listen fetches it (nil: pointers pass through, as in listen
+// without a bucket); no object is deleted, as no message is.
+func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloads PayloadAPI, log *slog.Logger) ([]Decision, error) {
 	if err := PlatformError("try", runtime.GOOS); err != nil {
 		return nil, err
 	}
@@ -105,6 +107,12 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, log *s
 	r := &runner{cfg: cfg, command: command, maxAttempts: cfg.MaxAttempts,
 		maxReceiveCount: cfg.MaxAttempts, metrics: alarms.Discard, log: log,
 		random: rand.Float64, spawn: runWorker}
+	if cfg.Payload.enabled() {
+		if payloads == nil {
+			return nil, errors.New("try: --payload-bucket needs an S3 client")
+		}
+		r.s3 = payloads
+	}
 	if err := r.makeWorkDirs(); err != nil {
 		return nil, err
 	}
@@ -170,6 +178,8 @@ func decidedBy(res result) string {
 		return fmt.Sprintf("result file: %q", d.Action)
 	}
 	switch res.End {
+	case endPayloadRejected, endPayloadError:
+		return "the S3 payload; the worker did not run"
 	case endSpawnError:
 		return "the worker could not start"
 	case endTimedOut:

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/payload"
 )
@@ -434,5 +435,49 @@ func TestSendThenListen(t *testing.T) {
 	}
 	if strings.TrimSpace(stdout) == "" {
 		t.Error("send printed no message id")
+	}
+}
+
+// TestTryResolvesPayloads: try --payload-bucket fetches a pointer's body as listen does, with
+// the caller's credentials, and keeps the object; a pointer to a bucket not allowed is the
+// dead letter listen makes of it, S3 unasked; without the flag the pointer passes through.
+func TestTryResolvesPayloads(t *testing.T) {
+	emu := operatorEnv(t)
+	bucket, foreign := emu.NewBucket(t), emu.NewBucket(t)
+	body := bytes.Repeat([]byte("ünïcødé try payload\n"), 5000)
+	p := payload.Pointer{Bucket: bucket, Key: payload.NewKey()}
+	testenv.PutObject(t, emu.S3(), bucket, p.Key, body)
+	size := payload.SizeAttribute + "=" + payload.SizeValue(int64(len(body)))
+	dir := t.TempDir()
+	worker := []string{"--", "/bin/sh", "-c", `cat > "` + dir + `/stdin"; printf %s "$WATCHBOT_PAYLOAD_S3_URI" > "` + dir + `/uri"`}
+
+	code, stdout, stderr := runCLI(t, nil, append([]string{"try", "--body", p.Encode(), "--attr", size, "--payload-bucket", bucket}, worker...)...)
+	if code != 0 || !strings.HasPrefix(stdout, "delete") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "stdin")); !bytes.Equal(got, body) {
+		t.Errorf("the worker read %d bytes, want the object's %d", len(got), len(body))
+	}
+	if uri, _ := os.ReadFile(filepath.Join(dir, "uri")); string(uri) != p.URI() {
+		t.Errorf("WATCHBOT_PAYLOAD_S3_URI = %q, want %s", uri, p.URI())
+	}
+	if !testenv.ObjectExists(t, emu.S3(), bucket, p.Key) {
+		t.Error("try deleted the object")
+	}
+
+	counter, endpoint := faultproxy.Serve(t, emu.Endpoint, faultproxy.Config{})
+	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
+	elsewhere := payload.Pointer{Bucket: foreign, Key: p.Key}
+	code, stdout, _ = runCLI(t, nil, append([]string{"try", "--body", elsewhere.Encode(), "--attr", size, "--payload-bucket", bucket}, worker...)...)
+	if code != 13 || !strings.Contains(stdout, `payload bucket "`+foreign+`" is not allowed`) || !strings.Contains(stdout, "the S3 payload; the worker did not run") {
+		t.Errorf("foreign bucket: exit %d: %s", code, stdout)
+	}
+	if n := len(counter.Stats().Operations); n != 0 {
+		t.Errorf("S3 was asked %d kinds of request for a bucket not allowed", n)
+	}
+
+	code, _, stderr = runCLI(t, nil, append([]string{"try", "--body", p.Encode(), "--attr", size}, worker...)...)
+	if got, _ := os.ReadFile(filepath.Join(dir, "stdin")); code != 0 || string(got) != p.Encode() || !strings.Contains(stderr, "passed to the worker as it is") {
+		t.Errorf("without --payload-bucket: exit %d, the worker read %.80q; %s", code, got, stderr)
 	}
 }

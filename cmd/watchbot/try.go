@@ -56,6 +56,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal (the printed delay is then one draw)"},
 			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
+			&cli.StringSliceFlag{Name: "payload-bucket", Usage: "fetch S3 payload pointers from this `BUCKET` as listen does; repeatable", DefaultText: "pointers passed through"},
 			&cli.BoolFlag{Name: "json", Usage: "print the decision as JSON"},
 			logFormatFlag(),
 		},
@@ -91,7 +92,21 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			decisions, err := supervisor.Try(c.Context, cfg, msgs, c.Int("attempt"), log)
+			var payloads supervisor.PayloadAPI
+			for _, b := range c.StringSlice("payload-bucket") {
+				if b = strings.TrimSpace(b); b != "" {
+					cfg.Payload.Buckets = append(cfg.Payload.Buckets, b)
+				}
+			}
+			if len(cfg.Payload.Buckets) > 0 {
+				if err := supervisor.CheckPayload(cfg.Payload); err != nil {
+					return err
+				}
+				if payloads, err = operatorS3(c, cfg.QueueURL); err != nil {
+					return err
+				}
+			}
+			decisions, err := supervisor.Try(c.Context, cfg, msgs, c.Int("attempt"), payloads, log)
 			if err != nil {
 				return err
 			}
