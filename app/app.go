@@ -26,6 +26,7 @@ import (
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
+	"github.com/watchbot/watchbot/payload"
 	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -128,7 +129,9 @@ func Run(ctx context.Context, o Options) error {
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	var payloads supervisor.PayloadAPI
 	if len(o.Listen.Payload.Buckets) > 0 {
-		payloads = awsenv.S3(awsCfg, os.Getenv)
+		// An allowed bucket may be in another region than the task's: S3 names it when it
+		// refuses the first request, and the follower asks there.
+		payloads = &payload.RegionFollower{API: awsenv.S3(awsCfg, os.Getenv)}
 	}
 	first := perQueue[queues[0].name]
 	deps := supervisor.Deps{SQS: client, Logger: log, Metrics: first.Metrics, Abort: o.Abort,

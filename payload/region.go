@@ -29,8 +29,9 @@ func BucketRegion(err error) (string, bool) {
 
 // RegionFollower is an S3 client for buckets in any region: a request S3 refuses because the
 // bucket is in another region than the client's is sent again to that region, which is then
-// used for the bucket's further requests. The operator tools use it: they fetch from whatever
-// bucket a pointer names, and send writes to a bucket that need not be in the queue's region.
+// used for the bucket's further requests. listen fetches with it from an allowed bucket in
+// another region than the task's, the operator tools from whatever bucket a pointer names, and
+// send writes to a bucket that need not be in the queue's region.
 type RegionFollower struct {
 	API API
 
