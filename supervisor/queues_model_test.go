@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -190,6 +192,18 @@ func (r *modelRig) runsOf(name string) []modelRun {
 	return out
 }
 
+// groupBodies returns n bodies for each group named by a letter of groups, in order within
+// each group: a1 … an, b1 … (send puts each in the group its first letter names).
+func groupBodies(groups string, n int) []string {
+	var out []string
+	for _, g := range groups {
+		for k := 1; k <= n; k++ {
+			out = append(out, fmt.Sprintf("%c%d", g, k))
+		}
+	}
+	return out
+}
+
 func (r *modelRig) empty(i int) bool { return len(r.srv.Messages(r.urls[i])) == 0 }
 
 func (r *modelRig) trail() string { return r.logs.String() }
@@ -199,12 +213,7 @@ func (r *modelRig) trail() string { return r.logs.String() }
 func TestQueuesFIFOBesideStandard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "orders.fifo", "bulk")
-		var fifo []string
-		for _, g := range "abc" {
-			for n := 1; n <= 6; n++ {
-				fifo = append(fifo, fmt.Sprintf("%c%d", g, n))
-			}
-		}
+		fifo := groupBodies("abc", 6)
 		r.send(0, fifo...)
 		r.flood(1, 40)
 		r.start()
@@ -419,4 +428,145 @@ func TestQueuesHTTPWorkerQueueHeader(t *testing.T) {
 	if !maps.Equal(seen, want) {
 		t.Errorf("X-Aws-Sqsd-Queue by body %v, want %v", seen, want)
 	}
+}
+
+// A stop (SIGTERM) drains every queue side by side within the bounded shutdown: a FIFO queue
+// and a standard one, each with runs under way longer than --shutdown-timeout and messages
+// held ahead of a slot, stop within --shutdown-timeout + --kill-grace + 2 s, and every message
+// of both queues is back in its queue, visible, none lost, none left leased.
+func TestQueuesStopDrainsEveryQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "orders.fifo", "bulk")
+		r.cfg.ShutdownTimeout, r.cfg.KillGrace = 5*time.Second, time.Second
+		r.behave = func(string, string) (time.Duration, int) { return time.Minute, 0 }
+		fifo := groupBodies("abcdef", 3)
+		r.send(0, fifo...)
+		r.flood(1, 40)
+		r.start()
+		testenv.Eventually(t, "both queues running and holding messages ahead", time.Minute, func() bool {
+			for _, name := range []string{"orders.fifo", "bulk"} {
+				if l := r.loads[name]; l.Running() == 0 || l.Held() <= l.Running() {
+					return false
+				}
+			}
+			return true
+		}, r.trail)
+		stopped := time.Now()
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took, limit := time.Since(stopped), r.cfg.ShutdownTimeout+r.cfg.KillGrace+2*time.Second; took > limit {
+			t.Errorf("the stop took %v, want at most %v\n%s", took, limit, r.trail())
+		}
+		// Each message is back in its queue, visible, unless a run of it succeeded before the
+		// stop and deleted it.
+		deleted := map[string]int{}
+		for _, line := range strings.Split(r.trail(), "\n") {
+			var e struct{ Queue, Msg, Outcome string }
+			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "message done" && e.Outcome == "delete" {
+				deleted[e.Queue]++
+			}
+		}
+		for i, name := range []string{"orders.fifo", "bulk"} {
+			msgs := r.srv.Messages(r.urls[i])
+			if want := []int{len(fifo), 40}[i] - deleted[name]; len(msgs) != want {
+				t.Errorf("queue %s holds %d messages after the stop, want %d (%d deleted after their runs)\n%s", name, len(msgs), want, deleted[name], r.trail())
+			}
+			for _, m := range msgs {
+				if m.InFlight {
+					t.Errorf("%s of queue %s is still in flight after the stop: not handed back", m.Body, name)
+				}
+			}
+		}
+		if len(r.runsOf("orders.fifo")) == 0 || len(r.runsOf("bulk")) == 0 {
+			t.Errorf("runs by queue: %d and %d, want both queues running at the stop", len(r.runsOf("orders.fifo")), len(r.runsOf("bulk")))
+		}
+	})
+}
+
+// The read-ahead is counted against a queue's share: while every slot is busy, a queue holds
+// waiting for a slot about what its share of the slots would run within the read-ahead's
+// reach (its share's worth of readAhead of work, at most a receive). Weighted 3:1 on 4 slots
+// gives shares of 3 and 1; at 5 s jobs that is 6 and 2 messages ahead, where one queue alone
+// would hold 8. A receive may also count the slots free at that moment, which the policy may
+// then give to the other queue, so the bound is on the average over time.
+func TestQueuesReadAheadCountedAgainstShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "heavy", "light")
+		r.cfg.Queues.Weights = map[string]int{"heavy": 3, "light": 1}
+		r.behave = func(string, string) (time.Duration, int) { return 5 * time.Second, 0 }
+		r.flood(0, 300)
+		r.flood(1, 300)
+		r.start()
+		time.Sleep(20 * time.Second) // past the first rounds, with the jobs' duration known
+		const samples = 100
+		sum := map[string]int{}
+		for range samples {
+			time.Sleep(time.Second)
+			for _, name := range []string{"heavy", "light"} {
+				l := r.loads[name]
+				sum[name] += l.Held() - l.Running()
+			}
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		mean := map[string]float64{}
+		for name, n := range sum {
+			mean[name] = float64(n) / samples
+		}
+		t.Logf("messages held ahead of a slot, on average: %v", mean)
+		for name, want := range map[string]float64{"heavy": 6, "light": 2} {
+			if mean[name] > want+0.5 {
+				t.Errorf("queue %s held %.1f messages ahead of a slot on average, want about %v (its share's read-ahead)", name, mean[name], want)
+			}
+		}
+	})
+}
+
+// Under strict, a queue receives nothing ahead while a queue before it has work (its share
+// is its reserve, none): what it holds ahead of a slot does not grow, and an urgent message
+// takes every slot that frees, ahead of the bulk messages held.
+func TestQueuesStrictNoReadAheadBehindWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "urgent", "bulk")
+		r.cfg.Queues.Policy = PolicyStrict
+		r.behave = func(string, string) (time.Duration, int) { return 5 * time.Second, 0 }
+		r.flood(1, 300)
+		r.start()
+		time.Sleep(20 * time.Second) // bulk alone: every slot, and its read-ahead
+		bulk := r.loads["bulk"]
+		if bulk.Held() <= bulk.Running() {
+			t.Fatalf("bulk holds %d messages with %d running: no read-ahead to test against", bulk.Held(), bulk.Running())
+		}
+		r.flood(0, 40)
+		urgent := r.loads["urgent"]
+		testenv.Eventually(t, "urgent holding its messages", time.Minute, func() bool { return urgent.Held() > 0 }, r.trail)
+		ahead := bulk.Held() - bulk.Running()
+		for urgent.Held() > 0 {
+			if got := bulk.Held() - bulk.Running(); got > ahead {
+				t.Fatalf("at %v bulk held %d messages ahead of a slot while urgent had work, up from %d", time.Since(t0Bubble), got, ahead)
+			}
+			time.Sleep(time.Second)
+		}
+		urgentRuns := r.runsOf("urgent")
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		// From the first round of urgent's starts on, every start before its last round is
+		// urgent's (the slots its last messages leave go to bulk at that moment).
+		var starts []modelRun
+		r.mu.Lock()
+		for _, run := range r.runs {
+			if !run.at.Before(urgentRuns[0].at.Add(5*time.Second)) && run.at.Before(urgentRuns[len(urgentRuns)-1].at) {
+				starts = append(starts, run)
+			}
+		}
+		r.mu.Unlock()
+		for _, s := range starts {
+			if s.queue != "urgent" {
+				t.Errorf("bulk's %s started at %v while urgent had work", s.body, s.at.Sub(t0Bubble))
+			}
+		}
+	})
 }
