@@ -140,6 +140,10 @@ func (e *jsonEscaper) escape(p []byte, more bool) []byte {
 				e.w.WriteString(`\r`)
 			case '\t':
 				e.w.WriteString(`\t`)
+			case '\b':
+				e.w.WriteString(`\b`)
+			case '\f':
+				e.w.WriteString(`\f`)
 			default:
 				e.w.WriteString(`\u00`)
 				e.w.WriteByte(hexDigits[b>>4])

@@ -13,7 +13,7 @@ import (
 // string, however the bytes are split between writes.
 func TestJSONEscaper(t *testing.T) {
 	samples := []string{
-		"", "plain", `quote " backslash \ slash /`, "tab\tnl\ncr\r\x00\x01\x1f\x7f",
+		"", "plain", `quote " backslash \ slash /`, "tab\tnl\ncr\r\x00\x01\x1f\x7f", "backspace\b formfeed\f",
 		"<html>&amp;</html>", "é ü 日本語 🎉", "line\u2028para\u2029", "\xff\xfe invalid \xc3", "\xe2\x82", "\xf0\x9f\x8e",
 		"é\xe2é", "\xe2\xc3\xa9", "\xf0\x9fA",
 	}
@@ -21,7 +21,7 @@ func TestJSONEscaper(t *testing.T) {
 	for range 300 {
 		b := make([]byte, rng.IntN(40))
 		for i := range b {
-			const alphabet = "a\"\\\n\x00\xc3\xa9\xe2\x80\xa8\xf0\x9f\x8e\x89\xff"
+			const alphabet = "a\"\\\n\b\x00\xc3\xa9\xe2\x80\xa8\xf0\x9f\x8e\x89\xff"
 			b[i] = alphabet[rng.IntN(len(alphabet))]
 		}
 		samples = append(samples, string(b))
