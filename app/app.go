@@ -119,7 +119,14 @@ func Run(ctx context.Context, o Options) error {
 		if prom != nil {
 			metrics = alarms.Tee(metrics, prom[i])
 		}
-		perQueue[q.name] = supervisor.QueueDeps{Load: q.load, Health: q.health, Metrics: metrics}
+		qd := supervisor.QueueDeps{Load: q.load, Health: q.health, Metrics: metrics, Dedupe: dedupeDB}
+		if i > 0 {
+			// A table shared by several queues keeps their keys apart by queue name.
+			if qd.Dedupe, err = dedupeStore(ctx, o.DedupeTable, q.url, log); err != nil {
+				return err
+			}
+		}
+		perQueue[q.name] = qd
 	}
 	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
 	if err != nil {

@@ -82,13 +82,8 @@ func (c Config) checkQueues() error {
 			return listenspec.Refuse(listenspec.SettingQueueReserve, nil, fmt.Sprintf("keeps all %d slots (%s) for other queues: queue %s would never run", sum, listenspec.Ref(listenspec.SettingConcurrency), name))
 		}
 	}
-	if len(q.More) > 0 {
-		switch {
-		case c.Once:
-			return listenspec.Refuse(listenspec.SettingQueueURL, nil, "is given more than once: --once takes one message from one queue")
-		case c.Dedupe.Table != "":
-			return listenspec.Refuse(listenspec.SettingDedupeTable, c.Dedupe.Table, "serves one queue: with several queues, run a listen per queue to suppress duplicates")
-		}
+	if len(q.More) > 0 && c.Once {
+		return listenspec.Refuse(listenspec.SettingQueueURL, nil, "is given more than once: --once takes one message from one queue")
 	}
 	return nil
 }
@@ -104,6 +99,10 @@ type QueueDeps struct {
 	Health *Health
 	// Metrics receives the queue's measurements; nil uses Deps.Metrics.
 	Metrics alarms.Recorder
+	// Dedupe is the dedupe table's store for the queue, its keys scoped by the queue's name,
+	// as a table shared by several queues keeps them (docs/dedupe.md); with
+	// Config.Dedupe.Table, every queue needs its own.
+	Dedupe DedupeAPI
 }
 
 // runQueues runs one supervisor per queue on shared slots: each queue long-polls, keeps its
@@ -144,6 +143,12 @@ func runQueues(ctx context.Context, cfg Config, deps Deps) error {
 		qdeps.Load, qdeps.Health = qd.Load, qd.Health
 		if qd.Metrics != nil {
 			qdeps.Metrics = qd.Metrics
+		}
+		if cfg.Dedupe.Table != "" {
+			if qd.Dedupe == nil {
+				return fmt.Errorf("supervisor: queue %s has no Deps.PerQueue dedupe store: with several queues, each queue's keys are scoped by its name", name)
+			}
+			qdeps.Dedupe = qd.Dedupe
 		}
 		qdeps.Protection = nil // one protector for the task, below
 		s, err := prepare(ctx, qcfg, qdeps)

@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/dedupe"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -147,11 +148,7 @@ func TestListenDedupeTwoWatchbots(t *testing.T) {
 	const keys = 10
 	for send := range 2 {
 		for k := range keys {
-			_, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(fmt.Sprintf("job %d (%d)", k, send)),
-				MessageAttributes: map[string]sqstypes.MessageAttributeValue{"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprintf("order-%d", k))}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			sendKeyed(t, c, q.URL, fmt.Sprintf("job %d (%d)", k, send), fmt.Sprintf("order-%d", k))
 		}
 	}
 	testenv.Eventually(t, "every job done and the queue empty", 60*time.Second, func() bool {
@@ -177,5 +174,57 @@ func TestListenDedupeTwoWatchbots(t *testing.T) {
 	}
 	if n := strings.Count(logs(), `"DuplicatesSkipped"`); n == 0 {
 		t.Errorf("no DuplicatesSkipped metric published:\n%s", logs())
+	}
+}
+
+// One listen on two queues shares the dedupe table between them: each job sent twice to each
+// queue with the same key runs once on each queue, the table keeping the queues' keys apart.
+func TestListenDedupeSeveralQueues(t *testing.T) {
+	emu, first, dyn, table := dedupeEnv(t)
+	second := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5})
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "w.sh")
+	if err := os.WriteFile(worker, []byte("#!/bin/sh\necho \"$WATCHBOT_QUEUE_NAME/$WATCHBOT_ATTR_IDEMPOTENCY_KEY\" >> "+dir+"/ran\nsleep 0.2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, out := listenDedupe(t, emu, dyn, "--queue-url", first.URL, "--queue-url", second.URL, "--concurrency", "4", "--dedupe-table", table,
+		"--dedupe-key", "attr:idempotency-key", "--", worker)
+	c := emu.Client()
+	const keys = 5
+	var want []string
+	for _, q := range []testenv.Queue{first, second} {
+		for send := range 2 {
+			for k := range keys {
+				sendKeyed(t, c, q.URL, fmt.Sprintf("job %d (%d)", k, send), fmt.Sprintf("order-%d", k))
+				if send == 0 {
+					want = append(want, fmt.Sprintf("%s/order-%d", queueattr.NameFromURL(q.URL), k))
+				}
+			}
+		}
+	}
+	testenv.Eventually(t, "every job done and both queues empty", 60*time.Second, func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, "ran"))
+		return strings.Count(string(data), "\n") >= len(want) && testenv.Depth(t, c, first.URL).Total() == 0 && testenv.Depth(t, c, second.URL).Total() == 0
+	}, out.String)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second, out.String); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "ran"))
+	ran := strings.Fields(string(data))
+	slices.Sort(ran)
+	slices.Sort(want)
+	if !slices.Equal(ran, want) {
+		t.Errorf("ran %v, want each key once on each queue: %v", ran, want)
+	}
+}
+
+// sendKeyed sends body to the queue at url with key as its idempotency-key attribute.
+func sendKeyed(t *testing.T, c *sqs.Client, url, body, key string) {
+	t.Helper()
+	_, err := c.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(key)}}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
