@@ -64,6 +64,11 @@ func (o Options) validateQueues() error {
 	if o.QueuePolicy != "" && o.QueuePolicy != QueuePolicyWeighted && o.QueuePolicy != QueuePolicyStrict {
 		return listenspec.Refuse("", nil, fmt.Sprintf("--queue-policy (%q) must be weighted or strict", o.QueuePolicy))
 	}
+	if once, _ := strconv.ParseBool(o.Environment["writableFilesystem"]); once && len(o.Queues) > 1 {
+		// The variable is listen's --once, which takes one message from one queue: the task
+		// would be refused at every start.
+		return listenspec.Refuse(listenspec.SettingEnvironment, "writableFilesystem=true", "makes listen --once, which serves one queue: give one --queue, or leave it out")
+	}
 	names, ids := map[string]bool{}, map[string]string{}
 	for _, q := range o.Queues {
 		switch {

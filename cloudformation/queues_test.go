@@ -54,6 +54,12 @@ func TestQueuesValidate(t *testing.T) {
 		{"bad policy", func(o *Options) { o.Queues, o.QueuePolicy = q("a", "b"), "fair" }, `--queue-policy ("fair") must be weighted or strict`},
 		{"with --queue-name", func(o *Options) { o.Queues, o.QueueName = q("a"), "jobs" }, "give Queues for each queue"},
 		{"too many", func(o *Options) { o.Queues = q("a", "b", "c", "d", "e") }, "at most 4 queues"},
+		{"one container per job", func(o *Options) {
+			o.Queues, o.Environment = q("a", "b"), map[string]string{"writableFilesystem": "true"}
+		}, "makes listen --once, which serves one queue"},
+		{"one queue, one container per job", func(o *Options) {
+			o.Queues, o.Environment = q("a"), map[string]string{"writableFilesystem": "true"}
+		}, ""},
 		{"twice", func(o *Options) { o.Queues = q("a", "a") }, "given twice"},
 		{"same ids", func(o *Options) { o.Queues = q("bulk-jobs", "bulk_jobs") }, "same logical ids (BulkJobs)"},
 		{"weight 0", func(o *Options) { o.Queues = q("a:0", "b") }, "weight outside 1..1000"},

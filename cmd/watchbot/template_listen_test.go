@@ -92,6 +92,11 @@ func TestTemplatesStartListen(t *testing.T) {
 				c.MaxAttempts = 10
 				c.Queues.More, c.Queues.Policy = []string{generatedQueueURLOf("QueueBulk")}, supervisor.PolicyStrict
 			}},
+		{"several queues with duplicate suppression", []string{"--queue", "urgent", "--queue", "bulk", "--dedupe"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.Dedupe.Table = 10, generatedTableName(cloudformation.DedupeTable.LogicalID)
+				c.Queues.More = []string{generatedQueueURLOf("QueueBulk")}
+			}},
 		{"reduce mode", []string{"--reduce"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"a payload bucket the stack creates", []string{"--payload-bucket", "payloads-${AWS::AccountId}"},
 			func(c *supervisor.Config) { c.MaxAttempts, c.Payload.Buckets = 10, []string{generatedPayloadBucket} }},
