@@ -49,12 +49,20 @@ func (a *application) byBody(prefix string) []posted {
 func (a *application) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	a.mu.Lock()
+	// First post of this message: a pause reruns a message in place, on the same receive,
+	// so the receive count cannot tell.
+	first := true
+	for _, p := range a.requests {
+		if p.header.Get("X-Aws-Sqsd-Msgid") == r.Header.Get("X-Aws-Sqsd-Msgid") {
+			first = false
+			break
+		}
+	}
 	a.requests = append(a.requests, posted{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: body})
 	a.mu.Unlock()
-	first := r.Header.Get("X-Aws-Sqsd-Receive-Count") == "1"
 	switch word, _, _ := strings.Cut(string(body), " "); word {
 	case "ok", "scheduled", "big":
-	case "retry-after": // busy once, asking for 1 s
+	case "retry-after": // busy once, asking for a pause of 1 s
 		if first {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -157,8 +165,12 @@ func TestHTTPWorker(t *testing.T) {
 		s[0].header.Get("X-Aws-Sqsd-Scheduled-At") != "2026-11-23T02:00:00Z" || s[0].header.Get("X-Aws-Sqsd-Path") != "/tasks/nightly" {
 		t.Errorf("scheduled task: %+v", s)
 	}
+	// A 503 with Retry-After is a pause: the message runs again once it ends, on the same
+	// receive, so its receive count does not rise.
 	if r := app.byBody("retry-after"); len(r) != 2 || r[1].at.Sub(r[0].at) < time.Second {
 		t.Errorf("retry-after: %d requests; want a second one at least 1 s after the first", len(r))
+	} else if n := r[1].header.Get("X-Aws-Sqsd-Receive-Count"); n != "1" {
+		t.Errorf("retry-after: the rerun after the pause has receive count %s, want 1", n)
 	}
 	for body, want := range map[string]int{"fail": 2, "bad-request": 2, "dead-letter-body": 1, "ack-header": 1, "slow": 2, "close": 2, "big": 1} {
 		if got := len(app.byBody(body)); got != want {
