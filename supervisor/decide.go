@@ -72,10 +72,13 @@ type drainPlan struct {
 
 // draining decides a stop's next step. receiving says a receive is under way, putOff how many
 // hand-backs wait for it to end (what it brings could otherwise take them at once), runHeld
-// that what is held runs in the drain rather than go back.
+// that what is held runs in the drain rather than go back. With no run under way once the
+// runs that could start have started, what is still held cannot start now (a limit or a
+// pause holds it, or its retry in place is not due): it goes back rather than wait past the
+// drain's end, unrenewed.
 func (s *scheduler) draining(receiving bool, putOff int, runHeld bool) drainPlan {
 	if receiving {
 		return drainPlan{cancelReceive: s.empty() && putOff == 0}
 	}
-	return drainPlan{handBack: true, drainHeld: !runHeld, over: s.idle()}
+	return drainPlan{handBack: true, drainHeld: !runHeld || s.idle(), over: s.idle()}
 }

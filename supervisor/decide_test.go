@@ -63,6 +63,11 @@ func TestSchedulerDraining(t *testing.T) {
 		s.runs, s.runMsgs, s.open = 1, 1, 1
 		return s
 	}
+	heldAndRunning := func() *scheduler {
+		s := running()
+		s.held = 1
+		return s
+	}
 	for _, tc := range []struct {
 		name      string
 		sched     func() *scheduler
@@ -75,7 +80,8 @@ func TestSchedulerDraining(t *testing.T) {
 		{"receiving, messages held: the receive is awaited", holding, true, 0, false, drainPlan{}},
 		{"receiving, hand-backs put off: the receive is awaited", empty, true, 1, false, drainPlan{}},
 		{"not receiving: held messages handed back, over", holding, false, 0, false, drainPlan{handBack: true, drainHeld: true, over: true}},
-		{"not receiving, the read-ahead runs in the drain", holding, false, 0, true, drainPlan{handBack: true, over: true}},
+		{"not receiving, the read-ahead runs in the drain", heldAndRunning, false, 0, true, drainPlan{handBack: true}},
+		{"not receiving, nothing runs: what could not start goes back, over", holding, false, 0, true, drainPlan{handBack: true, drainHeld: true, over: true}},
 		{"not receiving, a run under way: not over", running, false, 0, false, drainPlan{handBack: true, drainHeld: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -256,3 +256,92 @@ func TestLimitsKeyWaitReleases(t *testing.T) {
 		}
 	})
 }
+
+// A pause is in force before the run that asked gives its slot back: a message already
+// held for that slot does not start in between.
+func TestLimitsPauseBeforeSlotFrees(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 1}, func(*LimitsConfig) {})
+		r.behave = func(c workerCall) workerAct {
+			if c.Body == "a1" && c.Run == 1 {
+				return workerAct{Took: 100 * time.Millisecond, Result: `{"pause":"5s"}`}
+			}
+			return workerAct{Took: 100 * time.Millisecond}
+		}
+		startLimitsRig(r)
+		// z1's run teaches the scheduler the jobs' length, so that it reads b1 ahead and holds
+		// it while a1 runs.
+		r.sendKeyed("z1=")
+		r.waitFor("z1's run", time.Minute, r.empty)
+		r.sendKeyed("a1=", "b1=")
+		r.waitFor("b1 held while a1 runs", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 && r.metrics.get(alarms.MessageReceives) == 3 })
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		first := r.callsOf("a1")[0]
+		pausedAt := first.At.Add(100 * time.Millisecond)
+		for _, c := range r.runs[2:] {
+			if d := c.At.Sub(pausedAt); d < 5*time.Second {
+				t.Errorf("%s started %v after %s asked for a 5s pause, want none before it ends", c.Body, d, first.Body)
+			}
+		}
+	})
+}
+
+// A stop during a pause does not wait for it: the message that asked goes back at once,
+// visible when the pause ends, with the receive it has.
+func TestLimitsStopDuringPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 1}, func(*LimitsConfig) {})
+		r.behave = func(c workerCall) workerAct {
+			return workerAct{Took: 100 * time.Millisecond, Result: `{"pause":"10m"}`}
+		}
+		startLimitsRig(r)
+		r.sendKeyed("a1=")
+		r.waitFor("a1's run", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 })
+		time.Sleep(time.Second)
+		stopAt := time.Now()
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(stopAt); took > time.Minute {
+			t.Errorf("the stop took %v during a pause, want it not to wait for the pause", took)
+		}
+		msgs := r.sqs.Messages(r.queue)
+		if len(msgs) != 1 || len(r.callsOf("a1")) != 1 {
+			t.Fatalf("messages %+v after %d runs, want a1 in the queue, run once", msgs, len(r.callsOf("a1")))
+		}
+		m := msgs[0]
+		pauseEnds := r.callsOf("a1")[0].At.Add(100*time.Millisecond + 10*time.Minute)
+		if m.ReceiveCount != 1 || m.VisibleAt.Before(pauseEnds.Add(-2*time.Second)) || m.VisibleAt.After(pauseEnds.Add(2*time.Second)) {
+			t.Errorf("a1 went back with receive count %d, visible at %v, want 1 and about %v (the pause's end)", m.ReceiveCount, m.VisibleAt, pauseEnds)
+		}
+	})
+}
+
+// A worker that asks for a pause on every run holds its message in place no longer than
+// SQS lets a message stay in flight: near the 12 h limit it goes back, one receive on its
+// count, and the pauses stop no run's message forever.
+func TestLimitsEndlessPauseBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 1, maxReceiveCount: 2}, func(*LimitsConfig) {})
+		r.behave = func(workerCall) workerAct {
+			return workerAct{Took: time.Second, Result: `{"pause":"15m"}`}
+		}
+		startLimitsRig(r)
+		r.sendKeyed("a1=")
+		r.waitFor("a1 dead-lettered", 30*time.Hour, func() bool { return len(r.sqs.Messages(r.queue)) == 0 })
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		a := r.callsOf("a1")
+		last := a[len(a)-1]
+		if last.ReceiveCount != 2 || last.At.Sub(a[0].At) > 24*time.Hour {
+			t.Errorf("a1's last run at %v with receive count %d, want about 12h on, the second receive", last.At.Sub(a[0].At), last.ReceiveCount)
+		}
+		if got := len(r.sqs.Messages(r.dlq)); got != 1 {
+			t.Errorf("%d messages in the dead-letter queue, want a1 there after maxReceiveCount", got)
+		}
+	})
+}

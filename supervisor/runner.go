@@ -71,6 +71,9 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	for _, j := range jobs {
 		j.detach()
 	}
+	// The pause is in force before the run's slot goes back, or a message held for that slot
+	// could start in between.
+	r.pause(a.results)
 	ended(a.took)
 	results, outs, decided := a.results, a.outs, a.decided
 	var attrs []any
@@ -78,7 +81,6 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		attrs = []any{"duration", a.took.Round(time.Millisecond).String()}
 	}
 
-	r.pause(results)
 	r.judge(jobs, results, outs, decided)
 	if r.fifo {
 		groups := make([]string, len(jobs))
