@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	lim, err := newLimiter(ctx, o.Listen.Limits.Fleet, o.LimitsTable, o.Listen.QueueURL, log)
+	lim, err := newLimiter(ctx, o.Listen.Limits, o.LimitsTable, o.Listen.QueueURL, log)
 	if err != nil {
 		return err
 	}
@@ -238,8 +238,9 @@ func dedupeStore(ctx context.Context, table progress.Table, queueURL string, log
 }
 
 // newLimiter builds the limiter of cfg: on the limits table when one is named (its client
-// built as dedupeStore builds its own), else per task. It makes no call.
-func newLimiter(ctx context.Context, cfg limits.Config, table progress.Table, queueURL string, log *slog.Logger) (*limits.Limiter, error) {
+// built as dedupeStore builds its own), else per task. On a table it records cfg's limits
+// there for status (one bounded write); the limiter itself makes no call until it runs.
+func newLimiter(ctx context.Context, cfg supervisor.LimitsConfig, table progress.Table, queueURL string, log *slog.Logger) (*limits.Limiter, error) {
 	var store limits.Store
 	if table.Name != "" {
 		opts := awsenv.Options{QueueURL: queueURL, Region: table.Region, Logger: log}
@@ -247,9 +248,21 @@ func newLimiter(ctx context.Context, cfg limits.Config, table progress.Table, qu
 		if err != nil {
 			return nil, err
 		}
-		store = limits.NewDynamoStore(awsenv.DynamoDB(awsCfg, opts), table.Name)
+		api := awsenv.DynamoDB(awsCfg, opts)
+		store = limits.NewDynamoStore(api, table.Name)
+		writeLimitSettings(ctx, api, table.Name, LimitSettingsOf(cfg, cfg.Fleet.Task, time.Now()), log)
 	}
-	return limits.New(cfg, store, time.Now, log.With("component", "limits"))
+	return limits.New(cfg.Fleet, store, time.Now, log.With("component", "limits"))
+}
+
+// writeLimitSettings records the task's limits in the table for status, within
+// limitSettingsWriteTimeout; a failure is logged, and the task runs by its flags anyway.
+func writeLimitSettings(ctx context.Context, api LimitSettingsAPI, table string, s LimitSettings, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, limitSettingsWriteTimeout)
+	defer cancel()
+	if err := WriteLimitSettings(ctx, api, table, s); err != nil {
+		log.Warn("limits: could not record this task's limits in the table for status; the limits hold all the same", "error", err)
+	}
 }
 
 // The scale-in protection modes (--scale-in-protection).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
@@ -137,13 +138,20 @@ func taskName() string {
 // statusJSON is one queue's status with the fleet's use of its limits, when asked for.
 type statusJSON struct {
 	deadletter.QueueStatus
-	Limits *limits.Use `json:"limits,omitempty"`
+	Limits *limitsStatus `json:"limits,omitempty"`
+}
+
+// limitsStatus is the fleet's use of its limits, and the limits the latest listen to start on
+// the table recorded there (nil when none has).
+type limitsStatus struct {
+	limits.Use
+	Settings *app.LimitSettings `json:"settings,omitempty"`
 }
 
 // readLimitsUse reads the fleet's use of its limits from status's --limits-table; nil when
 // none is given. The client is built as listen's: the region an ARN names, the endpoint of
 // AWS_ENDPOINT_URL_DYNAMODB.
-func readLimitsUse(c *cli.Context, queueURL string) (*limits.Use, error) {
+func readLimitsUse(c *cli.Context, queueURL string) (*limitsStatus, error) {
 	table, err := limitsTable(c)
 	if err != nil || table.Name == "" {
 		return nil, err
@@ -153,17 +161,28 @@ func readLimitsUse(c *cli.Context, queueURL string) (*limits.Use, error) {
 	if err != nil {
 		return nil, err
 	}
-	use, err := limits.ReadUse(c.Context, limits.NewDynamoStore(awsenv.DynamoDB(cfg, opts), table.Name), time.Now())
+	api := awsenv.DynamoDB(cfg, opts)
+	use, err := limits.ReadUse(c.Context, limits.NewDynamoStore(api, table.Name), time.Now())
 	if err != nil {
 		return nil, listenspec.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
 	}
-	return &use, nil
+	settings, err := app.ReadLimitSettings(c.Context, api, table.Name)
+	if err != nil {
+		return nil, listenspec.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the limits listen recorded", Err: err}
+	}
+	return &limitsStatus{Use: use, Settings: settings}, nil
 }
 
-// writeLimitsUse prints the fleet's use of its limits, after the queues.
-func writeLimitsUse(w io.Writer, table string, u limits.Use, now time.Time) error {
+// writeLimitsUse prints the fleet's limits and their use, after the queues.
+func writeLimitsUse(w io.Writer, table string, l limitsStatus, now time.Time) error {
+	u := l.Use
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nlimits table: %s\n", table)
+	if s := l.Settings; s != nil {
+		fmt.Fprintf(&b, "limits:       %s (recorded by %s, the latest listen to start, at %s)\n", s.Flags(), s.Task, s.WrittenAt.UTC().Format(time.RFC3339))
+	} else {
+		b.WriteString("limits:       not recorded (no listen has started on this table)\n")
+	}
 	fmt.Fprintf(&b, "live tasks:   %d\n", len(u.LiveTasks))
 	if u.PausedUntil != nil {
 		fmt.Fprintf(&b, "paused:       until %s (%s more)\n", u.PausedUntil.UTC().Format(time.RFC3339), u.PausedUntil.Sub(now).Round(time.Second))
