@@ -248,7 +248,7 @@ func newLimiter(ctx context.Context, cfg supervisor.LimitsConfig, table progress
 		if err != nil {
 			return nil, err
 		}
-		api := awsenv.DynamoDB(awsCfg, opts)
+		api := awsenv.DynamoDB(awsCfg, opts, limits.ClientOptions)
 		store = limits.NewDynamoStore(api, table.Name)
 		writeLimitSettings(ctx, api, table.Name, LimitSettingsOf(cfg, cfg.Fleet.Task, time.Now()), log)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -63,6 +64,24 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
 		BillingMode: types.BillingModePayPerRequest,
 	}
+}
+
+// How the limiter's DynamoDB client tries a call (ClientOptions).
+const (
+	callAttempts   = 3
+	callMaxBackoff = 200 * time.Millisecond
+)
+
+// ClientOptions tune the DynamoDB client of NewDynamoStore: each call is tried up to 3 times,
+// at most 200 ms apart. Run retries a failed call itself and falls back to the task's share
+// after FallbackAfter without a success; the SDK's usual backoff (up to 20 s between tries)
+// would spend that time, and more, waiting on one call.
+func ClientOptions(o *dynamodb.Options) {
+	if o.Retryer == nil {
+		o.Retryer = retry.NewStandard()
+	}
+	o.RetryMaxAttempts = callAttempts
+	o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, callMaxBackoff)
 }
 
 // dynamoStore is the Store of a DynamoDB table.

@@ -255,3 +255,18 @@ func TestDynamoFaults(t *testing.T) {
 	t.Logf("%d starts, at most %d at once and %d in a second; %d of %d calls faulted; %d tasks fell back",
 		len(g.starts), g.maxRun, maxInWindow(g.startTimes(), time.Second), faults, calls, fallback)
 }
+
+// The limiter's client tries a call a few times, quickly, whatever the client's own setting:
+// Run retries on its own, and falls back after FallbackAfter.
+func TestClientOptionsRetryFewAndSoon(t *testing.T) {
+	c := dynamodb.New(dynamodb.Options{Region: "us-east-1", RetryMaxAttempts: 8}, ClientOptions)
+	r := c.Options().Retryer
+	if got := r.MaxAttempts(); got != callAttempts {
+		t.Errorf("%d attempts, want %d", got, callAttempts)
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		if d, err := r.RetryDelay(attempt, errors.New("500")); err != nil || d > callMaxBackoff {
+			t.Errorf("attempt %d: a wait of %v (%v), want at most %v", attempt, d, err, callMaxBackoff)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,22 @@ import (
 // conditional on the version).
 
 // flaky is a Store that counts its calls, fails all of them while down is set, and holds
-// them until their context ends while stalled is set.
+// them until their context ends while stalled is set. With faults set (faulty) it fails that
+// share of the calls at random.
 type flaky struct {
 	Store
 	down, stalled atomic.Bool
 	calls         atomic.Int64
+	mu            sync.Mutex
+	faults        float64
+	rng           *rand.Rand
+}
+
+// faulty makes f fail share of its calls, in an order seed decides.
+func (f *flaky) faulty(share float64, seed uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults, f.rng = share, rand.New(rand.NewPCG(seed, seed))
 }
 
 var errDown = errors.New("DynamoDB is down (a test's flaky store)")
@@ -31,6 +43,11 @@ func (f *flaky) call(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if f.down.Load() {
+		return errDown
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.faults > 0 && f.rng.Float64() < f.faults {
 		return errDown
 	}
 	return nil
@@ -243,14 +260,7 @@ func TestLeasesRenewWhileJobsRunAndLapseWhenATaskDies(t *testing.T) {
 		ts := fleet(t, cfg, "a", "b")
 		a, b := ts[0], ts[1]
 		// a takes both slots for jobs far longer than a lease.
-		var permits []Permit
-		for len(permits) < 2 {
-			if p, ok := a.TryStart("", 1); ok {
-				permits = append(permits, p)
-				continue
-			}
-			<-a.Changed()
-		}
+		permits := take(t, a.Limiter, 2, time.Second)
 		// While a renews, b gets nothing.
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		gb := &gauge{}
@@ -271,9 +281,7 @@ func TestLeasesRenewWhileJobsRunAndLapseWhenATaskDies(t *testing.T) {
 		if wait := gb.starts[1].Sub(died); wait > cfg.Lease+PollInterval {
 			t.Errorf("a's slots were free %v after it died, want within a lease (%v)", wait, cfg.Lease)
 		}
-		for _, p := range permits {
-			p.Done()
-		}
+		doneAll(permits)
 	})
 }
 
@@ -489,6 +497,138 @@ func TestABatchLargerThanTheLimitTakesTheWholeLimit(t *testing.T) {
 		}
 		if n := maxInWindow(g.starts, time.Second); n > 1 {
 			t.Errorf("%d batches in a second, want 1", n)
+		}
+	})
+}
+
+// take starts n runs on l as the supervisor does (trying again when Changed fires or a
+// second passes), and returns their permits; when they are not all running within limit it
+// fails the test and returns those it has.
+func take(t *testing.T, l *Limiter, n int, limit time.Duration) []Permit {
+	t.Helper()
+	deadline := time.After(limit)
+	var permits []Permit
+	for len(permits) < n {
+		if p, ok := l.TryStart("", 1); ok {
+			permits = append(permits, p)
+			continue
+		}
+		select {
+		case <-l.Changed():
+		case <-time.After(time.Second):
+		case <-deadline:
+			led, _ := l.store.(*flaky).Store.Ledger(context.Background(), ledgerConcurrency)
+			t.Errorf("%s: %d of %d runs within %v; the table: %+v", l.cfg.Task, len(permits), n, limit, led)
+			return permits
+		}
+	}
+	return permits
+}
+
+func doneAll(permits []Permit) {
+	for _, p := range permits {
+		p.Done()
+	}
+}
+
+// A task that was refused again and again while the fleet was full, and then ran out of
+// work, gives its slots back: its demand of the time does not keep them from a task that
+// waits.
+func TestSlotsOfATaskWhoseDemandPassedGoBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Concurrency = 4
+		ts := fleet(t, cfg, "a", "b", "c")
+		a, b, c := ts[0].Limiter, ts[1].Limiter, ts[2].Limiter
+		bp := take(t, b, 2, time.Second)
+		ap := take(t, a, 2, time.Second)
+		// a holds a third message: the supervisor tries it on every pass while the fleet
+		// is full.
+		for range 5 {
+			if _, ok := a.TryStart("", 1); ok {
+				t.Fatal("a started a fifth run of a fleet of 4")
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		// c waits for slots too; then a's runs end and its third message takes one of its
+		// slots, and b's runs end.
+		var wg sync.WaitGroup
+		var cp []Permit
+		waited := time.Now()
+		wg.Go(func() { cp = take(t, c, 4, 10*time.Second) })
+		time.Sleep(500 * time.Millisecond)
+		doneAll(ap)
+		doneAll(take(t, a, 1, 100*time.Millisecond))
+		doneAll(bp)
+		freed := time.Now()
+		wg.Wait()
+		if d := time.Since(freed); d > 2*time.Second {
+			t.Errorf("c had every slot %v after a and b ran out of work, want within 2 s", d)
+		}
+		t.Logf("c waited %v, %v after the slots were free", time.Since(waited), time.Since(freed))
+		doneAll(cp)
+	})
+}
+
+// DynamoDB fails 30% of the calls while three tasks share 3 slots, then two of them run out
+// of work: the third has every slot soon after, not a lease later, though the give-backs
+// fail as often as the other calls; and at most a fallback share per task in fallback runs
+// beyond the limit.
+func TestSlotsGoToTheTaskThatNeedsThemUnderFaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Concurrency = 3
+		ts := fleet(t, cfg, "a", "b", "c")
+		for i, tk := range ts {
+			tk.store.faulty(0.3, uint64(i+1))
+		}
+		g := driveAll(t, ts, 10*time.Second, 3, "", 1, 300*time.Millisecond)
+		wanted := time.Now()
+		// c's runs outlast the drive, which ends them.
+		gc := driveAll(t, ts[2:], 10*time.Second, 3, "", 1, time.Minute)
+		if len(gc.starts) != 3 {
+			t.Fatalf("c started %d runs once a and b ran out of work, want 3: at %v", len(gc.starts), gc.starts)
+		}
+		if d := gc.starts[2].Sub(wanted); d > 3*time.Second {
+			t.Errorf("c had its third slot %v after a and b ran out of work, want within 3 s", d)
+		}
+		fallback := 0
+		for _, tk := range ts {
+			if tk.Snapshot().FallbackTotal > 0 {
+				fallback++
+			}
+		}
+		if most := 3 + fallback; g.maxRun > most {
+			t.Errorf("%d ran at once, want at most %d (%d tasks fell back, a share of 1 each)", g.maxRun, most, fallback)
+		}
+		t.Logf("%d starts, at most %d at once; %d tasks fell back; c's starts %v after", len(g.starts), g.maxRun, fallback, gc.starts[2].Sub(wanted))
+	})
+}
+
+// Tasks that could never read the table do not know how many share the limits: in fallback
+// each takes the smallest share, one slot and one start a second.
+func TestAFallbackBeforeTheTableWasReadTakesTheSmallestShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Concurrency, cfg.Rate = 6, 30
+		down := &flaky{Store: newMemStore()}
+		down.down.Store(true)
+		ts := fleetOnTable(t, down, "limits", cfg, "a", "b", "c")
+		g := driveAll(t, ts, 10*time.Second, 4, "", 1, 500*time.Millisecond)
+		if g.maxRun > 3 {
+			t.Errorf("%d ran at once, want at most 3 (one each)", g.maxRun)
+		}
+		if n := maxInWindow(g.starts, time.Second); n > 3 {
+			t.Errorf("%d starts in a second, want at most 3 (one each)", n)
+		}
+		// From the fallback on, 2 s in: a start a second each, less the retries' lag.
+		if len(g.starts) < 15 {
+			t.Errorf("%d starts in 10 s, want about 20: the fallback shares did not run", len(g.starts))
+		}
+		for _, tk := range ts {
+			if s := tk.Snapshot(); !s.Fallback || s.LiveTasks != 0 {
+				t.Errorf("%s: fallback %v, %d live tasks; want the fallback, with the fleet unknown", tk.cfg.Task, s.Fallback, s.LiveTasks)
+			}
 		}
 	})
 }

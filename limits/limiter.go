@@ -56,8 +56,10 @@ type Limiter struct {
 	pauseUntil time.Time
 	// pauseAsked is a pause asked in this task that Run has yet to write to the table.
 	pauseAsked time.Time
-	live       int
-	fallback   bool
+	// live is the tasks the table showed live when Run last read it; 0 until it has (the
+	// fleet's size is unknown: a fallback takes the smallest share).
+	live     int
+	fallback bool
 	// failingSince is when the store calls began to fail; zero while they succeed.
 	failingSince  time.Time
 	fallbackSince time.Time
@@ -77,9 +79,9 @@ func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) (*Li
 	}
 	l := &Limiter{cfg: cfg, store: store, now: clock, log: log,
 		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1),
-		tokens: map[string]*tokens{}, slots: map[string]*slots{}, live: 1}
+		tokens: map[string]*tokens{}, slots: map[string]*slots{}}
 	if store == nil {
-		l.store, l.local = newMemStore(), true
+		l.store, l.local, l.live = newMemStore(), true, 1
 		if l.cfg.Task == "" {
 			l.cfg.Task = "local"
 		}
@@ -200,7 +202,9 @@ func (l *Limiter) check(now time.Time, toks [2]*tokens, sls [2]*slots, n int) bo
 	}
 	for _, s := range sls {
 		if s != nil && !s.has(now, n, l.fallback, l.live) {
-			s.demand = min(s.demand+units(n, s.capacity), s.capacity)
+			// The caller tries a refused start again on every pass: the demand is the
+			// largest start refused lately, not the sum of the tries.
+			s.demand, s.demandAt = max(s.demand, units(n, s.capacity)), now
 			if s == sls[1] {
 				reserve()
 			}
@@ -310,7 +314,7 @@ type Snapshot struct {
 	Fallback      bool
 	FallbackSince time.Time
 	FallbackTotal time.Duration
-	// LiveTasks is the tasks the table last showed live (1 in process).
+	// LiveTasks is the tasks the table last showed live: 0 until it was read, 1 in process.
 	LiveTasks int
 }
 
@@ -439,9 +443,14 @@ func (t *tokens) held(now time.Time) int {
 	return n
 }
 
-// share is this task's share of the rate in fallback: the rate divided by the live tasks.
+// share is this task's share of the rate in fallback: the rate divided by the live tasks;
+// while their number is unknown (0), one start a second, or the rate's own window when it is
+// slower.
 func (t *tokens) share(live int) (int, time.Duration) {
 	r := t.rate / float64(max(live, 1))
+	if live == 0 {
+		r = min(t.rate, 1)
+	}
 	return RateCapacity(r), RateWindow(r)
 }
 
@@ -510,8 +519,14 @@ type slots struct {
 	held       int
 	inUse      int
 	leaseUntil time.Time
-	// demand is the starts refused since Run last asked the table for slots.
-	demand int
+	// demand is the slots the largest start refused lately needs, last at demandAt; it
+	// lapses demandFor after the last refusal, so that a start that went away (its message
+	// ran elsewhere, or the task ran out of work) keeps no slot from the fleet.
+	demand   int
+	demandAt time.Time
+	// unsure: the last write of this task's hold failed, or other writers beat it, so the
+	// table may hold more than held (a give-back lost) or less: Run writes the hold again.
+	unsure bool
 	// wantedAt is when a start last took a slot, or waited for other limits holding one:
 	// idle slots go back linger after it. armed: Run will look at them then.
 	wantedAt time.Time
@@ -542,8 +557,13 @@ func (s *slots) free(now time.Time) int {
 }
 
 // share is this task's share of the limit in fallback: the limit divided by the live tasks,
-// rounded down, and at least 1.
-func (s *slots) share(live int) int { return max(1, s.capacity/max(live, 1)) }
+// rounded down, and at least 1; 1 while their number is unknown (0).
+func (s *slots) share(live int) int {
+	if live == 0 {
+		return 1
+	}
+	return max(1, s.capacity/live)
+}
 
 // meter estimates a rate of starts from the last two whole seconds.
 type meter struct {

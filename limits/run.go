@@ -24,6 +24,10 @@ const (
 	prefetchFrom = 400 * time.Millisecond
 	// linger is how long an idle slot stays with the task in case the next start needs it.
 	linger = 250 * time.Millisecond
+	// demandFor is how long a refused start counts as demand for slots: the supervisor
+	// tries a refused start again within a second, so a demand not renewed for longer
+	// is gone.
+	demandFor = 2 * time.Second
 	// slotPoll is the first wait before asking the table again for slots it had none of;
 	// the wait doubles up to PollInterval.
 	slotPoll = 100 * time.Millisecond
@@ -169,12 +173,14 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 	}
 	for name, s := range l.slots {
 		renewAt := s.leaseUntil.Add(-2 * l.cfg.Lease / 3)
-		switch {
-		case now.Before(s.nextTry) && (s.demand > 0 || s.held > 0):
-			at(s.nextTry)
-		case s.demand > 0 && s.free(now) >= s.demand:
-			// Slots came back since the refusal: the retry will find them.
+		if s.demand > 0 && (s.free(now) >= s.demand || now.Sub(s.demandAt) >= demandFor) {
+			// Slots came back since the refusal (the retry will find them), or the start
+			// that asked went away: either way the task needs no more.
 			s.demand = 0
+		}
+		switch {
+		case now.Before(s.nextTry) && (s.demand > 0 || s.held > 0 || s.unsure):
+			at(s.nextTry)
 		case s.demand > 0:
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, s.demand-s.free(now)))
@@ -183,8 +189,10 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 			s.held, s.armed = s.inUse, false
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, 0))
-		case s.inUse > s.held && !l.fallback && !now.Before(s.nextTry):
-			// Runs started in a fallback: the table is told of them.
+		case s.inUse > s.held && !l.fallback && !now.Before(s.nextTry), s.unsure:
+			// Runs started in a fallback: the table is told of them. Or the last write
+			// failed: it is made again, so that a give-back is not lost until the lease
+			// lapses.
 			s.nextTry = now.Add(minGap)
 			jobs = append(jobs, r.lease(s, 0))
 		case s.held > 0 && !now.Before(renewAt):
@@ -195,7 +203,7 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 			if s.armed = s.held > s.inUse; s.armed {
 				at(s.wantedAt.Add(linger))
 			}
-		case s.inUse == 0 && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
+		case s.inUse == 0 && !s.unsure && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
 			delete(l.slots, name)
 			delete(r.cache, name)
 			delete(r.contended, name)
@@ -339,6 +347,8 @@ func (r *runner) lease(s *slots, more int) job {
 		l := r.l
 		var leased time.Time
 		var hold, got int
+		// same: the table already holds what this write would, for long enough.
+		same := false
 		wrote, err := r.update(ctx, s.name, func(now time.Time, led Ledger) (Ledger, bool) {
 			// The runs under way count, those started in a fallback too.
 			l.mu.Lock()
@@ -355,7 +365,7 @@ func (r *runner) lease(s *slots, more int) job {
 			got = min(more, free-hold)
 			hold += got
 			leased = now
-			if more > 0 && got == 0 && hold == mine.N && mine.Until.After(now.Add(l.cfg.Lease/3)) {
+			if same = more > 0 && got == 0 && hold == mine.N && mine.Until.After(now.Add(l.cfg.Lease/3)); same {
 				return Ledger{}, false
 			}
 			return led.With(now, l.cfg.Task, Hold{N: hold, Until: now.Add(l.cfg.Lease)}), true
@@ -363,6 +373,9 @@ func (r *runner) lease(s *slots, more int) job {
 		now := l.now()
 		lost := 0
 		l.mu.Lock()
+		// Unless it wrote, or found nothing to write, the table may not hold what the task
+		// does: the hold is written again.
+		s.unsure = !wrote && !same
 		switch {
 		case err != nil:
 			s.nextTry = now.Add(r.retryDelay())

@@ -437,7 +437,7 @@ func TestLimitsFleetFaults(t *testing.T) {
 	}
 	// The fallback share of --fleet-concurrency 3 over 3 live tasks is 1.
 	if most := mostAtOnce(runs, func(limitsRun) bool { return true }); most > 3+1 {
-		t.Errorf("%d runs at once, want at most 3 and one task's fallback share", most)
+		t.Errorf("%d runs at once, want at most 3 and one task's fallback share; logs:\n%s", most, f.logs())
 	}
 }
 

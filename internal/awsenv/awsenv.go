@@ -135,14 +135,15 @@ func SQS(cfg aws.Config, o Options) *sqs.Client {
 // 2 s to 20 s) 8 attempts span up to 90 s.
 const DynamoDBMaxAttempts = 8
 
-// DynamoDB returns a DynamoDB client for cfg, sending to o.Endpoint when it is set.
-func DynamoDB(cfg aws.Config, o Options) *dynamodb.Client {
-	return dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+// DynamoDB returns a DynamoDB client for cfg, sending to o.Endpoint when it is set; opts
+// adjust it further.
+func DynamoDB(cfg aws.Config, o Options, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(do *dynamodb.Options) {
 		do.RetryMaxAttempts = DynamoDBMaxAttempts
 		if o.Endpoint != "" {
 			do.BaseEndpoint = aws.String(o.Endpoint)
 		}
-	})
+	}}, opts...)...)
 }
 
 // S3 returns the S3 client that fetches, deletes and stores payloads (docs/payloads.md). An
