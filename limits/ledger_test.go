@@ -53,9 +53,9 @@ func TestSettledChunks(t *testing.T) {
 	}{
 		{"unused: the hold goes", chunk{name: "x", n: 10, left: 10}, Hold{}, true},
 		{"used at once: a window from the last use", chunk{name: "x", n: 10, left: 0, lastUse: t0.Add(2 * time.Millisecond)},
-			Hold{N: 10, Until: t0.Add(time.Second + 2*time.Millisecond)}, false},
-		{"partly used: the used tokens only", chunk{name: "x", n: 10, left: 7, lastUse: t0.Add(40 * time.Millisecond)},
-			Hold{N: 3, Until: t0.Add(time.Second + 40*time.Millisecond)}, false},
+			Hold{N: 10, Until: t0.Add(time.Second + spawnSlack + 2*time.Millisecond)}, false},
+		{"partly used: the used tokens only", chunk{name: "x", n: 10, left: 7, lastUse: t0.Add(10 * time.Millisecond)},
+			Hold{N: 3, Until: t0.Add(time.Second + spawnSlack + 10*time.Millisecond)}, false},
 		{"never later than granted", chunk{name: "x", n: 10, left: 0, lastUse: t0.Add(200 * time.Millisecond)},
 			grant, false},
 	} {

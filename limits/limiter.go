@@ -418,15 +418,21 @@ type chunk struct {
 }
 
 // settled is the hold a chunk that can no longer be used needs in the table, and whether
-// it needs one: its used tokens only, counting a window from the last use. Every use was
+// it needs one: its used tokens only, counting a window (and spawnSlack) from the last use. Every use was
 // before the last, so no window holds more starts than the limit; the unused tokens go back.
 func (c chunk) settled(window time.Duration) (Hold, bool) {
 	used := c.n - c.left
 	if used == 0 {
 		return Hold{}, false
 	}
-	return Hold{N: used, Until: c.lastUse.Add(window)}, true
+	return Hold{N: used, Until: c.lastUse.Add(window + spawnSlack)}, true
 }
+
+// spawnSlack lengthens a settled hold beyond its window: a job starts when its worker's
+// process does, a few milliseconds after the grant, and a later grant's worker may start
+// sooner after its grant. The slack keeps the bound for the starts as the workers see them,
+// at the cost of 2% of a binding rate.
+const spawnSlack = 20 * time.Millisecond
 
 // maxSettled bounds the chunks waiting to be settled in the table; older ones keep the hold
 // they were granted, which only costs capacity until it lapses.
