@@ -162,12 +162,19 @@ func TestTemplatesPassTheLinter(t *testing.T) {
 		for _, f := range []Format{JSON, YAML} {
 			path := writeTemplate(t, tpl, f)
 			// Each alarm destination: the guessed defaults (neither: the failing check
-			// resource), a new topic for an e-mail address, an existing topic.
-			for _, params := range [][]string{
+			// resource), a new topic for an e-mail address, an existing topic. The
+			// parameters choose among the conditions, which both formats render alike, so
+			// YAML is linted with the defaults alone: it checks the rendering, JSON the
+			// conditions.
+			sets := [][]string{
 				nil,
 				{"AlarmEmail=ops@example.com"},
 				{"AlarmTopicArn=arn:aws:sns:eu-west-1:000000000000:alarms", "AssignPublicIp=ENABLED"},
-			} {
+			}
+			if f == YAML {
+				sets = sets[:1]
+			}
+			for _, params := range sets {
 				t.Run(fmt.Sprintf("%s.%s%v", ex.name, f, params), func(t *testing.T) {
 					if r := runLinter(t, path, currentSpec, params...); !r.clean() {
 						t.Errorf("cfn-lint exit %d:%s", r.exitCode, r.output)
