@@ -239,18 +239,38 @@ const retryRefused = time.Second
 
 // wake returns when the gate next has something to decide without the limiter saying so:
 // the end of the pause, the end of the oldest --limit-wait, or the retry of a refused start.
-// Zero: never.
-func (g *startGate) wake() time.Time {
-	at := g.pausedUntil
-	if len(g.since) > 0 && at.IsZero() {
-		at = g.now.Add(retryRefused)
+// Zero: never. A time not after now is none: with several queues a step may pass over the
+// gate (the shared slots granted nothing), leaving the latest pass's times behind, and a
+// wake-up at once would only find the same.
+func (g *startGate) wake(now time.Time) time.Time {
+	var at time.Time
+	next := func(w time.Time) {
+		if w.After(now) && (at.IsZero() || w.Before(at)) {
+			at = w
+		}
+	}
+	next(g.pausedUntil)
+	if len(g.since) > 0 && g.pausedUntil.IsZero() {
+		next(g.now.Add(retryRefused))
 	}
 	if g.cfg.keyed() {
 		for _, t := range g.since {
-			if w := t.Add(g.cfg.Wait); at.IsZero() || w.Before(at) {
-				at = w
-			}
+			next(t.Add(g.cfg.Wait))
 		}
 	}
 	return at
+}
+
+// due reports whether a message held back for its key has waited --limit-wait by now: a pass
+// over it is due, to release it.
+func (g *startGate) due(now time.Time) bool {
+	if !g.cfg.keyed() {
+		return false
+	}
+	for _, t := range g.since {
+		if !now.Before(t.Add(g.cfg.Wait)) {
+			return true
+		}
+	}
+	return false
 }

@@ -73,7 +73,8 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 			l.givenUp()
 		case <-l.timer.C:
 		case <-s.limitsChanged:
-			l.sched.gateClosed = false // a start the limiter refused may now succeed
+			// A start the limiter refused, over all keys or for a key, may now succeed.
+			l.sched.gateClosed, l.sched.heldBack = false, 0
 		case <-l.pool.granted():
 		case <-l.stopRequested:
 			l.stop()
@@ -147,6 +148,9 @@ func (l *loop) startRuns(now time.Time) {
 // back to the pool. Granted nothing, the gate's pass is not begun (it would forget when the
 // messages held back for their key were first held back); only a pause is looked at.
 func (l *loop) startShared(now time.Time) [][]*job {
+	if l.s.gate.due(now) {
+		l.sched.heldBack = 0 // counted as startable again, so that a pass releases the overdue
+	}
 	granted := l.pool.acquire(l.ended, l.sched.startable(now))
 	l.ended = 0
 	if granted == 0 {
@@ -202,7 +206,7 @@ func (l *loop) ask(now time.Time) time.Time {
 		}
 		wake = p.wake
 	}
-	for _, w := range []time.Time{l.sched.wake(), l.s.gate.wake()} {
+	for _, w := range []time.Time{l.sched.wake(), l.s.gate.wake(now)} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +39,10 @@ type modelRig struct {
 	cfg   Config
 	logs  *testenv.Buffer
 	loads map[string]*Load
-	// behave says how long a run of the queue takes and how it exits.
+	// behave says how long a run of the queue takes and how it exits; result, when set, what
+	// its run numbered run (from 1) writes to its result file ("" for none).
 	behave func(queue, body string) (time.Duration, int)
+	result func(body string, run int) string
 	// protection, when set, is the ECS agent's task protection.
 	protection ProtectionAPI
 	stop       func() error
@@ -96,7 +99,8 @@ func newModelRig(t *testing.T, names ...string) *modelRig {
 	return r
 }
 
-// send sends bodies to queue i; on a FIFO queue each goes to the group its first letter names.
+// send sends bodies to queue i; on a FIFO queue each goes to the group its first letter names,
+// on a standard one a body "TENANT:..." has the MessageGroupId TENANT.
 func (r *modelRig) send(i int, bodies ...string) {
 	r.t.Helper()
 	for k := 0; k < len(bodies); k += 10 {
@@ -105,6 +109,8 @@ func (r *modelRig) send(i int, bodies ...string) {
 			e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(b)}
 			if r.fifo(i) {
 				e.MessageGroupId, e.MessageDeduplicationId = aws.String(b[:1]), aws.String(b)
+			} else if tenant, _, ok := strings.Cut(b, ":"); ok {
+				e.MessageGroupId = aws.String(tenant) // a fair queue's tenant
 			}
 			entries = append(entries, e)
 		}
@@ -172,11 +178,33 @@ func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) w
 	select {
 	case <-time.After(took):
 		run.ExitCode = exit
+		if err := r.writeResult(env["WATCHBOT_RESULT_FILE"], body); err != nil {
+			return workerRun{End: endSpawnError, Err: err}
+		}
 	case <-ctx.Done():
 		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
 	}
 	run.Duration = took
 	return run
+}
+
+// writeResult writes what result says the latest run of body writes to its result file.
+func (r *modelRig) writeResult(path, body string) error {
+	if r.result == nil {
+		return nil
+	}
+	r.mu.Lock()
+	n := 0
+	for _, run := range r.runs {
+		if run.body == body {
+			n++
+		}
+	}
+	r.mu.Unlock()
+	if out := r.result(body, n); out != "" {
+		return os.WriteFile(path, []byte(out), 0o600)
+	}
+	return nil
 }
 
 // runsOf returns the runs of queue name, in start order.
@@ -344,6 +372,91 @@ func TestQueuesShareTheLimits(t *testing.T) {
 			t.Errorf("%d runs, want 60", len(r.runs))
 		}
 	})
+}
+
+// A pause a worker of one queue asks for holds every queue: no run starts on either until it
+// ends, and the message that asked runs again then.
+func TestQueuesPauseHoldsEveryQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "first", "second")
+		r.result = func(body string, run int) string {
+			if body == "q0-0" && run == 1 {
+				return `{"pause":"5s"}`
+			}
+			return ""
+		}
+		r.behave = func(_, body string) (time.Duration, int) {
+			if body == "q0-0" {
+				return 500 * time.Millisecond, 0 // it asks while the other runs go on
+			}
+			return time.Second, 0
+		}
+		r.flood(0, 6)
+		r.flood(1, 6)
+		r.start()
+		testenv.Eventually(t, "both queues empty", 5*time.Minute, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var asked []time.Time
+		for _, run := range r.runs {
+			if run.body == "q0-0" {
+				asked = append(asked, run.at)
+			}
+		}
+		if len(asked) != 2 {
+			t.Fatalf("q0-0 ran %d times, want twice (the pause, then its run)", len(asked))
+		}
+		pausedAt := asked[0].Add(500 * time.Millisecond)
+		for _, run := range r.runs {
+			if !run.at.Before(pausedAt) && run.at.Before(pausedAt.Add(5*time.Second)) {
+				t.Errorf("%s of %s started %v into the pause", run.body, run.queue, run.at.Sub(pausedAt))
+			}
+		}
+		if len(r.runs) != 13 {
+			t.Errorf("%d runs, want 13", len(r.runs))
+		}
+	})
+}
+
+// A per-key limit on several queues: a message held back for its key starts once the key
+// frees, although nothing else of its queue is ready, and one held past --limit-wait is
+// released.
+func TestQueuesKeyedLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		wait     time.Duration
+		releases bool
+	}{
+		{name: "starts once its key frees", wait: time.Minute},
+		{name: "released after --limit-wait", wait: 3 * time.Second, releases: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newModelRig(t, "first", "second")
+				r.cfg.Limits.Fleet.ConcurrencyPerKey, r.cfg.Limits.Key, r.cfg.Limits.Wait = 1, LimitKeyGroup, tc.wait
+				r.behave = func(string, string) (time.Duration, int) { return 10 * time.Second, 0 }
+				r.send(0, "k1:a1", "k1:a2")
+				r.start()
+				testenv.Eventually(t, "the first queue empty", 5*time.Minute, func() bool { return r.empty(0) }, r.trail)
+				if err := r.stop(); err != nil {
+					t.Fatal(err)
+				}
+				runs := r.runsOf("first")
+				if len(runs) != 2 || runs[1].at.Sub(runs[0].at) < 10*time.Second {
+					t.Fatalf("runs %+v, want a2 after a1 ended (one run of k1 at a time)", runs)
+				}
+				if released := strings.Contains(r.trail(), "limit key stayed full for --limit-wait"); released != tc.releases {
+					t.Errorf("released: %v, want %v", released, tc.releases)
+				}
+				if !tc.releases && runs[1].at.Sub(runs[0].at) > 12*time.Second {
+					t.Errorf("a2 started %v after a1, want it soon after a1 ended at 10s", runs[1].at.Sub(runs[0].at))
+				}
+			})
+		})
+	}
 }
 
 // One scale-in protector follows every queue: the task is protected while any queue holds a
