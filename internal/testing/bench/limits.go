@@ -13,8 +13,10 @@ import (
 	"github.com/watchbot/watchbot/limits"
 )
 
-// limitsMessages is how many messages each run of the limits lane empties.
-const limitsMessages = 1000
+// limitsMessages is how many messages each run of the limits lane empties: enough that the
+// limiter's first calls (its beat, its first tokens and slots) weigh little beside the
+// messages, whose cost the lane is after.
+const limitsMessages = 5000
 
 // limitsRun is what one round of the limits lane measured.
 type limitsRun struct {
