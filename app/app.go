@@ -210,6 +210,7 @@ func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervi
 		{Metric: alarms.BrakingSeconds, Sample: load.BrakingSeconds},
 		{Metric: alarms.LimitPaused, Sample: func() float64 { return pausedSeconds(lim, time.Now()) }},
 		{Metric: alarms.LimitFallback, Sample: func() float64 { return boolGauge(lim.Snapshot().Fallback) }},
+		{Metric: alarms.LimitFallbackSeconds, Sample: fallbackSeconds(lim)},
 	}
 	p, err := alarms.NewPublisher(cfg)
 	if err != nil {
@@ -220,6 +221,20 @@ func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervi
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = p.Run(runCtx) })
 	return p, func() { cancel(); wg.Wait() }, nil
+}
+
+// fallbackSeconds returns a sampler of the time lim spent in fallback since it last sampled.
+func fallbackSeconds(lim *limits.Limiter) func() float64 {
+	var mu sync.Mutex
+	var last time.Duration
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		total := lim.Snapshot().FallbackTotal
+		d := total - last
+		last = total
+		return d.Seconds()
+	}
 }
 
 // dedupeStore returns the dedupe table's store, or nil when table is unset. Its client is
