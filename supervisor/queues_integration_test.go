@@ -38,6 +38,9 @@ type queuesRig struct {
 type queueStart struct {
 	queue string
 	at    time.Time
+	// firstWaiting is how many messages the first queue held waiting for a slot, as its loop
+	// last said, when this run started.
+	firstWaiting int
 }
 
 func newQueuesRig(t *testing.T, n int) *queuesRig {
@@ -97,8 +100,10 @@ func (r *queuesRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) 
 	if want := r.urls[indexOf(r.names, q)]; env["WATCHBOT_QUEUE_URL"] != want {
 		r.t.Errorf("worker of queue %s has WATCHBOT_QUEUE_URL %q, want %q", q, env["WATCHBOT_QUEUE_URL"], want)
 	}
+	first := r.loads[r.names[0]]
+	waiting := first.Held() - first.Running()
 	r.mu.Lock()
-	r.starts = append(r.starts, queueStart{queue: q, at: time.Now()})
+	r.starts = append(r.starts, queueStart{queue: q, at: time.Now(), firstWaiting: waiting})
 	r.running[q]++
 	r.maxRunning[q] = max(r.maxRunning[q], r.running[q])
 	r.mu.Unlock()
@@ -213,14 +218,27 @@ func TestQueuesStrict(t *testing.T) {
 	if n := count(starts)[r.names[0]]; n != 500 {
 		t.Fatalf("the first queue ran %d of its 500 messages", n)
 	}
-	bulk := count(starts[first+8 : lastUrgent-8])[r.names[1]]
-	if bulk > 0 {
-		for i, s := range starts[first+8 : lastUrgent-8] {
-			if s.queue == r.names[1] {
-				t.Logf("start %d (of %d..%d) went to the second queue at %v", first+8+i, first+8, lastUrgent, s.at.Sub(starts[0].at))
-			}
+	// Strict gives a slot to the first queue that has a message waiting. While the first
+	// queue's next receive is under way it may have none, and the slot rightly goes to the
+	// second: on a loaded machine a receive can outlast a round of 100 ms jobs. So what
+	// counts is a start of the second queue while the first had messages waiting, allowing
+	// for the moment between a slot's grant and its worker's start, in which the first
+	// queue's receive may answer.
+	var wrong, idle int
+	for i, s := range starts[first+8 : lastUrgent-8] {
+		if s.queue != r.names[1] {
+			continue
 		}
-		t.Errorf("the second queue took %d slots while the first had work", bulk)
+		if s.firstWaiting > 0 {
+			wrong++
+			t.Logf("start %d (of %d..%d) went to the second queue at %v while the first had %d waiting", first+8+i, first+8, lastUrgent, s.at.Sub(starts[0].at), s.firstWaiting)
+		} else {
+			idle++
+		}
+	}
+	t.Logf("the second queue took %d slots while the first's receive was under way", idle)
+	if wrong > 2 {
+		t.Errorf("the second queue took %d slots while the first had messages waiting", wrong)
 	}
 	if got := count(starts[lastUrgent+1:])[r.names[1]]; got == 0 {
 		t.Error("the second queue never ran once the first was done")
