@@ -1,9 +1,9 @@
 package dedupe
 
 import (
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/watchbot/watchbot/internal/ddbattr"
 )
 
 // The table's schema, which `watchbot template --dedupe` renders and Check verifies. The
@@ -38,12 +38,5 @@ const (
 // its only key, on-demand billing. Time to live is turned on apart, on TTLAttribute
 // (UpdateTimeToLive, or CloudFormation's TimeToLiveSpecification).
 func TableDefinition(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeType(KeyAttributeType)},
-		},
-		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
-		BillingMode: types.BillingModePayPerRequest,
-	}
+	return ddbattr.HashKeyTable(name, KeyAttribute)
 }

@@ -56,14 +56,7 @@ const keepFor = 24 * time.Hour
 // TableDefinition is the CreateTable request of a limits table named name: KeyAttribute as
 // its only key, on-demand billing. Time to live is turned on apart, on TTLAttribute.
 func TableDefinition(name string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeType(KeyAttributeType)},
-		},
-		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
-		BillingMode: types.BillingModePayPerRequest,
-	}
+	return ddbattr.HashKeyTable(name, KeyAttribute)
 }
 
 // How the limiter's DynamoDB client tries a call (ClientOptions).
