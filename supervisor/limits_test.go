@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -342,6 +343,47 @@ func TestLimitsEndlessPauseBounded(t *testing.T) {
 		}
 		if got := len(r.sqs.Messages(r.dlq)); got != 1 {
 			t.Errorf("%d messages in the dead-letter queue, want a1 there after maxReceiveCount", got)
+		}
+	})
+}
+
+// A batch whose window has passed while a limit holds it back waits for the limiter (its
+// Changed, or the retry a second on), not in a loop that wakes at once again and again:
+// spinning, the loop would hold a core and never let the bubble's clock move on. The
+// watchdog outside the bubble sees a spin by the starts the limiter refuses, and fails the
+// test rather than let it hang.
+func TestLimitsBatchWindowPastNoSpin(t *testing.T) {
+	var watched atomic.Pointer[limits.Limiter]
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if lim := watched.Load(); lim != nil && lim.Snapshot().HeldBack > 100_000 {
+					panic("the loop spins: 100,000 starts refused without the clock moving on")
+				}
+			}
+		}
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 4, batchSize: 2}, func(c *LimitsConfig) { c.Fleet.Concurrency = 1 })
+		r.cfg.BatchWindow = time.Second
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 30 * time.Second} }
+		lim := startLimitsRig(r)
+		watched.Store(lim)
+		r.sendKeyed("a1=", "a2=")
+		r.waitFor("the first batch", time.Minute, func() bool { return len(r.bodies()) == 2 })
+		r.sendKeyed("b1=")
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		// About one try a second while the first batch runs, and one per change.
+		if n := lim.Snapshot().HeldBack; n > 100 {
+			t.Errorf("%d starts refused while b1 waited about 30s for the first batch, want about one a second", n)
 		}
 	})
 }

@@ -206,7 +206,7 @@ func (l *loop) ask(now time.Time) time.Time {
 		}
 		wake = p.wake
 	}
-	for _, w := range []time.Time{l.sched.wake(), l.s.gate.wake(now)} {
+	for _, w := range []time.Time{l.sched.wake(now), l.s.gate.wake(now)} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}

@@ -419,8 +419,12 @@ func (s *scheduler) target() int {
 }
 
 // wake returns when next could start something without any other event: the end of an
-// in-place retry, or of a batch window while a slot is free. Zero means never.
-func (s *scheduler) wake() time.Time {
+// in-place retry, or of a batch window while a slot is free. Zero means never. A batch
+// window already over at now is none: the pass just made found the batch due and did not
+// start it, because the limits or the shared slots held it back, and those wake the loop
+// themselves (the limiter's Changed and the gate's retry, the pool's grant); a wake-up at
+// once would only find the same, again and again.
+func (s *scheduler) wake(now time.Time) time.Time {
 	var at time.Time
 	earlier := func(t time.Time) {
 		if at.IsZero() || t.Before(at) {
@@ -431,7 +435,9 @@ func (s *scheduler) wake() time.Time {
 		earlier(g.readyAt)
 	}
 	if s.batchSize > 1 && s.runs < s.slots && len(s.ready) > 0 {
-		earlier(s.ready[0].since.Add(s.window))
+		if end := s.ready[0].since.Add(s.window); end.After(now) {
+			earlier(end)
+		}
 	}
 	return at
 }

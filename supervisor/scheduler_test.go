@@ -133,8 +133,13 @@ func TestSchedulerBatchWindow(t *testing.T) {
 	if runs := s.next(t0.Add(2 * time.Second)); len(runs) != 0 {
 		t.Fatalf("started %v before the window or a full batch", runIDs(runs))
 	}
-	if got := s.wake(); !got.Equal(t0.Add(5 * time.Second)) {
+	if got := s.wake(t0.Add(2 * time.Second)); !got.Equal(t0.Add(5 * time.Second)) {
 		t.Fatalf("wake = %v, want the window's end 5 s after the first message", got)
+	}
+	// Once the window is over, a batch still not started waits on what held it back (the
+	// limits, the shared slots), which wake the loop themselves: not a wake-up at once.
+	if got := s.wake(t0.Add(5 * time.Second)); !got.IsZero() {
+		t.Fatalf("wake = %v with the window over, want never", got)
 	}
 	if got := s.room(); got != 1 {
 		t.Fatalf("room = %d, want 1 (3 per batch, 2 held)", got)
@@ -149,7 +154,7 @@ func TestSchedulerBatchWindow(t *testing.T) {
 	if runs := s.next(t0.Add(6 * time.Second)); len(runs) != 0 {
 		t.Fatalf("started %v with no free slot", runIDs(runs))
 	}
-	if w := s.wake(); !w.IsZero() {
+	if w := s.wake(t0.Add(6 * time.Second)); !w.IsZero() {
 		t.Fatalf("wake = %v with no free slot, want never", w)
 	}
 	s.ended(runs[0], 0)
