@@ -22,7 +22,10 @@
 //   - The heartbeat goroutine (leaser.run) owns the renewals under way and when each job is
 //     renewed next (job.renewAt).
 //   - A run's goroutine (runner.run) owns its worker and its messages' outcomes, and settles
-//     them; a hand-back goroutine settles one message the loop gave it, or releases one
+//     them. With S3 payloads (payload.go) it also fetches each pointer message's object into
+//     a file of the run's own before the worker starts, while the heartbeat keeps the message
+//     leased and the stop's cut bounds the fetch, and deletes the object only once SQS has
+//     deleted its message; a hand-back goroutine settles one message the loop gave it, or releases one
 //     received after the stop request.
 //   - The acknowledger (acker.run) owns the batches of deletes and visibility changes; each
 //     batch's call runs in a goroutine of its pool (runPool), never on acker.run itself.
@@ -47,7 +50,7 @@
 //	 ├── limiter ── DynamoDB (--limits-table), ended once no run or hand-back is under way
 //	 ├── heartbeat ── acknowledger, SQS calls under way, dedupe extensions ── DynamoDB
 //	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, dead-letter
-//	 │           sends (SQS), DynamoDB, the worker
+//	 │           sends (SQS), DynamoDB, payload fetches and deletes (S3), the worker
 //	 ├── hand-backs ── acknowledger and its calls, renewals under way, dead-letter sends (SQS)
 //	 └── acknowledger ── its calls ── SQS
 //
@@ -77,5 +80,9 @@
 // without waiting. So the loops never wait on each other, and the wait tree above stays a
 // tree for each queue:
 //
-//	runQueues ── each queue's Run (as above), the protector
+//	runQueues ── each queue's Run (as above), the protector, the limiter the queues share
+//	             (ended once every queue's drain is over), the fan-out of its Changed
+//
+// The limiter's Changed wakes one receiver, so runQueues copies each signal to a channel of
+// one per queue (fanOut), never waiting: each loop selects on its own copy.
 package supervisor
