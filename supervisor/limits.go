@@ -144,6 +144,9 @@ type startGate struct {
 	// way; now is the pass's time.
 	denied []*job
 	now    time.Time
+	// keyHeld are the runs the latest pass held back for their key and did not release, for
+	// releaseDue.
+	keyHeld []*job
 	// pausedUntil is the pause in force at the latest pass (zero: none).
 	pausedUntil time.Time
 }
@@ -208,7 +211,7 @@ func (g *startGate) admit(run []*job, now time.Time) verdict {
 func (g *startGate) end(startedAny bool) (closedToAll bool) {
 	g.since = g.seen
 	denied := g.denied
-	g.denied = nil
+	g.denied, g.keyHeld = nil, nil
 	if len(denied) == 0 {
 		return false
 	}
@@ -219,9 +222,30 @@ func (g *startGate) end(startedAny bool) (closedToAll bool) {
 		if g.now.Sub(g.since[j]) >= g.cfg.Wait {
 			g.overdue = append(g.overdue, j)
 			delete(g.since, j)
+		} else {
+			g.keyHeld = append(g.keyHeld, j)
 		}
 	}
 	return false
+}
+
+// releaseDue makes overdue the messages the latest pass held back for their key that have
+// waited --limit-wait by now, without a pass: with several queues a step that the shared
+// slots granted nothing makes none, and a release needs no slot.
+func (g *startGate) releaseDue(now time.Time) {
+	kept := g.keyHeld[:0]
+	for _, j := range g.keyHeld {
+		t, held := g.since[j]
+		switch {
+		case !held:
+		case now.Sub(t) >= g.cfg.Wait:
+			g.overdue = append(g.overdue, j)
+			delete(g.since, j)
+		default:
+			kept = append(kept, j)
+		}
+	}
+	g.keyHeld = kept
 }
 
 // done gives back the permit of a run whose worker has ended.

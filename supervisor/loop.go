@@ -146,7 +146,8 @@ func (l *loop) startRuns(now time.Time) {
 // startShared is startRuns' pass with several queues: the pool grants slots for what could
 // start, the limits' gate admits runs within them, and what was granted but not started goes
 // back to the pool. Granted nothing, the gate's pass is not begun (it would forget when the
-// messages held back for their key were first held back); only a pause is looked at.
+// messages held back for their key were first held back); only a pause is looked at, and
+// the messages held back for their key past --limit-wait are released all the same.
 func (l *loop) startShared(now time.Time) [][]*job {
 	if l.s.gate.due(now) {
 		l.sched.heldBack = 0 // counted as startable again, so that a pass releases the overdue
@@ -155,6 +156,7 @@ func (l *loop) startShared(now time.Time) [][]*job {
 	l.ended = 0
 	if granted == 0 {
 		l.sched.gateClosed = l.sched.gateClosed || now.Before(l.s.limiter.PausedUntil())
+		l.s.gate.releaseDue(now)
 		return nil
 	}
 	paused := l.s.gate.begin(now)

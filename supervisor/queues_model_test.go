@@ -683,3 +683,31 @@ func TestQueuesStrictNoReadAheadBehindWork(t *testing.T) {
 		}
 	})
 }
+
+// A message held back for its key goes back after --limit-wait even when every shared slot
+// has been taken since: its release needs no slot, so it does not wait for one to free.
+func TestQueuesKeyedLimitWaitWhileSlotsBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "first", "second")
+		r.cfg.Concurrency = 3
+		r.cfg.Limits.Fleet.ConcurrencyPerKey, r.cfg.Limits.Key, r.cfg.Limits.Wait = 1, LimitKeyGroup, 5*time.Second
+		r.behave = func(string, string) (time.Duration, int) { return time.Minute, 0 }
+		r.send(0, "k1:a1", "k1:a2")
+		r.send(1, "x1")
+		r.start()
+		testenv.Eventually(t, "a1 and x1 running", time.Minute, func() bool { return len(r.runsOf("first")) == 1 && len(r.runsOf("second")) == 1 }, r.trail)
+		started := time.Now()
+		time.Sleep(time.Second) // a2 is held back for k1, its slot free
+		r.send(1, "x2")
+		testenv.Eventually(t, "x2 in the last slot", time.Minute, func() bool { return len(r.runsOf("second")) == 2 }, r.trail)
+		testenv.Eventually(t, "a2 released after --limit-wait", 30*time.Second, func() bool {
+			return strings.Contains(r.trail(), "limit key stayed full for --limit-wait")
+		}, r.trail)
+		if d := time.Since(started); d > 10*time.Second {
+			t.Errorf("a2 released %v after it was first held back, want about --limit-wait (5s), not when a slot frees", d)
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
