@@ -51,7 +51,7 @@ func (o *Offload) validate(attrs map[string]types.MessageAttributeValue) error {
 		return listenspec.Refuse(listenspec.SettingPayloadBuckets, nil, "must name the S3 bucket the large bodies are written to")
 	}
 	if o.Threshold < 0 || o.Threshold > sqsspec.MaxMessageSize {
-		return listenspec.Refuse(listenspec.SettingPayloadThreshold, o.Threshold, fmt.Sprintf("must be between 1 and %d bytes, the most SQS takes (0 is the queue's MaximumMessageSize)", sqsspec.MaxMessageSize))
+		return listenspec.Refuse(listenspec.SettingPayloadThreshold, o.Threshold, fmt.Sprintf("must be between 1 and %d bytes, the most SQS takes (without it, the queue's MaximumMessageSize)", sqsspec.MaxMessageSize))
 	}
 	for _, name := range []string{payload.SizeAttribute, payload.LegacySizeAttribute} {
 		if _, ok := attrs[name]; ok {
