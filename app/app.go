@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
@@ -265,19 +268,35 @@ func newLimiter(ctx context.Context, cfg supervisor.LimitsConfig, table progress
 		}
 		api := awsenv.DynamoDB(awsCfg, opts, limits.ClientOptions)
 		store = limits.NewDynamoStore(api, table.Name)
-		writeLimitSettings(ctx, api, table.Name, LimitSettingsOf(cfg, cfg.Fleet.Task, time.Now()), log)
+		if err := writeLimitSettings(ctx, api, table.Name, LimitSettingsOf(cfg, cfg.Fleet.Task, time.Now()), log); err != nil {
+			return nil, err
+		}
 	}
 	return limits.New(cfg.Fleet, store, time.Now, log.With("component", "limits"))
 }
 
 // writeLimitSettings records the task's limits in the table for status, within
-// limitSettingsWriteTimeout; a failure is logged, and the task runs by its flags anyway.
-func writeLimitSettings(ctx context.Context, api LimitSettingsAPI, table string, s LimitSettings, log *slog.Logger) {
+// limitSettingsWriteTimeout. It is also the table's startup check: a table that does not
+// exist, or that the role may not write, is a configuration error (a mistyped name, a
+// missing grant) that would otherwise leave every task on its smallest fallback share, so it
+// stops the start. Any other failure is logged, and the limiter falls back until the table
+// answers.
+func writeLimitSettings(ctx context.Context, api LimitSettingsAPI, table string, s LimitSettings, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, limitSettingsWriteTimeout)
 	defer cancel()
-	if err := WriteLimitSettings(ctx, api, table, s); err != nil {
-		log.Warn("limits: could not record this task's limits in the table for status; the limits hold all the same", "error", err)
+	err := WriteLimitSettings(ctx, api, table, s)
+	var missing *types.ResourceNotFoundException
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &missing):
+		return listenspec.Refuse(listenspec.SettingLimitsTable, table, "does not exist in this account and region: create it (watchbot template --limits adds it; docs/limits.md gives its layout)")
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode() == "AccessDeniedException" || apiErr.ErrorCode() == "AccessDenied"):
+		return listenspec.Refuse(listenspec.SettingLimitsTable, table, fmt.Sprintf("permission denied (%s): grant the role dynamodb:GetItem, PutItem and UpdateItem on it (docs/listen.md#iam-permissions)", apiErr.ErrorCode()))
+	default:
+		log.Warn("limits: could not record this task's limits in the table for status; the limits hold, on the fallback share until the table answers", "error", err)
 	}
+	return nil
 }
 
 // The scale-in protection modes (--scale-in-protection).

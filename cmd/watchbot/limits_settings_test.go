@@ -48,3 +48,22 @@ func TestStatusShowsListenLimits(t *testing.T) {
 		t.Errorf("status lacks %q:\n%s", want, out)
 	}
 }
+
+// A limits table that does not exist stops listen's start with exit 2, naming the flag: a
+// mistyped name would otherwise hold every task to its smallest fallback share.
+func TestListenRefusesAMissingLimitsTable(t *testing.T) {
+	t.Parallel()
+	emu := testenv.SQS(t)
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	dyn := testenv.DynamoDB(t)
+	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--limits-table", "no-such-table", "--rate-limit", "5/s", "--metrics", "none", "--", "true")
+	cmd.Env = append(cmd.Env, dyn.Env()...)
+	var stderr testenv.Buffer
+	cmd.Stderr = &stderr
+	if code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, stderr.String); code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+	}
+	if out := stderr.String(); !strings.Contains(out, "--limits-table") || !strings.Contains(out, "does not exist") {
+		t.Errorf("stderr does not name --limits-table and the missing table:\n%s", out)
+	}
+}
