@@ -18,8 +18,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
@@ -106,10 +106,21 @@ func Run(ctx context.Context, o Options) error {
 		prom = recs
 	}
 	client := awsenv.SQS(awsCfg, opts)
-	dedupeDB, err := dedupeStore(ctx, o.DedupeTable, o.Listen.QueueURL, log)
-	if err != nil {
-		return err
+	// One client serves every queue's dedupe store: a table shared by several queues keeps
+	// their keys apart by queue name (the store's scope).
+	var dedupeAPI *dynamodb.Client
+	if o.DedupeTable.Name != "" {
+		if dedupeAPI, err = tableClient(ctx, o.DedupeTable, o.Listen.QueueURL, log); err != nil {
+			return err
+		}
 	}
+	dedupeStore := func(queueURL string) supervisor.DedupeAPI {
+		if dedupeAPI == nil {
+			return nil
+		}
+		return dedupe.NewStore(dedupeAPI, o.DedupeTable.Name, queueattr.NameFromURL(queueURL))
+	}
+	dedupeDB := dedupeStore(o.Listen.QueueURL)
 	// Each queue's metrics carry its name (the QueueName dimension) and its own DLQ's depth.
 	perQueue := map[string]supervisor.QueueDeps{}
 	for i, q := range queues {
@@ -124,10 +135,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		qd := supervisor.QueueDeps{Load: q.load, Health: q.health, Metrics: metrics, Dedupe: dedupeDB}
 		if i > 0 {
-			// A table shared by several queues keeps their keys apart by queue name.
-			if qd.Dedupe, err = dedupeStore(ctx, o.DedupeTable, q.url, log); err != nil {
-				return err
-			}
+			qd.Dedupe = dedupeStore(q.url)
 		}
 		perQueue[q.name] = qd
 	}
@@ -240,33 +248,28 @@ func fallbackSeconds(lim *limits.Limiter) func() float64 {
 	}
 }
 
-// dedupeStore returns the dedupe table's store, or nil when table is unset. Its client is
+// tableClient returns the DynamoDB client of a state table (--dedupe-table, --limits-table),
 // built as `watchbot progress` builds its own: the SDK's configuration (endpoint from
-// AWS_ENDPOINT_URL_DYNAMODB), in the region an ARN names. Keys are scoped by the queue's name.
-func dedupeStore(ctx context.Context, table progress.Table, queueURL string, log *slog.Logger) (supervisor.DedupeAPI, error) {
-	if table.Name == "" {
-		return nil, nil
-	}
+// AWS_ENDPOINT_URL_DYNAMODB), in the region an ARN names.
+func tableClient(ctx context.Context, table progress.Table, queueURL string, log *slog.Logger, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
 	opts := awsenv.Options{QueueURL: queueURL, Region: table.Region, Logger: log}
 	awsCfg, err := awsenv.Load(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return dedupe.NewStore(awsenv.DynamoDB(awsCfg, opts), table.Name, queueattr.NameFromURL(queueURL)), nil
+	return awsenv.DynamoDB(awsCfg, opts, optFns...), nil
 }
 
 // newLimiter builds the limiter of cfg: on the limits table when one is named (its client
-// built as dedupeStore builds its own), else per task. On a table it records cfg's limits
+// from tableClient), else per task. On a table it records cfg's limits
 // there for status (one bounded write); the limiter itself makes no call until it runs.
 func newLimiter(ctx context.Context, cfg supervisor.LimitsConfig, table progress.Table, queueURL string, log *slog.Logger) (*limits.Limiter, error) {
 	var store limits.Store
 	if table.Name != "" {
-		opts := awsenv.Options{QueueURL: queueURL, Region: table.Region, Logger: log}
-		awsCfg, err := awsenv.Load(ctx, opts)
+		api, err := tableClient(ctx, table, queueURL, log, limits.ClientOptions)
 		if err != nil {
 			return nil, err
 		}
-		api := awsenv.DynamoDB(awsCfg, opts, limits.ClientOptions)
 		store = limits.NewDynamoStore(api, table.Name)
 		if err := writeLimitSettings(ctx, api, table.Name, LimitSettingsOf(cfg, cfg.Fleet.Task, time.Now()), log); err != nil {
 			return nil, err
@@ -286,13 +289,13 @@ func writeLimitSettings(ctx context.Context, api LimitSettingsAPI, table string,
 	defer cancel()
 	err := WriteLimitSettings(ctx, api, table, s)
 	var missing *types.ResourceNotFoundException
-	var apiErr smithy.APIError
+	code, denied := awsenv.Denied(err)
 	switch {
 	case err == nil:
 	case errors.As(err, &missing):
 		return listenspec.Refuse(listenspec.SettingLimitsTable, table, "does not exist in this account and region: create it (watchbot template --limits adds it; docs/limits.md gives its layout)")
-	case errors.As(err, &apiErr) && (apiErr.ErrorCode() == "AccessDeniedException" || apiErr.ErrorCode() == "AccessDenied"):
-		return listenspec.Refuse(listenspec.SettingLimitsTable, table, fmt.Sprintf("permission denied (%s): grant the role dynamodb:GetItem, PutItem and UpdateItem on it (docs/listen.md#iam-permissions)", apiErr.ErrorCode()))
+	case denied:
+		return listenspec.Refuse(listenspec.SettingLimitsTable, table, fmt.Sprintf("permission denied (%s): grant the role dynamodb:GetItem, PutItem and UpdateItem on it (docs/listen.md#iam-permissions)", code))
 	default:
 		log.Warn("limits: could not record this task's limits in the table for status; the limits hold, on the fallback share until the table answers", "error", err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
@@ -300,7 +300,7 @@ func (s *Supervisor) check(ctx context.Context) error {
 	if noSuchQueue(err) {
 		return listenspec.Refuse(listenspec.SettingQueueURL, s.cfg.QueueURL, noSuchQueueReason)
 	}
-	if code, ok := deniedCode(err); ok {
+	if code, ok := awsenv.Denied(err); ok {
 		return listenspec.Refuse(listenspec.SettingQueueURL, s.cfg.QueueURL, fmt.Sprintf("permission denied (%s): the role in use may not read the queue; grant it the actions listed in docs/listen.md#iam-permissions", code))
 	}
 	if err != nil {
@@ -357,21 +357,6 @@ const noSuchQueueReason = "does not exist in this account and region"
 func noSuchQueue(err error) bool {
 	var missing *types.QueueDoesNotExist
 	return errors.As(err, &missing)
-}
-
-// deniedCode is the error code of a call that SQS refused for want of permission. At start,
-// listen treats it as a configuration error: the role is missing a grant, and no retry or
-// restart of the task can mend that.
-func deniedCode(err error) (string, bool) {
-	var api smithy.APIError
-	if !errors.As(err, &api) {
-		return "", false
-	}
-	switch code := api.ErrorCode(); code {
-	case "AccessDenied", "AccessDeniedException", "AuthorizationError", "KMS.AccessDeniedException":
-		return code, true
-	}
-	return "", false
 }
 
 // run starts the acknowledger, the heartbeat, the receive loop and the loop, waits for a

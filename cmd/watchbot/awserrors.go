@@ -59,11 +59,14 @@ func explainAWS(err error, queueURL string) error {
 	if errors.As(err, &send) {
 		return fmt.Errorf("%s: SQS could not be reached (%v): check --endpoint-url or AWS_ENDPOINT_URL_SQS, the network, and for an emulator that it runs", queue, rootCause(send))
 	}
+	if _, ok := awsenv.Denied(err); ok {
+		var api smithy.APIError
+		errors.As(err, &api)
+		return fmt.Errorf("%s: permission denied (%s): grant the credentials in use the SQS actions listed in docs/operator-tools.md#iam-permissions, or use others (AWS_PROFILE)", queue, api.ErrorMessage())
+	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
-		case "AccessDenied", "AccessDeniedException", "AuthorizationError":
-			return fmt.Errorf("%s: permission denied (%s): grant the credentials in use the SQS actions listed in docs/operator-tools.md#iam-permissions, or use others (AWS_PROFILE)", queue, api.ErrorMessage())
 		case "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken":
 			return usagef("%s: AWS refused the credentials (%s): check AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or renew them", queue, api.ErrorCode())
 		}
