@@ -16,7 +16,6 @@ import (
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/limits"
-	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -41,7 +40,7 @@ func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
-	table, err := limitsTable(c)
+	table, err := stateTable(c.String("limits-table"), listenspec.SettingLimitsTable)
 	if err != nil {
 		return cfg, err
 	}
@@ -112,19 +111,6 @@ func rateOf(c *cli.Context, flag string, s listenspec.Setting) (float64, error) 
 	return r, nil
 }
 
-// limitsTable reads --limits-table: a name, or an ARN that names the region too.
-func limitsTable(c *cli.Context) (progress.Table, error) {
-	raw := strings.TrimSpace(c.String("limits-table"))
-	if raw == "" {
-		return progress.Table{}, nil
-	}
-	t, err := progress.ParseTable(raw)
-	if err != nil {
-		return progress.Table{}, listenspec.Refuse(listenspec.SettingLimitsTable, nil, err.Error())
-	}
-	return t, nil
-}
-
 // taskName names this process in the limits table: its host and process id, unique among
 // the tasks that share the table while it lives.
 func taskName() string {
@@ -152,7 +138,7 @@ type limitsStatus struct {
 // none is given. The client is built as listen's: the region an ARN names, the endpoint of
 // AWS_ENDPOINT_URL_DYNAMODB.
 func readLimitsUse(c *cli.Context, queueURL string) (*limitsStatus, error) {
-	table, err := limitsTable(c)
+	table, err := stateTable(c.String("limits-table"), listenspec.SettingLimitsTable)
 	if err != nil || table.Name == "" {
 		return nil, err
 	}

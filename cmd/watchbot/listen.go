@@ -89,7 +89,7 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 	if err != nil {
 		return app.Options{}, err
 	}
-	limitsTable, err := limitsTable(c)
+	limitsTable, err := stateTable(c.String("limits-table"), listenspec.SettingLimitsTable)
 	if err != nil {
 		return app.Options{}, err
 	}
@@ -149,7 +149,7 @@ func listenConfig(c *cli.Context) (supervisor.Config, progress.Table, error) {
 	cfg.HTTP.ConnectTimeout = durationOf(c, "http-connect-timeout")
 	cfg.HTTP.HealthPath = c.String("http-health-path")
 	cfg.HTTP.StartupTimeout = durationOf(c, "http-startup-timeout")
-	table, err := dedupeTable(c.String("dedupe-table"))
+	table, err := stateTable(c.String("dedupe-table"), listenspec.SettingDedupeTable)
 	if err != nil {
 		return cfg, table, err
 	}
