@@ -92,6 +92,10 @@ var ErrNotPointer = errors.New("not an S3 payload pointer")
 // bucket name exceeds 63 bytes nor key 1024.
 const maxPointerLen = 4096
 
+// errNotArray is Parse's answer to nearly every ordinary body: made once, since listen asks
+// it of every message.
+var errNotArray = fmt.Errorf("%w: the body is not a JSON array", ErrNotPointer)
+
 // Parse reads a pointer body, as the Java and Python libraries write it (whitespace between
 // tokens is allowed: Python's json.dumps puts a space after each separator). It accepts both
 // pointer classes, and an object with further fields. It refuses anything else, saying why, in
@@ -99,7 +103,7 @@ const maxPointerLen = 4096
 func Parse(body string) (Pointer, error) {
 	trimmed := strings.TrimSpace(body)
 	if !strings.HasPrefix(trimmed, "[") {
-		return Pointer{}, fmt.Errorf("%w: the body is not a JSON array", ErrNotPointer)
+		return Pointer{}, errNotArray
 	}
 	if len(trimmed) > maxPointerLen {
 		return Pointer{}, fmt.Errorf("%w: %d bytes is too long for a pointer", ErrNotPointer, len(trimmed))
