@@ -18,10 +18,12 @@ node_modules/.package-lock.json: package-lock.json
 ## test: everything CI runs: formatting, vet, the cross-builds, the race-enabled test suite (unit,
 ## emulator, linter), then the fault-injection scenarios on their own, so their load does not
 ## starve the others, then the container smoke run, the built binary under env -i, and the demo
-## against its golden transcript
+## against its golden transcript. internal/testing/testprogress prints a line per package as it
+## ends, failures in full, and "N passed, N failed" last; it fails when go test did, though the
+## pipe drops go test's exit status
 test: node_modules/.package-lock.json fmt-check vet cross
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container)
-	$(GO) test -race -count=1 -timeout 12m ./internal/testing/scenarios
+	{ $(GO) test -json -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container); \
+	  $(GO) test -json -race -count=1 -timeout 12m ./internal/testing/scenarios; } 2>&1 | $(GO) run ./internal/testing/testprogress
 	$(MAKE) --no-print-directory smoke-container
 	$(MAKE) --no-print-directory smoke
 	$(MAKE) --no-print-directory demo-golden
