@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // The publisher modes (--metrics).
@@ -112,7 +113,7 @@ func (c PublisherConfig) Validate() error {
 	switch c.Mode {
 	case ModeCloudWatch, ModeEMF, ModeNone:
 	default:
-		return listenspec.Refuse(listenspec.SettingMetrics, c.Mode, fmt.Sprintf("must be %s, %s or %s", ModeCloudWatch, ModeEMF, ModeNone))
+		return setting.Refuse(listenspec.SettingMetrics, c.Mode, fmt.Sprintf("must be %s, %s or %s", ModeCloudWatch, ModeEMF, ModeNone))
 	}
 	if err := ValidateNamespace(c.Namespace); err != nil {
 		return err
@@ -139,10 +140,10 @@ type Sampler struct {
 }
 
 // ValidateNamespace reports why CloudWatch would refuse ns as a custom metrics namespace, as
-// a listenspec.Error naming the setting.
+// a setting.Error naming the setting.
 func ValidateNamespace(ns string) error {
 	refuse := func(v any, reason string) error {
-		return listenspec.Refuse(listenspec.SettingMetricsNamespace, v, reason)
+		return setting.Refuse(listenspec.SettingMetricsNamespace, v, reason)
 	}
 	switch {
 	case strings.TrimSpace(ns) == "":

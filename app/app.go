@@ -27,6 +27,7 @@ import (
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/payload"
@@ -61,7 +62,7 @@ type Options struct {
 }
 
 // Run runs listen until ctx is done and the drain has ended, then stops the publisher after
-// its last flush and the server last. Its errors are the supervisor's (a listenspec.Error
+// its last flush and the server last. Its errors are the supervisor's (a setting.Error
 // for a refused setting or a failed startup check).
 func Run(ctx context.Context, o Options) error {
 	if err := o.Listen.Validate(); err != nil {
@@ -142,7 +143,7 @@ func Run(ctx context.Context, o Options) error {
 	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
 	if err != nil {
 		// The OTEL_* variables are configuration: a value watchbot cannot use is refused.
-		return listenspec.Error{Reason: "tracing: " + err.Error()}
+		return setting.Error{Reason: "tracing: " + err.Error()}
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	var payloads supervisor.PayloadAPI
@@ -293,9 +294,9 @@ func writeLimitSettings(ctx context.Context, api LimitSettingsAPI, table string,
 	switch {
 	case err == nil:
 	case errors.As(err, &missing):
-		return listenspec.Refuse(listenspec.SettingLimitsTable, table, "does not exist in this account and region: create it (watchbot template --limits adds it; docs/limits.md gives its layout)")
+		return setting.Refuse(listenspec.SettingLimitsTable, table, "does not exist in this account and region: create it (watchbot template --limits adds it; docs/limits.md gives its layout)")
 	case denied:
-		return listenspec.Refuse(listenspec.SettingLimitsTable, table, fmt.Sprintf("permission denied (%s): grant the role dynamodb:GetItem, PutItem and UpdateItem on it (docs/listen.md#iam-permissions)", code))
+		return setting.Refuse(listenspec.SettingLimitsTable, table, fmt.Sprintf("permission denied (%s): grant the role dynamodb:GetItem, PutItem and UpdateItem on it (docs/listen.md#iam-permissions)", code))
 	default:
 		log.Warn("limits: could not record this task's limits in the table for status; the limits hold, on the fallback share until the table answers", "error", err)
 	}
@@ -322,19 +323,19 @@ func ScaleInProtection(mode, agentURI string) (supervisor.ProtectionAPI, error) 
 		return nil, nil
 	case ProtectAuto, ProtectOn:
 	default:
-		return nil, listenspec.Refuse(listenspec.SettingScaleInProtection, mode, "must be auto, on or off")
+		return nil, setting.Refuse(listenspec.SettingScaleInProtection, mode, "must be auto, on or off")
 	}
 	if agentURI == "" {
 		if mode == ProtectOn {
-			return nil, listenspec.Refuse(listenspec.SettingScaleInProtection, nil,
+			return nil, setting.Refuse(listenspec.SettingScaleInProtection, nil,
 				"on needs "+ecsagent.EnvURI+", which the ECS agent sets in every container of a task; it is not set here")
 		}
 		return nil, nil
 	}
 	u, err := url.Parse(agentURI)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, listenspec.Refuse("", nil, fmt.Sprintf("%s (%q) is not an http URL; use %s off to run without task protection",
-			ecsagent.EnvURI, agentURI, listenspec.Ref(listenspec.SettingScaleInProtection)))
+		return nil, setting.Refuse("", nil, fmt.Sprintf("%s (%q) is not an http URL; use %s off to run without task protection",
+			ecsagent.EnvURI, agentURI, setting.Ref(listenspec.SettingScaleInProtection)))
 	}
 	return ecsagent.New(agentURI, ProtectCallTimeout), nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -50,7 +51,7 @@ func startStatusServer(addr string, queues []queueView, tenants *supervisor.Tena
 	reg.MustRegister(tenantCollector{tenants})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "cannot be bound: "+err.Error())
+		return nil, nil, setting.Refuse(listenspec.SettingHTTPAddr, addr, "cannot be bound: "+err.Error())
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -56,22 +57,22 @@ func Default() Exponential {
 	return Exponential{Base: 2 * time.Second, Min: 0, Max: sqsspec.MaxInFlight, Jitter: None}
 }
 
-// Validate reports settings that cannot produce a sensible delay, as a listenspec.Error
+// Validate reports settings that cannot produce a sensible delay, as a setting.Error
 // naming the setting.
 func (p Exponential) Validate() error {
 	switch {
 	case p.Base <= 0:
-		return listenspec.Refuse(listenspec.SettingBackoffBase, p.Base, "must be positive")
+		return setting.Refuse(listenspec.SettingBackoffBase, p.Base, "must be positive")
 	case p.Min < 0:
-		return listenspec.Refuse(listenspec.SettingBackoffMin, p.Min, "must not be negative")
+		return setting.Refuse(listenspec.SettingBackoffMin, p.Min, "must not be negative")
 	case p.Max <= 0 || p.Max > sqsspec.MaxInFlight:
-		return listenspec.Refuse(listenspec.SettingBackoffMax, p.Max, "must be between 1s and 12h (SQS's longest visibility timeout)")
+		return setting.Refuse(listenspec.SettingBackoffMax, p.Max, "must be between 1s and 12h (SQS's longest visibility timeout)")
 	case p.Min > p.Max:
-		return listenspec.Refuse(listenspec.SettingBackoffMin, p.Min, fmt.Sprintf("must not exceed %s (%v)", listenspec.Ref(listenspec.SettingBackoffMax), p.Max))
+		return setting.Refuse(listenspec.SettingBackoffMin, p.Min, fmt.Sprintf("must not exceed %s (%v)", setting.Ref(listenspec.SettingBackoffMax), p.Max))
 	}
 	_, err := ParseJitter(string(p.Jitter))
 	if err != nil {
-		return listenspec.Refuse(listenspec.SettingBackoffJitter, nil, err.Error())
+		return setting.Refuse(listenspec.SettingBackoffJitter, nil, err.Error())
 	}
 	return nil
 }

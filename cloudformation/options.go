@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
@@ -154,20 +155,20 @@ func (o Options) otelEnvironment(serviceName any) []KeyValuePair {
 func (o Options) validateOTel() error {
 	if o.OTelEndpoint == "" {
 		if o.OTelProtocol != "" {
-			return listenspec.Refuse(listenspec.SettingOTelProtocol, o.OTelProtocol, "needs "+listenspec.Ref(listenspec.SettingOTelEndpoint))
+			return setting.Refuse(setting.OTelProtocol, o.OTelProtocol, "needs "+setting.Ref(setting.OTelEndpoint))
 		}
 		return nil
 	}
 	u, err := url.Parse(o.OTelEndpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return listenspec.Refuse(listenspec.SettingOTelEndpoint, o.OTelEndpoint, "must be an http:// or https:// URL with a host, e.g. http://localhost:4318 for a collector beside watchbot")
+		return setting.Refuse(setting.OTelEndpoint, o.OTelEndpoint, "must be an http:// or https:// URL with a host, e.g. http://localhost:4318 for a collector beside watchbot")
 	}
 	if o.OTelProtocol != "" && !slices.Contains(OTelProtocols, o.OTelProtocol) {
-		return listenspec.Refuse(listenspec.SettingOTelProtocol, o.OTelProtocol, "must be "+strings.Join(OTelProtocols, " or "))
+		return setting.Refuse(setting.OTelProtocol, o.OTelProtocol, "must be "+strings.Join(OTelProtocols, " or "))
 	}
 	for _, name := range otelVariables {
 		if _, set := o.Environment[name]; set {
-			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is set by the template itself with "+listenspec.Ref(listenspec.SettingOTelEndpoint))
+			return setting.Refuse(setting.Environment, name, "is set by the template itself with "+setting.Ref(setting.OTelEndpoint))
 		}
 	}
 	return nil
@@ -213,10 +214,10 @@ const DefaultHTTPAddr = "127.0.0.1:9090"
 func SplitHTTPAddr(addr string) (host, port string, err error) {
 	host, port, err = net.SplitHostPort(addr)
 	if err != nil {
-		return "", "", listenspec.Refuse(listenspec.SettingHTTPAddr, addr, fmt.Sprintf("must be HOST:PORT, e.g. %s or :9090", DefaultHTTPAddr))
+		return "", "", setting.Refuse(listenspec.SettingHTTPAddr, addr, fmt.Sprintf("must be HOST:PORT, e.g. %s or :9090", DefaultHTTPAddr))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", "", listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "must have a port from 1 to 65535")
+		return "", "", setting.Refuse(listenspec.SettingHTTPAddr, addr, "must have a port from 1 to 65535")
 	}
 	return host, port, nil
 }
@@ -233,7 +234,7 @@ func CheckHTTPAddr(addr string) error {
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() && !ip.IsUnspecified() {
-		return listenspec.Refuse(listenspec.SettingHTTPAddr, addr, "must have a loopback IP (127.0.0.1, ::1) for its host, or none, 0.0.0.0 or :: for every interface")
+		return setting.Refuse(listenspec.SettingHTTPAddr, addr, "must have a loopback IP (127.0.0.1, ::1) for its host, or none, 0.0.0.0 or :: for every interface")
 	}
 	return nil
 }
@@ -287,29 +288,29 @@ var reservedEnvironment = []string{
 }
 
 // Validate reports the first option that cannot produce a working stack, as a
-// listenspec.Error naming the option (the command line names its flag). The options that
+// setting.Error naming the option (the command line names its flag). The options that
 // become listen's flags are checked by listen's own rules (package listenspec), so the
 // template never generates a command listen refuses.
 func (o Options) Validate() error {
 	if o.NamePrefix != "" {
 		if !namePattern.MatchString(o.NamePrefix) {
-			return listenspec.Refuse(listenspec.SettingNamePrefix, o.NamePrefix, "may contain only letters, digits, - and _")
+			return setting.Refuse(setting.NamePrefix, o.NamePrefix, "may contain only letters, digits, - and _")
 		}
 		if n := len(o.NamePrefix); n > maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue") {
-			return listenspec.Refuse(listenspec.SettingNamePrefix, o.NamePrefix, fmt.Sprintf("must be at most %d characters so that queue names fit SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue")))
+			return setting.Refuse(setting.NamePrefix, o.NamePrefix, fmt.Sprintf("must be at most %d characters so that queue names fit SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)-len("-queue")))
 		}
 	}
 	if o.QueueName != "" {
 		base, isFIFO := strings.CutSuffix(o.QueueName, fifoSuffix)
 		switch {
 		case o.FIFO && !isFIFO:
-			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "must end in .fifo with "+listenspec.Ref(listenspec.SettingFIFO))
+			return setting.Refuse(setting.QueueName, o.QueueName, "must end in .fifo with "+setting.Ref(setting.FIFO))
 		case !o.FIFO && isFIFO:
-			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "ends in .fifo: add "+listenspec.Ref(listenspec.SettingFIFO)+" for a FIFO queue")
+			return setting.Refuse(setting.QueueName, o.QueueName, "ends in .fifo: add "+setting.Ref(setting.FIFO)+" for a FIFO queue")
 		case !namePattern.MatchString(base):
-			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "may contain only letters, digits, - and _ (and end in .fifo)")
+			return setting.Refuse(setting.QueueName, o.QueueName, "may contain only letters, digits, - and _ (and end in .fifo)")
 		case len(base) > maxQueueName-len(deadLetterPart+fifoSuffix):
-			return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, fmt.Sprintf("must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)))
+			return setting.Refuse(setting.QueueName, o.QueueName, fmt.Sprintf("must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)))
 		}
 	}
 	if err := o.validateQueues(); err != nil {
@@ -317,7 +318,7 @@ func (o Options) Validate() error {
 	}
 	if o.MaxAttempts < 1 || o.MaxAttempts > listenspec.MaxAttempts {
 		// Also the redrive policy's maxReceiveCount, so listen's 0 (the queue's) has no meaning.
-		return listenspec.Refuse(listenspec.SettingMaxAttempts, o.MaxAttempts, fmt.Sprintf("must be between 1 and %d", listenspec.MaxAttempts))
+		return setting.Refuse(listenspec.SettingMaxAttempts, o.MaxAttempts, fmt.Sprintf("must be between 1 and %d", listenspec.MaxAttempts))
 	}
 	for _, err := range []error{
 		listenspec.Concurrency(o.Concurrency),
@@ -332,34 +333,34 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.VisibilityTimeout%time.Second != 0 {
-		return listenspec.Refuse(listenspec.SettingVisibilityTimeout, o.VisibilityTimeout, "must be a whole number of seconds")
+		return setting.Refuse(listenspec.SettingVisibilityTimeout, o.VisibilityTimeout, "must be a whole number of seconds")
 	}
 	if o.QueueRetention < time.Minute || o.QueueRetention >= DeadLetterRetention {
-		return listenspec.Refuse(listenspec.SettingQueueRetention, o.QueueRetention, "must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention")
+		return setting.Refuse(setting.QueueRetention, o.QueueRetention, "must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention")
 	}
 	if o.QueueRetention%time.Second != 0 {
-		return listenspec.Refuse(listenspec.SettingQueueRetention, o.QueueRetention, "must be a whole number of seconds")
+		return setting.Refuse(setting.QueueRetention, o.QueueRetention, "must be a whole number of seconds")
 	}
 	if len(o.Command) == 0 || o.Command[0] == "" {
-		return listenspec.Refuse("", nil, "the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
+		return setting.Refuse("", nil, "the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
 	}
 	memories, ok := FargateSizes[o.CPU]
 	if !ok {
-		return listenspec.Refuse(listenspec.SettingCPU, o.CPU, "must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384")
+		return setting.Refuse(setting.CPU, o.CPU, "must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384")
 	}
 	if !slices.Contains(memories, o.Memory) {
-		return listenspec.Refuse(listenspec.SettingMemory, o.Memory, fmt.Sprintf("is not a Fargate size for %s %d: use one of %s (MiB)", listenspec.Ref(listenspec.SettingCPU), o.CPU, joinInts(memories)))
+		return setting.Refuse(setting.Memory, o.Memory, fmt.Sprintf("is not a Fargate size for %s %d: use one of %s (MiB)", setting.Ref(setting.CPU), o.CPU, joinInts(memories)))
 	}
 	if o.MaxTasks < 1 || o.MaxTasks > 5000 {
-		return listenspec.Refuse(listenspec.SettingMaxTasks, o.MaxTasks, "must be between 1 and 5000")
+		return setting.Refuse(setting.MaxTasks, o.MaxTasks, "must be between 1 and 5000")
 	}
 	if o.MinTasks < 0 || o.MinTasks > o.MaxTasks {
-		return listenspec.Refuse(listenspec.SettingMinTasks, o.MinTasks, fmt.Sprintf("must be between 0 and %s (%d)", listenspec.Ref(listenspec.SettingMaxTasks), o.MaxTasks))
+		return setting.Refuse(setting.MinTasks, o.MinTasks, fmt.Sprintf("must be between 0 and %s (%d)", setting.Ref(setting.MaxTasks), o.MaxTasks))
 	}
 	switch o.Metrics {
 	case MetricsEMF, MetricsCloudWatch, MetricsNone:
 	default:
-		return listenspec.Refuse(listenspec.SettingMetrics, string(o.Metrics), "must be emf, cloudwatch or none")
+		return setting.Refuse(listenspec.SettingMetrics, string(o.Metrics), "must be emf, cloudwatch or none")
 	}
 	if err := o.validateBacklogTarget(); err != nil {
 		return err
@@ -375,33 +376,33 @@ func (o Options) Validate() error {
 	}
 	for name := range o.Environment {
 		if !envNamePattern.MatchString(name) {
-			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is not a variable name: letters, digits and _, not starting with a digit")
+			return setting.Refuse(setting.Environment, name, "is not a variable name: letters, digits and _, not starting with a digit")
 		}
 		if slices.Contains(reservedEnvironment, name) {
-			return listenspec.Refuse(listenspec.SettingEnvironment, name, "is set by the template itself (the queue, concurrency and attempts come from their own options)")
+			return setting.Refuse(setting.Environment, name, "is set by the template itself (the queue, concurrency and attempts come from their own options)")
 		}
 		for _, t := range Tables(o) {
 			if slices.Contains(t.Reserved, name) {
-				return listenspec.Refuse(listenspec.SettingEnvironment, name, fmt.Sprintf("is set by the template itself: with %s it names its own table to the container", t.Flag))
+				return setting.Refuse(setting.Environment, name, fmt.Sprintf("is set by the template itself: with %s it names its own table to the container", t.Flag))
 			}
 		}
 	}
 	for i, s := range o.ExtraStatements {
 		if err := s.validate(); err != nil {
-			return listenspec.Refuse(listenspec.SettingExtraStatements, nil, fmt.Sprintf("statement %d: %v", i+1, err))
+			return setting.Refuse(setting.ExtraStatements, nil, fmt.Sprintf("statement %d: %v", i+1, err))
 		}
 	}
 	if err := o.Alarms.Validate(); err != nil {
-		return listenspec.Refuse(listenspec.SettingAlarms, nil, err.Error())
+		return setting.Refuse(setting.Alarms, nil, err.Error())
 	}
 	if !slices.Contains(LogRetentionDaysAllowed, o.LogRetentionDays) {
-		return listenspec.Refuse(listenspec.SettingLogRetentionDays, o.LogRetentionDays, "must be one of CloudWatch Logs' periods: "+joinInts(LogRetentionDaysAllowed))
+		return setting.Refuse(setting.LogRetentionDays, o.LogRetentionDays, "must be one of CloudWatch Logs' periods: "+joinInts(LogRetentionDaysAllowed))
 	}
 	if o.ShutdownTimeout < 0 || o.ShutdownTimeout%time.Second != 0 {
-		return listenspec.Refuse(listenspec.SettingShutdownTimeout, o.ShutdownTimeout, "must be a whole, non-negative number of seconds")
+		return setting.Refuse(listenspec.SettingShutdownTimeout, o.ShutdownTimeout, "must be a whole, non-negative number of seconds")
 	}
 	if o.KillGrace < 0 || o.KillGrace%time.Second != 0 {
-		return listenspec.Refuse(listenspec.SettingKillGrace, o.KillGrace, "must be a whole, non-negative number of seconds")
+		return setting.Refuse(listenspec.SettingKillGrace, o.KillGrace, "must be a whole, non-negative number of seconds")
 	}
 	if err := CheckHTTPAddr(o.HTTPAddr); err != nil {
 		return err
@@ -410,8 +411,8 @@ func (o Options) Validate() error {
 		return err
 	}
 	if stop := o.StopTimeout(); stop > MaxStopTimeout {
-		return listenspec.Refuse("", nil, fmt.Sprintf("%s (%v) + %s (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",
-			listenspec.Ref(listenspec.SettingShutdownTimeout), o.ShutdownTimeout, listenspec.Ref(listenspec.SettingKillGrace), o.KillGrace, StopMargin, MaxStopTimeout))
+		return setting.Refuse("", nil, fmt.Sprintf("%s (%v) + %s (%v) + %v to release messages must fit in Fargate's longest stop timeout (%v)",
+			setting.Ref(listenspec.SettingShutdownTimeout), o.ShutdownTimeout, setting.Ref(listenspec.SettingKillGrace), o.KillGrace, StopMargin, MaxStopTimeout))
 	}
 	return nil
 }
@@ -427,11 +428,11 @@ const (
 func (o Options) validateBacklogTarget() error {
 	switch {
 	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
-		return listenspec.Refuse(listenspec.SettingTargetLatency, o.TargetLatency, fmt.Sprintf("must be a whole number of seconds, at least %v", MinTargetLatency))
+		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be a whole number of seconds, at least %v", MinTargetLatency))
 	case o.TargetLatency >= o.QueueRetention && o.Metrics != MetricsNone:
-		return listenspec.Refuse(listenspec.SettingTargetLatency, o.TargetLatency, fmt.Sprintf("must be shorter than %s (%v): messages would expire while they wait", listenspec.Ref(listenspec.SettingQueueRetention), o.QueueRetention))
+		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be shorter than %s (%v): messages would expire while they wait", setting.Ref(setting.QueueRetention), o.QueueRetention))
 	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
-		return listenspec.Refuse(listenspec.SettingExpectedJobDuration, o.ExpectedJobDuration, fmt.Sprintf("must be a whole number of seconds between 1s and %v", MaxExpectedJobDuration))
+		return setting.Refuse(setting.ExpectedJobDuration, o.ExpectedJobDuration, fmt.Sprintf("must be a whole number of seconds between 1s and %v", MaxExpectedJobDuration))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // PayloadBucket is the S3 bucket that holds the bodies too large for SQS: producers (`watchbot
@@ -78,19 +79,19 @@ var (
 // its longest. A created bucket may not have dots: S3 advises against them, since a dot breaks
 // the TLS certificate of virtual-hosted-style requests.
 func (b PayloadBucket) validate() error {
-	setting := listenspec.SettingPayloadBuckets
+	refused := listenspec.SettingPayloadBuckets
 	if b.Existing {
-		setting = listenspec.SettingExistingPayloadBucket
+		refused = setting.ExistingPayloadBucket
 	}
 	if b.Name == "" {
 		if b.Existing {
-			return listenspec.Refuse(setting, b.Name, "must name a bucket")
+			return setting.Refuse(refused, b.Name, "must name a bucket")
 		}
 		return nil
 	}
 	for _, v := range bucketVariable.FindAllString(b.Name, -1) {
 		if _, ok := payloadNameVariables[v]; !ok {
-			return listenspec.Refuse(setting, b.Name, fmt.Sprintf("may contain only ${AWS::AccountId} and ${AWS::Region}, not %s", v))
+			return setting.Refuse(refused, b.Name, fmt.Sprintf("may contain only ${AWS::AccountId} and ${AWS::Region}, not %s", v))
 		}
 	}
 	name := b.Name
@@ -99,22 +100,22 @@ func (b PayloadBucket) validate() error {
 	}
 	switch {
 	case !bucketNamePattern.MatchString(name):
-		return listenspec.Refuse(setting, b.Name, "is not an S3 bucket name: 3 to 63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit")
+		return setting.Refuse(refused, b.Name, "is not an S3 bucket name: 3 to 63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit")
 	case strings.Contains(name, ".."):
-		return listenspec.Refuse(setting, b.Name, "is not an S3 bucket name: two dots in a row")
+		return setting.Refuse(refused, b.Name, "is not an S3 bucket name: two dots in a row")
 	case isIPv4(name):
-		return listenspec.Refuse(setting, b.Name, "is not an S3 bucket name: it looks like an IP address")
+		return setting.Refuse(refused, b.Name, "is not an S3 bucket name: it looks like an IP address")
 	case !b.Existing && strings.Contains(name, "."):
-		return listenspec.Refuse(setting, b.Name, "has a dot: a dot breaks TLS for virtual-hosted-style requests to the bucket, so S3 advises against it")
+		return setting.Refuse(refused, b.Name, "has a dot: a dot breaks TLS for virtual-hosted-style requests to the bucket, so S3 advises against it")
 	}
 	for _, p := range bucketReservedPrefixes {
 		if strings.HasPrefix(name, p) {
-			return listenspec.Refuse(setting, b.Name, "starts with "+p+", which S3 reserves")
+			return setting.Refuse(refused, b.Name, "starts with "+p+", which S3 reserves")
 		}
 	}
 	for _, s := range bucketReservedSuffixes {
 		if strings.HasSuffix(name, s) {
-			return listenspec.Refuse(setting, b.Name, "ends with "+s+", which S3 reserves")
+			return setting.Refuse(refused, b.Name, "ends with "+s+", which S3 reserves")
 		}
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // QueueSpec is one work queue of a stack that serves several (--queue NAME[:WEIGHT]).
@@ -40,7 +40,7 @@ func ParseQueueSpec(s string) (QueueSpec, error) {
 	if hasWeight {
 		w, err := strconv.Atoi(weight)
 		if err != nil {
-			return q, listenspec.Refuse(listenspec.SettingQueue, s, "must be NAME or NAME:WEIGHT, WEIGHT a whole number")
+			return q, setting.Refuse(setting.Queue, s, "must be NAME or NAME:WEIGHT, WEIGHT a whole number")
 		}
 		q.Weight = w
 	}
@@ -51,40 +51,40 @@ func ParseQueueSpec(s string) (QueueSpec, error) {
 func (o Options) validateQueues() error {
 	if len(o.Queues) == 0 {
 		if o.QueuePolicy != "" && o.QueuePolicy != QueuePolicyWeighted && o.QueuePolicy != QueuePolicyStrict {
-			return listenspec.Refuse("", nil, fmt.Sprintf("--queue-policy (%q) must be weighted or strict", o.QueuePolicy))
+			return setting.Refuse("", nil, fmt.Sprintf("--queue-policy (%q) must be weighted or strict", o.QueuePolicy))
 		}
 		return nil
 	}
 	if o.QueueName != "" {
-		return listenspec.Refuse(listenspec.SettingQueueName, o.QueueName, "names the one queue of a stack: give "+listenspec.Ref(listenspec.SettingQueue)+" for each queue instead")
+		return setting.Refuse(setting.QueueName, o.QueueName, "names the one queue of a stack: give "+setting.Ref(setting.Queue)+" for each queue instead")
 	}
 	if len(o.Queues) > MaxQueues {
-		return listenspec.Refuse(listenspec.SettingQueue, nil, fmt.Sprintf("is given %d times: a stack serves at most %d queues (its scaling alarms sum the queues' metrics, and an alarm takes at most 10)", len(o.Queues), MaxQueues))
+		return setting.Refuse(setting.Queue, nil, fmt.Sprintf("is given %d times: a stack serves at most %d queues (its scaling alarms sum the queues' metrics, and an alarm takes at most 10)", len(o.Queues), MaxQueues))
 	}
 	if o.QueuePolicy != "" && o.QueuePolicy != QueuePolicyWeighted && o.QueuePolicy != QueuePolicyStrict {
-		return listenspec.Refuse("", nil, fmt.Sprintf("--queue-policy (%q) must be weighted or strict", o.QueuePolicy))
+		return setting.Refuse("", nil, fmt.Sprintf("--queue-policy (%q) must be weighted or strict", o.QueuePolicy))
 	}
 	if once, _ := strconv.ParseBool(o.Environment["writableFilesystem"]); once && len(o.Queues) > 1 {
 		// The variable is listen's --once, which takes one message from one queue: the task
 		// would be refused at every start.
-		return listenspec.Refuse(listenspec.SettingEnvironment, "writableFilesystem=true", "makes listen --once, which serves one queue: give one --queue, or leave it out")
+		return setting.Refuse(setting.Environment, "writableFilesystem=true", "makes listen --once, which serves one queue: give one --queue, or leave it out")
 	}
 	names, ids := map[string]bool{}, map[string]string{}
 	for _, q := range o.Queues {
 		switch {
 		case !namePattern.MatchString(q.Name):
-			return listenspec.Refuse(listenspec.SettingQueue, q.Name, "must be NAME or NAME:WEIGHT, NAME of letters, digits, - and _")
+			return setting.Refuse(setting.Queue, q.Name, "must be NAME or NAME:WEIGHT, NAME of letters, digits, - and _")
 		case o.NamePrefix != "" && len(o.NamePrefix+"-"+q.Name) > maxQueueName-len(deadLetterPart+fifoSuffix):
-			return listenspec.Refuse(listenspec.SettingQueue, q.Name, fmt.Sprintf("makes the queue %s-%s, longer than %d characters: the dead-letter queue's name must fit SQS's 80", o.NamePrefix, q.Name, maxQueueName-len(deadLetterPart+fifoSuffix)))
+			return setting.Refuse(setting.Queue, q.Name, fmt.Sprintf("makes the queue %s-%s, longer than %d characters: the dead-letter queue's name must fit SQS's 80", o.NamePrefix, q.Name, maxQueueName-len(deadLetterPart+fifoSuffix)))
 		case q.Weight < 1 || q.Weight > maxQueueWeight:
-			return listenspec.Refuse(listenspec.SettingQueue, fmt.Sprintf("%s:%d", q.Name, q.Weight), fmt.Sprintf("has a weight outside 1..%d", maxQueueWeight))
+			return setting.Refuse(setting.Queue, fmt.Sprintf("%s:%d", q.Name, q.Weight), fmt.Sprintf("has a weight outside 1..%d", maxQueueWeight))
 		case names[q.Name]:
-			return listenspec.Refuse(listenspec.SettingQueue, q.Name, "is given twice")
+			return setting.Refuse(setting.Queue, q.Name, "is given twice")
 		}
 		names[q.Name] = true
 		id := idPart(q.Name)
 		if other, taken := ids[id]; taken {
-			return listenspec.Refuse(listenspec.SettingQueue, q.Name, fmt.Sprintf("and %s make the same logical ids (%s): name them apart by more than - and _", other, id))
+			return setting.Refuse(setting.Queue, q.Name, fmt.Sprintf("and %s make the same logical ids (%s): name them apart by more than - and _", other, id))
 		}
 		ids[id] = q.Name
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // Schedule is one scheduled task (--schedule, or an entry of --cron-yaml): on every tick an
@@ -115,7 +116,7 @@ func ParseSchedule(s string) (Schedule, error) {
 // came from (Render).
 type ScheduleError struct {
 	Task string
-	// Reason says what is wrong; other settings appear in it as listenspec.Ref placeholders.
+	// Reason says what is wrong; other settings appear in it as setting.Ref placeholders.
 	Reason string
 	// Err is the expression's own error, if that is what is wrong.
 	Err error
@@ -123,7 +124,7 @@ type ScheduleError struct {
 
 // Error renders e with the settings' own names.
 func (e *ScheduleError) Error() string {
-	return e.Render(func(s listenspec.Setting) string { return string(s) })
+	return e.Render(func(s setting.Name) string { return string(s) })
 }
 
 // Unwrap returns the expression's error, if any.
@@ -131,9 +132,9 @@ func (e *ScheduleError) Unwrap() error { return e.Err }
 
 // Render writes e as "SCHEDULES TASK: REASON[: ERR]", with name giving each setting's name as
 // the user knows it (--schedule).
-func (e *ScheduleError) Render(name func(listenspec.Setting) string) string {
-	out := name(listenspec.SettingSchedules) + " " + e.Task
-	if reason := (listenspec.Error{Reason: e.Reason}).Render(name); reason != "" {
+func (e *ScheduleError) Render(name func(setting.Name) string) string {
+	out := name(setting.Schedules) + " " + e.Task
+	if reason := (setting.Error{Reason: e.Reason}).Render(name); reason != "" {
 		out += ": " + reason
 	}
 	if e.Err != nil {
@@ -167,15 +168,15 @@ func checkSchedules(schedules []Schedule, timezone string) error {
 			return err
 		}
 		if seen[sc.Name] {
-			return &ScheduleError{Task: sc.Name, Reason: "given twice (names must be unique, " + listenspec.Ref(listenspec.SettingCronYAML) + " entries included)"}
+			return &ScheduleError{Task: sc.Name, Reason: "given twice (names must be unique, " + setting.Ref(setting.CronYAML) + " entries included)"}
 		}
 		seen[sc.Name] = true
 	}
 	if timezone == "" {
-		return listenspec.Refuse(listenspec.SettingScheduleTimezone, nil, "must not be empty (UTC by default)")
+		return setting.Refuse(setting.ScheduleTimezone, nil, "must not be empty (UTC by default)")
 	}
 	if _, err := time.LoadLocation(timezone); err != nil || strings.EqualFold(timezone, "Local") {
-		return listenspec.Refuse(listenspec.SettingScheduleTimezone, timezone, "must be an IANA time zone, e.g. UTC or Europe/Paris")
+		return setting.Refuse(setting.ScheduleTimezone, timezone, "must be an IANA time zone, e.g. UTC or Europe/Paris")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -100,7 +101,7 @@ func TestSchedulesValidate(t *testing.T) {
 	o.Schedules = o.Schedules[:1]
 	for _, tz := range []string{"", "Mars/Olympus", "Local"} {
 		o.ScheduleTimezone = tz
-		if e, ok := errors.AsType[listenspec.Error](o.Validate()); !ok || e.Setting != listenspec.SettingScheduleTimezone {
+		if e, ok := errors.AsType[setting.Error](o.Validate()); !ok || e.Setting != setting.ScheduleTimezone {
 			t.Errorf("time zone %q: %v", tz, e)
 		}
 	}

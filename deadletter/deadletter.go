@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -46,30 +46,30 @@ type Location struct {
 
 // The settings of a Location, as its errors name them.
 var (
-	queueURL = listenspec.Ref(listenspec.SettingQueueURL)
-	dlqURL   = listenspec.Ref(listenspec.SettingDLQURL)
-	to       = listenspec.Ref(listenspec.SettingTo)
+	queueURL = setting.Ref(setting.QueueURL)
+	dlqURL   = setting.Ref(setting.DLQURL)
+	to       = setting.Ref(setting.To)
 )
 
 // Validate checks the combination of settings without any I/O.
 func (l Location) Validate() error {
 	switch {
 	case l.QueueURL == "" && l.DLQURL == "":
-		return listenspec.Refuse("", nil, "give "+queueURL+" (the source queue; WATCHBOT_QUEUE_URL gives it too) or "+dlqURL+" (the dead-letter queue)")
+		return setting.Refuse("", nil, "give "+queueURL+" (the source queue; WATCHBOT_QUEUE_URL gives it too) or "+dlqURL+" (the dead-letter queue)")
 	case l.QueueURL != "" && l.DLQURL != "":
-		return listenspec.Refuse("", nil, "give either "+queueURL+" or "+dlqURL+", not both")
+		return setting.Refuse("", nil, "give either "+queueURL+" or "+dlqURL+", not both")
 	case l.To != "" && l.QueueURL != "":
-		return listenspec.Refuse("", nil, to+" is only for "+dlqURL+": with "+queueURL+", messages are replayed to that queue")
+		return setting.Refuse("", nil, to+" is only for "+dlqURL+": with "+queueURL+", messages are replayed to that queue")
 	}
 	for _, f := range []struct {
-		setting listenspec.Setting
+		setting setting.Name
 		url     string
-	}{{listenspec.SettingQueueURL, l.QueueURL}, {listenspec.SettingDLQURL, l.DLQURL}, {listenspec.SettingTo, l.To}} {
+	}{{setting.QueueURL, l.QueueURL}, {setting.DLQURL, l.DLQURL}, {setting.To, l.To}} {
 		if f.url == "" {
 			continue
 		}
 		if err := queueattr.ValidateURL(f.url); err != nil {
-			return listenspec.Error{Setting: f.setting, Err: err}
+			return setting.Error{Setting: f.setting, Err: err}
 		}
 	}
 	return nil
@@ -79,20 +79,20 @@ func (l Location) Validate() error {
 var ErrNotDeadLetterQueue = errors.New("not a dead-letter queue")
 
 // worded is what an operation found, worded with the settings it names (Render, which the
-// command line uses to name them as flags). Unlike a listenspec.Error it is no refused
+// command line uses to name them as flags). Unlike a setting.Error it is no refused
 // configuration; it is kind, if set, for errors.Is.
 type worded struct {
-	said listenspec.Error
+	said setting.Error
 	kind error
 }
 
-func (e worded) Error() string                                      { return e.said.Error() }
-func (e worded) Is(target error) bool                               { return e.kind != nil && target == e.kind }
-func (e worded) Render(name func(listenspec.Setting) string) string { return e.said.Render(name) }
+func (e worded) Error() string                                { return e.said.Error() }
+func (e worded) Is(target error) bool                         { return e.kind != nil && target == e.kind }
+func (e worded) Render(name func(setting.Name) string) string { return e.said.Render(name) }
 
 // found returns the worded error of kind, saying reason.
 func found(kind error, reason string) error {
-	return worded{said: listenspec.Refuse("", nil, reason), kind: kind}
+	return worded{said: setting.Refuse("", nil, reason), kind: kind}
 }
 
 // Queues are the queues an operation works on.

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/watchbot/watchbot/internal/dlqattr"
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -156,8 +156,8 @@ func TestLocationValidate(t *testing.T) {
 				}
 				return
 			}
-			if _, typed := errors.AsType[listenspec.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
-				t.Fatalf("Validate() = %v, want a listenspec.Error %q", err, tt.want)
+			if _, typed := errors.AsType[setting.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want a setting.Error %q", err, tt.want)
 			}
 		})
 	}
@@ -316,8 +316,8 @@ func TestParseFilterRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseFilter(tt.body, tt.attrs)
-			if _, typed := errors.AsType[listenspec.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
-				t.Fatalf("ParseFilter = %v, want a listenspec.Error %q", err, tt.want)
+			if _, typed := errors.AsType[setting.Error](err); !typed || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("ParseFilter = %v, want a setting.Error %q", err, tt.want)
 			}
 		})
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/dlqattr"
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/producer"
 )
@@ -48,7 +48,7 @@ type Filter struct {
 	Attrs map[string]string
 }
 
-var matchAttr = listenspec.Ref(listenspec.SettingMatchAttr)
+var matchAttr = setting.Ref(setting.MatchAttr)
 
 // ParseFilter compiles a body's regular expression and attributes (K=V, repeatable): replay's
 // --match-body and --match-attr.
@@ -57,20 +57,20 @@ func ParseFilter(body string, attrs []string) (Filter, error) {
 	if body != "" {
 		re, err := regexp.Compile(body)
 		if err != nil {
-			return Filter{}, listenspec.Error{Reason: fmt.Sprintf("%s %q is not a valid regular expression", listenspec.Ref(listenspec.SettingMatchBody), body), Err: err}
+			return Filter{}, setting.Error{Reason: fmt.Sprintf("%s %q is not a valid regular expression", setting.Ref(setting.MatchBody), body), Err: err}
 		}
 		f.Body = re
 	}
 	for _, kv := range attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return Filter{}, listenspec.Refuse("", nil, fmt.Sprintf("%s %q: want NAME=VALUE", matchAttr, kv))
+			return Filter{}, setting.Refuse("", nil, fmt.Sprintf("%s %q: want NAME=VALUE", matchAttr, kv))
 		}
 		if f.Attrs == nil {
 			f.Attrs = map[string]string{}
 		}
 		if prev, dup := f.Attrs[k]; dup && prev != v {
-			return Filter{}, listenspec.Refuse("", nil, fmt.Sprintf("%s %s is given twice with different values (%q, %q): no message can match", matchAttr, k, prev, v))
+			return Filter{}, setting.Refuse("", nil, fmt.Sprintf("%s %s is given twice with different values (%q, %q): no message can match", matchAttr, k, prev, v))
 		}
 		f.Attrs[k] = v
 	}
@@ -124,10 +124,10 @@ func DefaultReplayConfig() ReplayConfig {
 // Validate checks the configuration without any I/O.
 func (c ReplayConfig) Validate() error {
 	if c.Limit < 0 {
-		return listenspec.Refuse(listenspec.SettingLimit, c.Limit, "must not be negative")
+		return setting.Refuse(setting.Limit, c.Limit, "must not be negative")
 	}
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
-		return listenspec.Refuse(listenspec.SettingRate, c.Rate, "must be a positive number of messages per second")
+		return setting.Refuse(setting.Rate, c.Rate, "must be a positive number of messages per second")
 	}
 	if c.Hold < time.Second || c.Hold > sqsspec.MaxInFlight {
 		return fmt.Errorf("hold (%v) must be between 1s and 12h", c.Hold)
@@ -164,7 +164,7 @@ func (s Summary) Err() error {
 		parts = append(parts, fmt.Sprintf("%d were replayed but could not be deleted from the dead-letter queue, so they are in both queues", s.NotDeleted))
 	}
 	if len(s.NotFound) > 0 {
-		id := listenspec.Ref(listenspec.SettingIDs)
+		id := setting.Ref(setting.IDs)
 		parts = append(parts, fmt.Sprintf("not found in the dead-letter queue: %s %s (peek lists the ids; a message in flight elsewhere is not seen)", id, strings.Join(s.NotFound, ", "+id+" ")))
 	}
 	if len(parts) == 0 {

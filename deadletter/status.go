@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // OldestAgeNote says why QueueStatus has no oldest-message age. SQS's API does not report it,
@@ -50,7 +50,7 @@ type RedriveStatus struct {
 // Status reads a queue's counts and settings, and its DLQ's counts. It changes nothing.
 func Status(ctx context.Context, api queueattr.API, queueURL string) (QueueStatus, error) {
 	if err := queueattr.ValidateURL(queueURL); err != nil {
-		return QueueStatus{}, listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
+		return QueueStatus{}, setting.Error{Setting: setting.QueueURL, Err: err}
 	}
 	info, err := queueattr.Describe(ctx, api, queueURL)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/payload"
 	"github.com/watchbot/watchbot/producer"
@@ -24,7 +24,7 @@ const PeekHold = 30 * time.Second
 // CheckPeekLimit checks how many messages Peek is to show, without any I/O.
 func CheckPeekLimit(limit int) error {
 	if limit < 1 {
-		return listenspec.Refuse(listenspec.SettingLimit, limit, "must be at least 1")
+		return setting.Refuse(setting.Limit, limit, "must be at least 1")
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ type ExportConfig struct {
 // Validate checks the configuration without any I/O.
 func (c ExportConfig) Validate() error {
 	if c.Limit < 0 {
-		return listenspec.Refuse(listenspec.SettingLimit, c.Limit, "must not be negative")
+		return setting.Refuse(setting.Limit, c.Limit, "must not be negative")
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/payload"
 )
@@ -48,18 +48,18 @@ type Offload struct {
 // validate checks the offload settings without any I/O.
 func (o *Offload) validate(attrs map[string]types.MessageAttributeValue) error {
 	if o.Bucket == "" {
-		return listenspec.Refuse(listenspec.SettingPayloadBuckets, nil, "must name the S3 bucket the large bodies are written to")
+		return setting.Refuse(setting.PayloadBucket, nil, "must name the S3 bucket the large bodies are written to")
 	}
 	if o.Threshold < 0 || o.Threshold > sqsspec.MaxMessageSize {
-		return listenspec.Refuse(listenspec.SettingPayloadThreshold, o.Threshold, fmt.Sprintf("must be between 1 and %d bytes, the most SQS takes (without it, the queue's MaximumMessageSize)", sqsspec.MaxMessageSize))
+		return setting.Refuse(setting.PayloadThreshold, o.Threshold, fmt.Sprintf("must be between 1 and %d bytes, the most SQS takes (without it, the queue's MaximumMessageSize)", sqsspec.MaxMessageSize))
 	}
 	for _, name := range []string{payload.SizeAttribute, payload.LegacySizeAttribute} {
 		if _, ok := attrs[name]; ok {
-			return listenspec.Refuse(listenspec.SettingAttrs, name, "is reserved with "+listenspec.Ref(listenspec.SettingPayloadBuckets)+": it marks a message whose body is in S3")
+			return setting.Refuse(setting.Attrs, name, "is reserved with "+setting.Ref(setting.PayloadBucket)+": it marks a message whose body is in S3")
 		}
 	}
 	if len(attrs) >= sqsspec.MaxMessageAttributes {
-		return listenspec.Refuse(listenspec.SettingAttrs, nil, fmt.Sprintf("%d message attributes leave no room for %s, which a body sent through S3 needs (SQS allows %d)",
+		return setting.Refuse(setting.Attrs, nil, fmt.Sprintf("%d message attributes leave no room for %s, which a body sent through S3 needs (SQS allows %d)",
 			len(attrs), payload.SizeAttribute, sqsspec.MaxMessageAttributes))
 	}
 	return nil
@@ -80,7 +80,7 @@ func (o *Offload) threshold(l Limits) int {
 // stay in the message and be refused by SQS.
 func (o *Offload) checkQueue(l Limits) error {
 	if o.Threshold > 0 && l.MaxSize > 0 && o.Threshold > l.MaxSize {
-		return listenspec.Refuse(listenspec.SettingPayloadThreshold, o.Threshold, fmt.Sprintf("is above the queue's MaximumMessageSize of %d bytes: a message between the two would be refused", l.MaxSize))
+		return setting.Refuse(setting.PayloadThreshold, o.Threshold, fmt.Sprintf("is above the queue's MaximumMessageSize of %d bytes: a message between the two would be refused", l.MaxSize))
 	}
 	return nil
 }

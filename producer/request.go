@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -73,16 +73,16 @@ type Request struct {
 // Validate checks what can be checked without asking SQS.
 func (r Request) Validate() error {
 	if err := queueattr.ValidateURL(r.QueueURL); err != nil {
-		return listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
+		return setting.Error{Setting: setting.QueueURL, Err: err}
 	}
 	if len(r.Bodies) == 0 {
-		return listenspec.Refuse("", nil, "nothing to send: give "+listenspec.Ref(listenspec.SettingBody)+", "+listenspec.Ref(listenspec.SettingFile)+" or lines on stdin")
+		return setting.Refuse("", nil, "nothing to send: give "+setting.Ref(setting.Body)+", "+setting.Ref(setting.File)+" or lines on stdin")
 	}
 	if r.Delay < 0 || r.Delay > sqsspec.MaxDelay {
-		return listenspec.Refuse(listenspec.SettingDelay, r.Delay, fmt.Sprintf("must be between 0 and %v", sqsspec.MaxDelay))
+		return setting.Refuse(setting.Delay, r.Delay, fmt.Sprintf("must be between 0 and %v", sqsspec.MaxDelay))
 	}
 	if err := CheckAttributes(r.Attributes); err != nil {
-		return listenspec.Error{Setting: listenspec.SettingAttrs, Err: err}
+		return setting.Error{Setting: setting.Attrs, Err: err}
 	}
 	if r.Offload != nil {
 		return r.Offload.validate(r.Attributes)
@@ -91,7 +91,7 @@ func (r Request) Validate() error {
 }
 
 // InputError lists the inputs SQS would refuse; nothing was sent. A problem with a setting of
-// the request is a listenspec.Error.
+// the request is a setting.Error.
 type InputError struct {
 	Problems []error
 }
@@ -115,13 +115,13 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, groupID := queueattr.NameFromURL(r.QueueURL), listenspec.Ref(listenspec.SettingGroupID)
-	refuse := func(reason string) error { return &InputError{Problems: []error{listenspec.Refuse("", nil, reason)}} }
+	name, groupID := queueattr.NameFromURL(r.QueueURL), setting.Ref(setting.GroupID)
+	refuse := func(reason string) error { return &InputError{Problems: []error{setting.Refuse("", nil, reason)}} }
 	switch {
 	case info.FIFO && r.GroupID == "":
 		return nil, refuse(groupID + " is required: " + name + " is a FIFO queue")
 	case info.FIFO && r.Delay > 0:
-		return nil, refuse(listenspec.Ref(listenspec.SettingDelay) + " is not allowed: " + name + " is a FIFO queue (set the queue's DelaySeconds instead)")
+		return nil, refuse(setting.Ref(setting.Delay) + " is not allowed: " + name + " is a FIFO queue (set the queue's DelaySeconds instead)")
 	}
 	contentDedup := false
 	if info.FIFO {
@@ -160,11 +160,11 @@ func Deliver(ctx context.Context, api QueueAPI, r Request) ([]Result, error) {
 			m, objects[i] = r.Offload.pointerMessage(m, b)
 			err = Check(m, limits)
 		case b.Large != nil:
-			err = listenspec.Refuse("", nil, fmt.Sprintf("the body is %d bytes, more than the queue's MaximumMessageSize of %d: send it through S3 with %s", b.Size(), limits.MaxSize, listenspec.Ref(listenspec.SettingPayloadBuckets)))
+			err = setting.Refuse("", nil, fmt.Sprintf("the body is %d bytes, more than the queue's MaximumMessageSize of %d: send it through S3 with %s", b.Size(), limits.MaxSize, setting.Ref(setting.PayloadBucket)))
 		default:
 			err = Check(m, limits)
 			if err != nil && r.Offload == nil && limits.MaxSize > 0 && Size(m) > limits.MaxSize {
-				err = listenspec.Refuse("", nil, err.Error()+": send it through S3 with "+listenspec.Ref(listenspec.SettingPayloadBuckets))
+				err = setting.Refuse("", nil, err.Error()+": send it through S3 with "+setting.Ref(setting.PayloadBucket))
 			}
 		}
 		if err != nil {

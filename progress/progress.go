@@ -26,9 +26,9 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/backoff"
-	"github.com/watchbot/watchbot/internal/listenspec"
 
 	"github.com/watchbot/watchbot/internal/ddbattr"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // API is the part of the DynamoDB client this package calls.
@@ -225,7 +225,7 @@ func CompactMetadata(metadata []byte) ([]byte, error) {
 func (s *Store) FailJob(ctx context.Context, job, reason string) error {
 	switch {
 	case reason == "":
-		return listenspec.Refuse("", nil, "fail-job needs a reason ("+listenspec.Ref(listenspec.SettingReason)+")")
+		return setting.Refuse("", nil, "fail-job needs a reason ("+setting.Ref(setting.Reason)+")")
 	case !utf8.ValidString(reason):
 		return errors.New("the reason is not valid UTF-8")
 	case len(reason) > MaxReasonBytes:

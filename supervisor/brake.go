@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // BrakeConfig configures the brake: when nearly every worker run fails (a dependency is
@@ -50,13 +51,13 @@ func CheckBrake(b BrakeConfig) error {
 	case !b.Enabled:
 		return nil
 	case !(b.Threshold > 0 && b.Threshold <= 1):
-		return listenspec.Refuse(listenspec.SettingBrakeThreshold, b.Threshold, "must be a share of failed runs above 0 and at most 1")
+		return setting.Refuse(listenspec.SettingBrakeThreshold, b.Threshold, "must be a share of failed runs above 0 and at most 1")
 	case b.Window < 1 || b.Window > 10000:
-		return listenspec.Refuse(listenspec.SettingBrakeWindow, b.Window, "must be between 1 and 10000 runs")
+		return setting.Refuse(listenspec.SettingBrakeWindow, b.Window, "must be between 1 and 10000 runs")
 	case b.MinRuns < 1 || b.MinRuns > b.Window:
-		return listenspec.Refuse(listenspec.SettingBrakeMinRuns, b.MinRuns, fmt.Sprintf("must be between 1 and %s (%d)", listenspec.Ref(listenspec.SettingBrakeWindow), b.Window))
+		return setting.Refuse(listenspec.SettingBrakeMinRuns, b.MinRuns, fmt.Sprintf("must be between 1 and %s (%d)", setting.Ref(listenspec.SettingBrakeWindow), b.Window))
 	case b.ProbeMax < brakeProbeMin || b.ProbeMax > time.Hour:
-		return listenspec.Refuse(listenspec.SettingBrakeProbeMax, b.ProbeMax, fmt.Sprintf("must be between %v and 1h", brakeProbeMin))
+		return setting.Refuse(listenspec.SettingBrakeProbeMax, b.ProbeMax, fmt.Sprintf("must be between %v and 1h", brakeProbeMin))
 	}
 	return nil
 }

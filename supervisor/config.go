@@ -9,6 +9,7 @@ import (
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -134,15 +135,15 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the configuration without any I/O. Its errors are listenspec.Errors,
+// Validate checks the configuration without any I/O. Its errors are setting.Errors,
 // which name the setting refused and its value; the command line names the flag.
 func (c Config) Validate() error {
-	refuse := func(s listenspec.Setting, v any, reason string) error { return listenspec.Refuse(s, v, reason) }
+	refuse := func(s setting.Name, v any, reason string) error { return setting.Refuse(s, v, reason) }
 	if c.QueueURL == "" {
-		return refuse(listenspec.SettingQueueURL, nil, "is required (or set WATCHBOT_QUEUE_URL / QueueUrl)")
+		return refuse(setting.QueueURL, nil, "is required (or set WATCHBOT_QUEUE_URL / QueueUrl)")
 	}
 	if err := queueattr.ValidateURL(c.QueueURL); err != nil {
-		return refuse(listenspec.SettingQueueURL, nil, err.Error())
+		return refuse(setting.QueueURL, nil, err.Error())
 	}
 	switch {
 	case c.HTTP.URL != "" && len(c.Command) > 0:
@@ -152,7 +153,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	case len(c.Command) == 0 || c.Command[0] == "":
-		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+listenspec.Ref(listenspec.SettingHTTPWorker)+" URL")
+		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+setting.Ref(listenspec.SettingHTTPWorker)+" URL")
 	}
 	for _, err := range []error{
 		listenspec.Concurrency(c.Concurrency),
@@ -178,7 +179,7 @@ func (c Config) Validate() error {
 	if v := c.ReceiveVisibility; v != 0 && v != c.VisibilityTimeout {
 		if floor := c.KillGrace + lapseMargin + minRenewWindow; v < floor || v > c.VisibilityTimeout {
 			return refuse(listenspec.SettingReceiveVisibility, v, fmt.Sprintf("must be between %s + %v (%v) and %s (%v): a job whose first renewal fails must still be stopped before its lease lapses",
-				listenspec.Ref(listenspec.SettingKillGrace), lapseMargin+minRenewWindow, floor, listenspec.Ref(listenspec.SettingVisibilityTimeout), c.VisibilityTimeout))
+				setting.Ref(listenspec.SettingKillGrace), lapseMargin+minRenewWindow, floor, setting.Ref(listenspec.SettingVisibilityTimeout), c.VisibilityTimeout))
 		}
 	}
 	if c.ShutdownTimeout < 0 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -95,8 +95,8 @@ func TestStartupRefusesFIFOQueueWithStandardDLQ(t *testing.T) {
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:orders-dlq","maxReceiveCount":"3"}`,
 	}}
 	err := Run(t.Context(), cfg, Deps{SQS: api})
-	var ce listenspec.Error
-	if !errors.As(err, &ce) || ce.Setting != listenspec.SettingQueueURL || !strings.Contains(err.Error(), "FIFO queue orders.fifo has a dead-letter queue that is not FIFO (orders-dlq)") {
+	var ce setting.Error
+	if !errors.As(err, &ce) || ce.Setting != setting.QueueURL || !strings.Contains(err.Error(), "FIFO queue orders.fifo has a dead-letter queue that is not FIFO (orders-dlq)") {
 		t.Fatalf("Run = %v, want a QueueURL error naming both queues", err)
 	}
 }

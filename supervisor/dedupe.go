@@ -17,6 +17,7 @@ import (
 	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // DedupeConfig is duplicate suppression (--dedupe-*): before a message runs, its key is
@@ -43,10 +44,10 @@ func CheckDedupe(d DedupeConfig) error {
 		return nil
 	}
 	if _, err := dedupe.ParseKeySource(d.Key); err != nil {
-		return listenspec.Refuse(listenspec.SettingDedupeKey, nil, err.Error())
+		return setting.Refuse(listenspec.SettingDedupeKey, nil, err.Error())
 	}
 	if d.TTL != 0 && d.TTL < MinDedupeTTL {
-		return listenspec.Refuse(listenspec.SettingDedupeTTL, d.TTL, fmt.Sprintf("must be at least %v (0: the queue's message retention period)", MinDedupeTTL))
+		return setting.Refuse(listenspec.SettingDedupeTTL, d.TTL, fmt.Sprintf("must be at least %v (0: the queue's message retention period)", MinDedupeTTL))
 	}
 	return nil
 }
@@ -154,9 +155,9 @@ func (d *deduper) check(ctx context.Context, cfg DedupeConfig, info queueattr.In
 	ttlStatus, err := d.api.Check(ctx)
 	switch {
 	case errors.Is(err, dedupe.ErrTableNotFound), errors.Is(err, dedupe.ErrKeySchema):
-		return listenspec.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
+		return setting.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
 	case err != nil:
-		return listenspec.Error{Setting: listenspec.SettingDedupeTable, Reason: "table not reachable", Err: err}
+		return setting.Error{Setting: listenspec.SettingDedupeTable, Reason: "table not reachable", Err: err}
 	}
 	retention := cmpOr(info.RetentionPeriod, defaultRetention)
 	d.ttl = cmpOr(cfg.TTL, retention)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -38,9 +38,9 @@ func TestCheckDedupe(t *testing.T) {
 				}
 				return
 			}
-			var ce listenspec.Error
+			var ce setting.Error
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("CheckDedupe = %v, want a listenspec.Error containing %q", err, tt.want)
+				t.Fatalf("CheckDedupe = %v, want a setting.Error containing %q", err, tt.want)
 			}
 		})
 	}
@@ -86,7 +86,7 @@ func TestDedupeStartupChecks(t *testing.T) {
 			cfg.QueueURL, cfg.Command, cfg.AllowNoDLQ, cfg.TempDir = "https://sqs.us-east-1.amazonaws.com/1/q", []string{"true"}, true, t.TempDir()
 			cfg.Dedupe.Table = tt.table
 			err := Run(t.Context(), cfg, Deps{SQS: q, Dedupe: tt.db()})
-			var ce listenspec.Error
+			var ce setting.Error
 			refused := errors.As(err, &ce) && ce.Err == nil
 			if err == nil || !strings.Contains(err.Error(), tt.want) || refused != tt.config {
 				t.Fatalf("Run = %v, want an error containing %q (refused: %v)", err, tt.want, tt.config)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
@@ -134,7 +134,7 @@ func TestSQSErrorDialects(t *testing.T) {
 					cfg := DefaultConfig()
 					cfg.QueueURL, cfg.Command, cfg.TempDir = tt.url, []string{"true"}, t.TempDir()
 					err := Run(ctx, cfg, Deps{SQS: tt.api})
-					var refused listenspec.Error
+					var refused setting.Error
 					if !errors.As(err, &refused) || refused.Err != nil || !strings.Contains(err.Error(), tt.want) {
 						t.Errorf("%s: Run = %v; want a refused setting (exit 2) saying %q", tt.name, err, tt.want)
 					}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // ErrAborted is returned by Run when a second stop request ended the drain at once.
@@ -20,7 +20,7 @@ func resolveCommand(command []string) ([]string, error) {
 		if e, ok := errors.AsType[*exec.Error](err); ok {
 			err = e.Err
 		}
-		return nil, listenspec.Refuse("", nil, fmt.Sprintf("worker command %q: %v", command[0], err))
+		return nil, setting.Refuse("", nil, fmt.Sprintf("worker command %q: %v", command[0], err))
 	}
 	return append([]string{path}, command[1:]...), nil
 }

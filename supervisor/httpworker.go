@@ -20,6 +20,7 @@ import (
 
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/tracing"
 )
 
@@ -52,19 +53,19 @@ func (h HTTPWorker) check() error {
 	u, err := url.Parse(h.URL)
 	switch {
 	case err != nil:
-		return listenspec.Refuse(listenspec.SettingHTTPWorker, h.URL, "is not a URL: "+err.Error())
+		return setting.Refuse(listenspec.SettingHTTPWorker, h.URL, "is not a URL: "+err.Error())
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return listenspec.Refuse(listenspec.SettingHTTPWorker, h.URL, "must be an http:// or https:// URL with a host")
+		return setting.Refuse(listenspec.SettingHTTPWorker, h.URL, "must be an http:// or https:// URL with a host")
 	case strings.TrimSpace(h.ContentType) == "":
-		return listenspec.Refuse(listenspec.SettingHTTPContentType, nil, "must not be empty")
+		return setting.Refuse(listenspec.SettingHTTPContentType, nil, "must not be empty")
 	case h.Timeout <= 0 || h.Timeout > 12*time.Hour:
-		return listenspec.Refuse(listenspec.SettingHTTPTimeout, h.Timeout, "must be between 1ns and 12h")
+		return setting.Refuse(listenspec.SettingHTTPTimeout, h.Timeout, "must be between 1ns and 12h")
 	case h.ConnectTimeout <= 0 || h.ConnectTimeout > time.Minute:
-		return listenspec.Refuse(listenspec.SettingHTTPConnect, h.ConnectTimeout, "must be positive and at most 1m")
+		return setting.Refuse(listenspec.SettingHTTPConnect, h.ConnectTimeout, "must be positive and at most 1m")
 	case h.StartupTimeout <= 0 || h.StartupTimeout > time.Hour:
-		return listenspec.Refuse(listenspec.SettingHTTPStartup, h.StartupTimeout, "must be positive and at most 1h")
+		return setting.Refuse(listenspec.SettingHTTPStartup, h.StartupTimeout, "must be positive and at most 1h")
 	case h.HealthPath != "" && !strings.HasPrefix(h.HealthPath, "/"):
-		return listenspec.Refuse(listenspec.SettingHTTPHealthPath, h.HealthPath, "must start with /")
+		return setting.Refuse(listenspec.SettingHTTPHealthPath, h.HealthPath, "must start with /")
 	}
 	return nil
 }
@@ -114,8 +115,8 @@ func (w *httpWorker) waitReady(ctx context.Context, log *slog.Logger) error {
 			if errors.Is(context.Cause(ctx), context.Canceled) {
 				return ctx.Err()
 			}
-			return listenspec.Refuse(listenspec.SettingHTTPWorker, w.cfg.URL, fmt.Sprintf("did not accept requests within %s (%v): %v",
-				listenspec.Ref(listenspec.SettingHTTPStartup), w.cfg.StartupTimeout, last))
+			return setting.Refuse(listenspec.SettingHTTPWorker, w.cfg.URL, fmt.Sprintf("did not accept requests within %s (%v): %v",
+				setting.Ref(listenspec.SettingHTTPStartup), w.cfg.StartupTimeout, last))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/limits"
 )
@@ -54,7 +55,7 @@ func (c LimitsConfig) global() bool { return c.Fleet.Rate > 0 || c.Fleet.Concurr
 // CheckLimits refuses limits that cannot hold, naming the setting. batchSize is
 // --batch-size: a per-key limit counts one message per run.
 func CheckLimits(c LimitsConfig, batchSize int) error {
-	refuse := func(s listenspec.Setting, v any, reason string) error { return listenspec.Refuse(s, v, reason) }
+	refuse := func(s setting.Name, v any, reason string) error { return setting.Refuse(s, v, reason) }
 	f := c.Fleet
 	switch {
 	case f.Rate < 0:
@@ -75,17 +76,17 @@ func CheckLimits(c LimitsConfig, batchSize int) error {
 	}
 	switch {
 	case c.keyed() && c.Key == "":
-		return refuse(listenspec.SettingLimitKey, nil, "is required with "+listenspec.Ref(listenspec.SettingRatePerKey)+" or "+
-			listenspec.Ref(listenspec.SettingConcurrencyPerKey)+": say what a message's key is (attr:NAME or group)")
+		return refuse(listenspec.SettingLimitKey, nil, "is required with "+setting.Ref(listenspec.SettingRatePerKey)+" or "+
+			setting.Ref(listenspec.SettingConcurrencyPerKey)+": say what a message's key is (attr:NAME or group)")
 	case c.Key != "" && !c.keyed():
-		return refuse(listenspec.SettingLimitKey, c.Key, "needs "+listenspec.Ref(listenspec.SettingRatePerKey)+" or "+
-			listenspec.Ref(listenspec.SettingConcurrencyPerKey)+": a key without a limit per key limits nothing")
+		return refuse(listenspec.SettingLimitKey, c.Key, "needs "+setting.Ref(listenspec.SettingRatePerKey)+" or "+
+			setting.Ref(listenspec.SettingConcurrencyPerKey)+": a key without a limit per key limits nothing")
 	case c.keyed() && batchSize > 1:
-		return refuse(listenspec.SettingLimitKey, c.Key, "cannot be combined with "+listenspec.Ref(listenspec.SettingBatchSize)+
-			" above 1: a batch mixes keys; use "+listenspec.Ref(listenspec.SettingRateLimit)+" or "+listenspec.Ref(listenspec.SettingFleetConcurrency))
+		return refuse(listenspec.SettingLimitKey, c.Key, "cannot be combined with "+setting.Ref(listenspec.SettingBatchSize)+
+			" above 1: a batch mixes keys; use "+setting.Ref(listenspec.SettingRateLimit)+" or "+setting.Ref(listenspec.SettingFleetConcurrency))
 	}
 	if err := f.Validate(); err != nil {
-		return listenspec.Error{Reason: "limits: " + err.Error()}
+		return setting.Error{Reason: "limits: " + err.Error()}
 	}
 	return nil
 }
@@ -98,7 +99,7 @@ func checkLimitKey(key string) error {
 	case strings.HasPrefix(key, limitKeyAttrPrefix) && strings.TrimPrefix(key, limitKeyAttrPrefix) != "":
 		return nil
 	}
-	return listenspec.Refuse(listenspec.SettingLimitKey, key, "must be attr:NAME (a message attribute) or group (the MessageGroupId)")
+	return setting.Refuse(listenspec.SettingLimitKey, key, "must be attr:NAME (a message attribute) or group (the MessageGroupId)")
 }
 
 // limitKey returns a message's limit key under --limit-key: "" when none is set. A message

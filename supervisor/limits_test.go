@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/limits"
 )
@@ -21,7 +22,7 @@ func TestCheckLimits(t *testing.T) {
 		name    string
 		edit    func(*LimitsConfig)
 		batch   int
-		setting listenspec.Setting // "" for none
+		setting setting.Name // "" for none
 	}{
 		{name: "defaults: pauses only", edit: func(*LimitsConfig) {}},
 		{name: "rate and fleet concurrency", edit: func(c *LimitsConfig) { c.Fleet.Rate, c.Fleet.Concurrency = 20, 4 }},
@@ -44,7 +45,7 @@ func TestCheckLimits(t *testing.T) {
 			tc.edit(&c)
 			batch := max(tc.batch, 1)
 			err := CheckLimits(c, batch)
-			var le listenspec.Error
+			var le setting.Error
 			switch {
 			case tc.setting == "" && err != nil:
 				t.Fatalf("refused: %v", err)

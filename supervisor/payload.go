@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/payload"
 )
 
@@ -42,14 +43,14 @@ func (p PayloadConfig) allows(bucket string) bool { return slices.Contains(p.Buc
 func CheckPayload(p PayloadConfig) error {
 	for _, b := range p.Buckets {
 		if strings.HasPrefix(b, "s3://") || strings.HasPrefix(b, "arn:") {
-			return listenspec.Refuse(listenspec.SettingPayloadBuckets, b, "must be a bucket's name alone, such as my-payloads")
+			return setting.Refuse(listenspec.SettingPayloadBuckets, b, "must be a bucket's name alone, such as my-payloads")
 		}
 		if !validBucket(b) {
-			return listenspec.Refuse(listenspec.SettingPayloadBuckets, b, "is not a bucket name: 3 to 63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit")
+			return setting.Refuse(listenspec.SettingPayloadBuckets, b, "is not a bucket name: 3 to 63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit")
 		}
 	}
 	if p.Keep && !p.enabled() {
-		return listenspec.Refuse(listenspec.SettingKeepPayloads, nil, "needs "+listenspec.Ref(listenspec.SettingPayloadBuckets)+": without one, pointers are not resolved and objects never deleted")
+		return setting.Refuse(listenspec.SettingKeepPayloads, nil, "needs "+setting.Ref(listenspec.SettingPayloadBuckets)+": without one, pointers are not resolved and objects never deleted")
 	}
 	return nil
 }

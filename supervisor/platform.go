@@ -3,7 +3,7 @@ package supervisor
 import (
 	"fmt"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // PlatformError is the error with which a command that runs workers (listen, try) refuses to
@@ -14,6 +14,6 @@ func PlatformError(command, goos string) error {
 	if goos == "linux" {
 		return nil
 	}
-	return listenspec.Refuse("", nil, fmt.Sprintf("watchbot %s runs on Linux only; on %s, run it in a Linux container or VM "+
+	return setting.Refuse("", nil, fmt.Sprintf("watchbot %s runs on Linux only; on %s, run it in a Linux container or VM "+
 		"(send, status, dead-letter, template, progress and alarms run here)", command, goos))
 }

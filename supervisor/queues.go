@@ -12,6 +12,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/limits"
 )
 
@@ -39,51 +40,51 @@ func (c Config) URLs() []string { return append([]string{c.QueueURL}, c.Queues.M
 func (c Config) checkQueues() error {
 	q := c.Queues
 	if q.Policy != PolicyWeighted && q.Policy != PolicyStrict {
-		return listenspec.Refuse(listenspec.SettingQueuePolicy, string(q.Policy), "must be weighted or strict")
+		return setting.Refuse(listenspec.SettingQueuePolicy, string(q.Policy), "must be weighted or strict")
 	}
 	names := map[string]bool{}
 	for _, u := range c.URLs() {
 		if err := queueattr.ValidateURL(u); err != nil {
-			return listenspec.Refuse(listenspec.SettingQueueURL, u, err.Error())
+			return setting.Refuse(setting.QueueURL, u, err.Error())
 		}
 		if r, first := queueattr.RegionFromURL(u), queueattr.RegionFromURL(c.QueueURL); r != first {
-			return listenspec.Refuse(listenspec.SettingQueueURL, u, fmt.Sprintf("is in region %s, the first queue in %s: one listen serves the queues of one region", r, first))
+			return setting.Refuse(setting.QueueURL, u, fmt.Sprintf("is in region %s, the first queue in %s: one listen serves the queues of one region", r, first))
 		}
 		name := queueattr.NameFromURL(u)
 		if names[name] {
-			return listenspec.Refuse(listenspec.SettingQueueURL, u, fmt.Sprintf("names queue %s a second time: give each queue once (queues are told apart by name)", name))
+			return setting.Refuse(setting.QueueURL, u, fmt.Sprintf("names queue %s a second time: give each queue once (queues are told apart by name)", name))
 		}
 		names[name] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(q.Weights)) {
 		if !names[name] {
-			return listenspec.Refuse(listenspec.SettingQueueWeight, name, "names no queue given with "+listenspec.Ref(listenspec.SettingQueueURL))
+			return setting.Refuse(listenspec.SettingQueueWeight, name, "names no queue given with "+setting.Ref(setting.QueueURL))
 		}
 		if w := q.Weights[name]; w < 1 || w > maxQueueWeight {
-			return listenspec.Refuse(listenspec.SettingQueueWeight, fmt.Sprintf("%s=%d", name, w), fmt.Sprintf("must be between 1 and %d", maxQueueWeight))
+			return setting.Refuse(listenspec.SettingQueueWeight, fmt.Sprintf("%s=%d", name, w), fmt.Sprintf("must be between 1 and %d", maxQueueWeight))
 		}
 	}
 	sum := 0
 	for _, name := range slices.Sorted(maps.Keys(q.Reserve)) {
 		if !names[name] {
-			return listenspec.Refuse(listenspec.SettingQueueReserve, name, "names no queue given with "+listenspec.Ref(listenspec.SettingQueueURL))
+			return setting.Refuse(listenspec.SettingQueueReserve, name, "names no queue given with "+setting.Ref(setting.QueueURL))
 		}
 		n := q.Reserve[name]
 		if n < 1 {
-			return listenspec.Refuse(listenspec.SettingQueueReserve, fmt.Sprintf("%s=%d", name, n), "must keep at least 1 slot")
+			return setting.Refuse(listenspec.SettingQueueReserve, fmt.Sprintf("%s=%d", name, n), "must keep at least 1 slot")
 		}
 		sum += n
 	}
 	if sum > c.Concurrency {
-		return listenspec.Refuse(listenspec.SettingQueueReserve, nil, fmt.Sprintf("keeps %d slots in all, more than %s (%d)", sum, listenspec.Ref(listenspec.SettingConcurrency), c.Concurrency))
+		return setting.Refuse(listenspec.SettingQueueReserve, nil, fmt.Sprintf("keeps %d slots in all, more than %s (%d)", sum, setting.Ref(listenspec.SettingConcurrency), c.Concurrency))
 	}
 	for _, u := range c.URLs() {
 		if name := queueattr.NameFromURL(u); sum == c.Concurrency && q.Reserve[name] == 0 {
-			return listenspec.Refuse(listenspec.SettingQueueReserve, nil, fmt.Sprintf("keeps all %d slots (%s) for other queues: queue %s would never run", sum, listenspec.Ref(listenspec.SettingConcurrency), name))
+			return setting.Refuse(listenspec.SettingQueueReserve, nil, fmt.Sprintf("keeps all %d slots (%s) for other queues: queue %s would never run", sum, setting.Ref(listenspec.SettingConcurrency), name))
 		}
 	}
 	if len(q.More) > 0 && c.Once {
-		return listenspec.Refuse(listenspec.SettingQueueURL, nil, "is given more than once: --once takes one message from one queue")
+		return setting.Refuse(setting.QueueURL, nil, "is given more than once: --once takes one message from one queue")
 	}
 	return nil
 }
@@ -233,7 +234,7 @@ func fanOut(ctx context.Context, from <-chan struct{}, to []chan struct{}) {
 
 // queueError names the queue in a startup check's error.
 func queueError(name string, err error) error {
-	var e listenspec.Error
+	var e setting.Error
 	if errors.As(err, &e) {
 		e.Reason = fmt.Sprintf("queue %s: %s", name, e.Reason)
 		return e

@@ -21,6 +21,7 @@ import (
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
 )
@@ -150,7 +151,7 @@ type runEvent struct {
 
 // Run checks the queue and the command, then receives and supervises until ctx is done, and
 // drains: running workers may finish within cfg.ShutdownTimeout, then they are stopped and
-// their messages released. It returns nil after a clean drain, a listenspec.Error when a startup
+// their messages released. It returns nil after a clean drain, a setting.Error when a startup
 // check fails (before any message is received), and ErrAborted when deps.Abort closed.
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := PlatformError("listen", runtime.GOOS); err != nil {
@@ -293,41 +294,41 @@ func (s *Supervisor) check(ctx context.Context) error {
 	}
 	for _, v := range s.cfg.Volumes {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
-			return listenspec.Refuse(listenspec.SettingVolumes, v, "is not a directory")
+			return setting.Refuse(listenspec.SettingVolumes, v, "is not a directory")
 		}
 	}
 	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)
 	if noSuchQueue(err) {
-		return listenspec.Refuse(listenspec.SettingQueueURL, s.cfg.QueueURL, noSuchQueueReason)
+		return setting.Refuse(setting.QueueURL, s.cfg.QueueURL, noSuchQueueReason)
 	}
 	if code, ok := awsenv.Denied(err); ok {
-		return listenspec.Refuse(listenspec.SettingQueueURL, s.cfg.QueueURL, fmt.Sprintf("permission denied (%s): the role in use may not read the queue; grant it the actions listed in docs/listen.md#iam-permissions", code))
+		return setting.Refuse(setting.QueueURL, s.cfg.QueueURL, fmt.Sprintf("permission denied (%s): the role in use may not read the queue; grant it the actions listed in docs/listen.md#iam-permissions", code))
 	}
 	if err != nil {
-		return listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: err}
+		return setting.Error{Setting: setting.QueueURL, Reason: "queue not reachable", Err: err}
 	}
 	s.fifo, r.fifo = info.FIFO, info.FIFO
 	switch {
 	case info.Redrive != nil:
 		if arn, err := queueattr.ParseARN(info.Redrive.DeadLetterTargetARN); err == nil && info.FIFO && !strings.HasSuffix(arn.Resource, ".fifo") {
-			return listenspec.Refuse(listenspec.SettingQueueURL, nil, fmt.Sprintf("FIFO queue %s has a dead-letter queue that is not FIFO (%s); a FIFO queue needs a FIFO dead-letter queue",
+			return setting.Refuse(setting.QueueURL, nil, fmt.Sprintf("FIFO queue %s has a dead-letter queue that is not FIFO (%s); a FIFO queue needs a FIFO dead-letter queue",
 				queueattr.NameFromURL(s.cfg.QueueURL), arn.Resource))
 		}
 		r.maxReceiveCount = info.Redrive.MaxReceiveCount
 		r.dlqURL, err = queueattr.DeadLetterQueue(ctx, s.api, info)
 		if noSuchQueue(err) {
-			return listenspec.Refuse(listenspec.SettingQueueURL, nil, fmt.Sprintf("the dead-letter queue that the queue's redrive policy names (%s) %s",
+			return setting.Refuse(setting.QueueURL, nil, fmt.Sprintf("the dead-letter queue that the queue's redrive policy names (%s) %s",
 				info.Redrive.DeadLetterTargetARN, noSuchQueueReason))
 		}
 		if err != nil {
-			return listenspec.Error{Setting: listenspec.SettingQueueURL, Err: err}
+			return setting.Error{Setting: setting.QueueURL, Err: err}
 		}
 		r.maxAttempts = s.cfg.MaxAttempts
 		if r.maxAttempts == 0 {
 			r.maxAttempts = r.maxReceiveCount
 		}
 		if r.maxAttempts > r.maxReceiveCount {
-			return listenspec.Refuse(listenspec.SettingMaxAttempts, r.maxAttempts, fmt.Sprintf("is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", r.maxReceiveCount))
+			return setting.Refuse(listenspec.SettingMaxAttempts, r.maxAttempts, fmt.Sprintf("is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", r.maxReceiveCount))
 		}
 	case s.cfg.AllowNoDLQ:
 		r.maxAttempts = s.cfg.MaxAttempts
@@ -336,7 +337,7 @@ func (s *Supervisor) check(ctx context.Context) error {
 		}
 		s.log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
 	default:
-		return listenspec.Refuse(listenspec.SettingQueueURL, nil, "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq")
+		return setting.Refuse(setting.QueueURL, nil, "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq")
 	}
 	if err := r.dedupe.check(ctx, s.cfg.Dedupe, info); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // TryMessage is a message for Try: what a sender would have put on the queue.
@@ -91,14 +92,14 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 	}
 	switch {
 	case len(msgs) == 0:
-		return nil, listenspec.Refuse("", nil, "no message to try")
+		return nil, setting.Refuse("", nil, "no message to try")
 	case len(msgs) > 1 && len(msgs) > cfg.BatchSize:
-		return nil, listenspec.Refuse(listenspec.SettingBatchSize, cfg.BatchSize, fmt.Sprintf("is smaller than the %d messages given", len(msgs)))
+		return nil, setting.Refuse(listenspec.SettingBatchSize, cfg.BatchSize, fmt.Sprintf("is smaller than the %d messages given", len(msgs)))
 	case attempt < 1 || attempt > cfg.MaxAttempts:
-		return nil, listenspec.Refuse(listenspec.SettingAttempt, attempt, fmt.Sprintf("must be between 1 and %s (%d)", listenspec.Ref(listenspec.SettingMaxAttempts), cfg.MaxAttempts))
+		return nil, setting.Refuse(listenspec.SettingAttempt, attempt, fmt.Sprintf("must be between 1 and %s (%d)", setting.Ref(listenspec.SettingMaxAttempts), cfg.MaxAttempts))
 	}
 	if cfg.HTTP.URL != "" {
-		return nil, listenspec.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
+		return nil, setting.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
 	}
 	command, err := resolveCommand(cfg.Command)
 	if err != nil {

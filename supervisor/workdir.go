@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // sharedMemory is a tmpfs most Linux systems and containers have. Job files there cost a few
@@ -56,7 +57,7 @@ func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*workDirs, error)
 		sweepWorkDirs(tempDir, log)
 		dir, owner, err := newWorkDir(tempDir)
 		if err != nil {
-			return nil, listenspec.Refuse(listenspec.SettingTempDir, tempDir, fmt.Sprintf("cannot hold the jobs' files: %v", err))
+			return nil, setting.Refuse(listenspec.SettingTempDir, tempDir, fmt.Sprintf("cannot hold the jobs' files: %v", err))
 		}
 		return &workDirs{work: dir, owners: []*os.File{owner}}, nil
 	}
@@ -75,7 +76,7 @@ func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*workDirs, error)
 	}
 	dir, owner, err := newWorkDir(tmp)
 	if err != nil {
-		return nil, listenspec.Refuse(listenspec.SettingTempDir, nil, fmt.Sprintf(
+		return nil, setting.Refuse(listenspec.SettingTempDir, nil, fmt.Sprintf(
 			"no directory can hold the jobs' files (%v; %v): set it to a writable directory, such as the container's writable volume", shmErr, err))
 	}
 	log.Info("the jobs' files are in "+tmp+": "+shm+" cannot be used", "error", shmErr)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -56,7 +57,7 @@ func workDirsIn(t *testing.T, parent string) []string {
 // tempDirRefusal checks that err refuses --temp-dir as configuration (exit 2), saying why.
 func tempDirRefusal(t *testing.T, err error, why string) {
 	t.Helper()
-	var le listenspec.Error
+	var le setting.Error
 	if !errors.As(err, &le) || le.Setting != listenspec.SettingTempDir || le.Err != nil {
 		t.Fatalf("error = %v, want a refusal of %s", err, listenspec.SettingTempDir)
 	}

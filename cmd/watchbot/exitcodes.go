@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -31,7 +31,7 @@ var exitCodes = []struct {
 	}},
 	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, a queue listen may not read, AWS credentials missing or refused, a queue URL whose host is not AWS's with no endpoint", func(err error) bool {
 		var u usageError
-		var c listenspec.Error
+		var c setting.Error
 		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil
 	}},
 	{1, "runtime failure: the queue became unreachable at startup, SQS could not be reached, permission denied to an operator's command, an operation failed; for health, not healthy or no answer; for progress, every failure, bad input included, as watchbot-progress exits", func(error) bool { return true }},

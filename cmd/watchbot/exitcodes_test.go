@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -21,7 +22,7 @@ func TestExitCode(t *testing.T) {
 		{"success", nil, 0},
 		{"aborted", fmt.Errorf("listen: %w", supervisor.ErrAborted), 130},
 		{"usage", usagef("--rate must be positive"), 2},
-		{"config", listenspec.Refuse(listenspec.SettingConcurrency, 0, "bad"), 2},
+		{"config", setting.Refuse(listenspec.SettingConcurrency, 0, "bad"), 2},
 		{"runtime", errors.New("receive messages: boom"), 1},
 		{"progress, bad input", progressFailure{errors.New("part 0 is outside 1..10")}, 1},
 		{"interrupted", interrupted{"replay stopped"}, 130},

@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -50,7 +51,7 @@ func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
 	if v := os.Getenv(limitsLeaseEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return cfg, listenspec.Refuse("", nil, fmt.Sprintf("%s (%q) is not a duration", limitsLeaseEnv, v))
+			return cfg, setting.Refuse("", nil, fmt.Sprintf("%s (%q) is not a duration", limitsLeaseEnv, v))
 		}
 		cfg.Fleet.Lease = d
 	}
@@ -99,14 +100,14 @@ func templateLimitArgs(c *cli.Context) ([]string, error) {
 }
 
 // rateOf reads a rate flag (N/s or N/m); unset is no limit.
-func rateOf(c *cli.Context, flag string, s listenspec.Setting) (float64, error) {
+func rateOf(c *cli.Context, flag string, s setting.Name) (float64, error) {
 	v := strings.TrimSpace(c.String(flag))
 	if v == "" {
 		return 0, nil
 	}
 	r, err := limits.ParseRate(v)
 	if err != nil {
-		return 0, listenspec.Refuse(s, v, "must be a rate such as 20/s or 300/m")
+		return 0, setting.Refuse(s, v, "must be a rate such as 20/s or 300/m")
 	}
 	return r, nil
 }
@@ -150,11 +151,11 @@ func readLimitsUse(c *cli.Context, queueURL string) (*limitsStatus, error) {
 	api := awsenv.DynamoDB(cfg, opts)
 	use, err := limits.ReadUse(c.Context, limits.NewDynamoStore(api, table.Name), time.Now())
 	if err != nil {
-		return nil, listenspec.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
+		return nil, setting.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
 	}
 	settings, err := app.ReadLimitSettings(c.Context, api, table.Name)
 	if err != nil {
-		return nil, listenspec.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the limits listen recorded", Err: err}
+		return nil, setting.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the limits listen recorded", Err: err}
 	}
 	return &limitsStatus{Use: use, Settings: settings}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/progress"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -182,7 +183,7 @@ func brakeOn(c *cli.Context) (bool, error) {
 	case "on", "off":
 		return v == "on", nil
 	default:
-		return false, listenspec.Refuse(listenspec.SettingBrake, v, "must be on or off")
+		return false, setting.Refuse(listenspec.SettingBrake, v, "must be on or off")
 	}
 }
 

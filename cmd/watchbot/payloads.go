@@ -11,8 +11,8 @@ import (
 
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/awsenv"
-	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/reqbody"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/payload"
 	"github.com/watchbot/watchbot/producer"
@@ -175,7 +175,7 @@ func sampleDLQ(c *cli.Context, api deadletter.API, s *deadletter.QueueStatus) er
 	}
 	n := c.Int("sample-dlq")
 	if err := deadletter.CheckPeekLimit(n); err != nil {
-		return usageError{withFlags(err, map[listenspec.Setting]string{listenspec.SettingLimit: "--sample-dlq"})}
+		return usageError{withFlags(err, map[setting.Name]string{setting.Limit: "--sample-dlq"})}
 	}
 	if s.Redrive == nil {
 		return usagef("--sample-dlq: %s has no redrive policy, so no dead-letter queue to sample", s.Name)

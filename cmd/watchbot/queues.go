@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -54,7 +55,7 @@ func readQueues(c *cli.Context, cfg *supervisor.Config) error {
 }
 
 // namedCounts parses NAME=N values of setting s; a name given twice is refused.
-func namedCounts(values []string, s listenspec.Setting) (map[string]int, error) {
+func namedCounts(values []string, s setting.Name) (map[string]int, error) {
 	if len(values) == 0 {
 		return nil, nil
 	}
@@ -64,10 +65,10 @@ func namedCounts(values []string, s listenspec.Setting) (map[string]int, error) 
 		name = strings.TrimSpace(name)
 		n, err := strconv.Atoi(strings.TrimSpace(num))
 		if !ok || name == "" || err != nil {
-			return nil, listenspec.Refuse(s, v, "must be NAME=N: a queue's name (the last part of its URL) and a whole number")
+			return nil, setting.Refuse(s, v, "must be NAME=N: a queue's name (the last part of its URL) and a whole number")
 		}
 		if _, dup := out[name]; dup {
-			return nil, listenspec.Refuse(s, v, "gives queue "+name+" a second time")
+			return nil, setting.Refuse(s, v, "gives queue "+name+" a second time")
 		}
 		out[name] = n
 	}

@@ -5,12 +5,13 @@ import (
 	"strings"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // settingFlags names each of listen's settings by the flag that sets it. The packages return
-// listenspec.Errors naming settings; this table is the one place where they become flags.
-var settingFlags = map[listenspec.Setting]string{
-	listenspec.SettingQueueURL:          "--queue-url",
+// setting.Errors naming settings; this table is the one place where they become flags.
+var settingFlags = map[setting.Name]string{
+	setting.QueueURL:                    "--queue-url",
 	listenspec.SettingCommand:           "the worker command",
 	listenspec.SettingConcurrency:       "--concurrency",
 	listenspec.SettingMaxAttempts:       "--max-attempts",
@@ -64,66 +65,67 @@ var settingFlags = map[listenspec.Setting]string{
 	listenspec.SettingPayloadBuckets:    "--payload-bucket",
 	listenspec.SettingKeepPayloads:      "--keep-payloads",
 	// The template's own.
-	listenspec.SettingNamePrefix:          "--name-prefix",
-	listenspec.SettingQueueName:           "--queue-name",
-	listenspec.SettingQueue:               "--queue",
-	listenspec.SettingFIFO:                "--fifo",
-	listenspec.SettingQueueRetention:      "--queue-retention",
-	listenspec.SettingCPU:                 "--cpu",
-	listenspec.SettingMemory:              "--memory",
-	listenspec.SettingMinTasks:            "--min-tasks",
-	listenspec.SettingMaxTasks:            "--max-tasks",
-	listenspec.SettingMetrics:             "--metrics",
-	listenspec.SettingMetricsNamespace:    "--metrics-namespace",
-	listenspec.SettingEnvironment:         "--env",
-	listenspec.SettingExtraStatements:     "--extra-policy",
-	listenspec.SettingAlarms:              "alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold)",
-	listenspec.SettingLogRetentionDays:    "--log-retention-days",
-	listenspec.SettingTargetLatency:       "--target-latency",
-	listenspec.SettingExpectedJobDuration: "--expected-job-duration",
-	listenspec.SettingOTelEndpoint:        "--otel-endpoint",
-	listenspec.SettingOTelProtocol:        "--otel-protocol",
-	listenspec.SettingSchedules:           "--schedule",
-	listenspec.SettingScheduleTimezone:    "--schedule-timezone",
-	listenspec.SettingCronYAML:            "--cron-yaml",
+	setting.NamePrefix:                 "--name-prefix",
+	setting.QueueName:                  "--queue-name",
+	setting.Queue:                      "--queue",
+	setting.FIFO:                       "--fifo",
+	setting.QueueRetention:             "--queue-retention",
+	setting.CPU:                        "--cpu",
+	setting.Memory:                     "--memory",
+	setting.MinTasks:                   "--min-tasks",
+	setting.MaxTasks:                   "--max-tasks",
+	listenspec.SettingMetrics:          "--metrics",
+	listenspec.SettingMetricsNamespace: "--metrics-namespace",
+	setting.Environment:                "--env",
+	setting.ExtraStatements:            "--extra-policy",
+	setting.Alarms:                     "alarm thresholds (--worker-errors-threshold, --oldest-message-age-threshold, --braking-threshold)",
+	setting.LogRetentionDays:           "--log-retention-days",
+	setting.TargetLatency:              "--target-latency",
+	setting.ExpectedJobDuration:        "--expected-job-duration",
+	setting.OTelEndpoint:               "--otel-endpoint",
+	setting.OTelProtocol:               "--otel-protocol",
+	setting.Schedules:                  "--schedule",
+	setting.ScheduleTimezone:           "--schedule-timezone",
+	setting.CronYAML:                   "--cron-yaml",
 	// The operator tools'.
-	listenspec.SettingDLQURL:    "--dlq-url",
-	listenspec.SettingTo:        "--to",
-	listenspec.SettingMatchBody: "--match-body",
-	listenspec.SettingMatchAttr: "--match-attr",
-	listenspec.SettingLimit:     "--limit",
-	listenspec.SettingRate:      "--rate",
-	listenspec.SettingIDs:       "--id",
-	listenspec.SettingReason:    "--reason",
-	listenspec.SettingBody:      "--body",
-	listenspec.SettingFile:      "--file",
-	listenspec.SettingDelay:     "--delay",
-	listenspec.SettingAttrs:     "--attr",
-	listenspec.SettingGroupID:   "--group-id",
+	setting.DLQURL:    "--dlq-url",
+	setting.To:        "--to",
+	setting.MatchBody: "--match-body",
+	setting.MatchAttr: "--match-attr",
+	setting.Limit:     "--limit",
+	setting.Rate:      "--rate",
+	setting.IDs:       "--id",
+	setting.Reason:    "--reason",
+	setting.Body:      "--body",
+	setting.File:      "--file",
+	setting.Delay:     "--delay",
+	setting.Attrs:     "--attr",
+	setting.GroupID:   "--group-id",
 	// The payload bucket's, beside listen's --payload-bucket.
-	listenspec.SettingExistingPayloadBucket: "--existing-payload-bucket",
-	listenspec.SettingPayloadThreshold:      "--payload-threshold",
+	setting.ExistingPayloadBucket: "--existing-payload-bucket",
+	setting.PayloadBucket:         "--payload-bucket",
+	setting.PayloadThreshold:      "--payload-threshold",
 }
 
 // flagOf names setting s by its flag, or by its own name if it has none.
-func flagOf(s listenspec.Setting) string {
+func flagOf(s setting.Name) string {
 	if f, ok := settingFlags[s]; ok {
 		return f
 	}
 	return string(s)
 }
 
-// withFlags returns err with the first error in it that names settings (a listenspec.Error,
+// withFlags returns err with the first error in it that names settings (a setting.Error,
 // a cloudformation.ScheduleError), if any, worded with the flags of names (settingFlags where
 // names has none). What err wraps stays reachable with errors.As. An error already worded is left as it is: main words every error once more, and would
 // otherwise turn a command's own names (template's "--env Volumes") back into listen's flags.
-func withFlags(err error, names map[listenspec.Setting]string) error {
+func withFlags(err error, names map[setting.Name]string) error {
 	var e settingsError
 	var done flagged
 	if err == nil || errors.As(err, &done) || !errors.As(err, &e) {
 		return err
 	}
-	named := e.Render(func(s listenspec.Setting) string {
+	named := e.Render(func(s setting.Name) string {
 		if f, ok := names[s]; ok {
 			return f
 		}
@@ -136,7 +138,7 @@ func withFlags(err error, names map[listenspec.Setting]string) error {
 // names the user knows them by.
 type settingsError interface {
 	error
-	Render(name func(listenspec.Setting) string) string
+	Render(name func(setting.Name) string) string
 }
 
 // flagged is an error reworded with flag names.

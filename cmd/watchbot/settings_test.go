@@ -12,6 +12,7 @@ import (
 
 	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // Every setting a package may refuse is named by a flag that a command really has.
@@ -29,7 +30,7 @@ func TestSettingFlags(t *testing.T) {
 		}
 	}
 	walk(newApp(nil, nil, nil, nil).Commands)
-	for _, s := range listenspec.Settings {
+	for _, s := range slices.Concat(listenspec.Settings, setting.Names) {
 		f, ok := settingFlags[s]
 		switch {
 		case !ok:
@@ -45,18 +46,18 @@ func TestWithFlags(t *testing.T) {
 	tests := []struct {
 		name  string
 		err   error
-		names map[listenspec.Setting]string
+		names map[setting.Name]string
 		want  string
 	}{
 		{"a rule", lease, nil, "--heartbeat-interval (2m0s) must be shorter than --visibility-timeout (1m0s)"},
 		{"wrapped", fmt.Errorf("start: %w", lease), nil, "start: --heartbeat-interval (2m0s) must be shorter than --visibility-timeout (1m0s)"},
-		{"a command's own name", listenspec.Volumes([]string{"tmp"}, 1), map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"},
+		{"a command's own name", listenspec.Volumes([]string{"tmp"}, 1), map[setting.Name]string{listenspec.SettingVolumes: "--env Volumes"},
 			`--env Volumes ("tmp") must be an absolute directory path`},
-		{"a failed call", listenspec.Error{Setting: listenspec.SettingQueueURL, Reason: "queue not reachable", Err: errors.New("timeout")}, nil,
+		{"a failed call", setting.Error{Setting: setting.QueueURL, Reason: "queue not reachable", Err: errors.New("timeout")}, nil,
 			"--queue-url: queue not reachable: timeout"},
 		{"a schedule", fmt.Errorf("--cron-yaml c.yaml: %w", &cloudformation.ScheduleError{Task: "tick",
-			Reason: "given twice (" + listenspec.Ref(listenspec.SettingCronYAML) + ")"}), nil, "--cron-yaml c.yaml: --schedule tick: given twice (--cron-yaml)"},
-		{"worded already", usageError{withFlags(listenspec.Volumes([]string{"tmp"}, 1), map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"})}, nil,
+			Reason: "given twice (" + setting.Ref(setting.CronYAML) + ")"}), nil, "--cron-yaml c.yaml: --schedule tick: given twice (--cron-yaml)"},
+		{"worded already", usageError{withFlags(listenspec.Volumes([]string{"tmp"}, 1), map[setting.Name]string{listenspec.SettingVolumes: "--env Volumes"})}, nil,
 			`--env Volumes ("tmp") must be an absolute directory path`},
 		{"no setting", errors.New("other"), nil, "other"},
 	}

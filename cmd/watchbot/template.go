@@ -10,6 +10,7 @@ import (
 
 	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -74,7 +75,7 @@ func templateCommand() *cli.Command {
 			}
 			if err := o.Validate(); err != nil {
 				// The template passes Volumes to listen in the container's environment.
-				return usageError{withFlags(err, map[listenspec.Setting]string{listenspec.SettingVolumes: "--env Volumes"})}
+				return usageError{withFlags(err, map[setting.Name]string{listenspec.SettingVolumes: "--env Volumes"})}
 			}
 			tpl, err := cloudformation.Generate(o)
 			if err != nil {

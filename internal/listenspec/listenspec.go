@@ -1,13 +1,11 @@
-// Package listenspec holds the rules of `watchbot listen`'s settings that more than one
-// package applies: the limits, defaults and checks that the supervisor and the template
-// generator share (a template must never generate a listen command that refuses to start),
-// the typed error every check returns (which names the template generator's own options
-// too), and the message attributes of scheduled tasks, which the template's schedules send
-// and the supervisor reads.
+// Package listenspec holds what is `watchbot listen`'s alone and more than one package
+// applies: the names of its settings, and the limits, defaults and checks that the
+// supervisor and the template generator share (a template must never generate a listen
+// command that refuses to start), and the message attributes of scheduled tasks, which the
+// template's schedules send and the supervisor reads. Its checks return setting.Errors.
 //
-// It imports no watchbot package but internal/sqsspec (what SQS allows), so the supervisor,
-// the template generator and the operator tools can all use it without importing each
-// other.
+// It imports no watchbot package but internal/sqsspec (what SQS allows) and internal/setting,
+// so the supervisor and the template generator can both use it without importing each other.
 package listenspec
 
 import (
@@ -16,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
@@ -44,7 +43,7 @@ const (
 // Concurrency checks the worker processes run at once.
 func Concurrency(n int) error {
 	if n < 1 || n > MaxConcurrency {
-		return Refuse(SettingConcurrency, n, fmt.Sprintf("must be between 1 and %d", MaxConcurrency))
+		return setting.Refuse(SettingConcurrency, n, fmt.Sprintf("must be between 1 and %d", MaxConcurrency))
 	}
 	return nil
 }
@@ -52,7 +51,7 @@ func Concurrency(n int) error {
 // Attempts checks the attempts a message gets; 0 stands for the queue's maxReceiveCount.
 func Attempts(n int) error {
 	if n < 0 || n > MaxAttempts {
-		return Refuse(SettingMaxAttempts, n, fmt.Sprintf("must be between 1 and %d (0 = the queue's maxReceiveCount)", MaxAttempts))
+		return setting.Refuse(SettingMaxAttempts, n, fmt.Sprintf("must be between 1 and %d (0 = the queue's maxReceiveCount)", MaxAttempts))
 	}
 	return nil
 }
@@ -61,13 +60,13 @@ func Attempts(n int) error {
 // visibility timeout).
 func Lease(visibility, heartbeat time.Duration) error {
 	if visibility < time.Second || visibility > sqsspec.MaxInFlight {
-		return Refuse(SettingVisibilityTimeout, visibility, "must be between 1s and 12h")
+		return setting.Refuse(SettingVisibilityTimeout, visibility, "must be between 1s and 12h")
 	}
 	if heartbeat == 0 {
 		heartbeat = visibility / 2
 	}
 	if heartbeat <= 0 || heartbeat >= visibility {
-		return Refuse(SettingHeartbeatInterval, heartbeat, fmt.Sprintf("must be shorter than %s (%v)", Ref(SettingVisibilityTimeout), visibility))
+		return setting.Refuse(SettingHeartbeatInterval, heartbeat, fmt.Sprintf("must be shorter than %s (%v)", setting.Ref(SettingVisibilityTimeout), visibility))
 	}
 	return nil
 }
@@ -76,9 +75,9 @@ func Lease(visibility, heartbeat time.Duration) error {
 func JobDuration(d time.Duration) error {
 	switch {
 	case d < 0:
-		return Refuse(SettingMaxJobDuration, d, "must not be negative")
+		return setting.Refuse(SettingMaxJobDuration, d, "must not be negative")
 	case d > sqsspec.MaxInFlight:
-		return Refuse(SettingMaxJobDuration, d, "must not exceed 12h, SQS's longest time in flight")
+		return setting.Refuse(SettingMaxJobDuration, d, "must not exceed 12h, SQS's longest time in flight")
 	}
 	return nil
 }
@@ -87,11 +86,11 @@ func JobDuration(d time.Duration) error {
 func Batch(size int, window time.Duration) error {
 	switch {
 	case size < 1 || size > MaxBatchSize:
-		return Refuse(SettingBatchSize, size, fmt.Sprintf("must be between 1 and %d", MaxBatchSize))
+		return setting.Refuse(SettingBatchSize, size, fmt.Sprintf("must be between 1 and %d", MaxBatchSize))
 	case window < 0 || window > MaxBatchWindow:
-		return Refuse(SettingBatchWindow, window, fmt.Sprintf("must be between 0 and %v", MaxBatchWindow))
+		return setting.Refuse(SettingBatchWindow, window, fmt.Sprintf("must be between 0 and %v", MaxBatchWindow))
 	case window > 0 && size == 1:
-		return Refuse(SettingBatchWindow, window, fmt.Sprintf("needs %s above 1", Ref(SettingBatchSize)))
+		return setting.Refuse(SettingBatchWindow, window, fmt.Sprintf("needs %s above 1", setting.Ref(SettingBatchSize)))
 	}
 	return nil
 }
@@ -101,14 +100,14 @@ func Batch(size int, window time.Duration) error {
 func Volumes(volumes []string, concurrency int) error {
 	for _, v := range volumes {
 		if v == "" || !filepath.IsAbs(v) {
-			return Refuse(SettingVolumes, v, "must be an absolute directory path")
+			return setting.Refuse(SettingVolumes, v, "must be an absolute directory path")
 		}
 		if clean := filepath.Clean(v); clean == "/" || strings.Count(clean, "/") == 1 && isSystemDir(clean) {
-			return Refuse(SettingVolumes, v, "is a system directory, which must never be emptied after every job")
+			return setting.Refuse(SettingVolumes, v, "is a system directory, which must never be emptied after every job")
 		}
 	}
 	if len(volumes) > 0 && concurrency > 1 {
-		return Refuse(SettingVolumes, nil, fmt.Sprintf("needs %s 1: emptying them after one job would delete the files of the others still running", Ref(SettingConcurrency)))
+		return setting.Refuse(SettingVolumes, nil, fmt.Sprintf("needs %s 1: emptying them after one job would delete the files of the others still running", setting.Ref(SettingConcurrency)))
 	}
 	return nil
 }
