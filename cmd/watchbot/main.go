@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -122,9 +121,10 @@ func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the version",
+		// The same line as --version, which urfave/cli prints.
 		Action: func(c *cli.Context) error {
-			_, err := fmt.Fprintf(c.App.Writer, "watchbot %s\n", version)
-			return err
+			cli.ShowVersion(c)
+			return nil
 		},
 	}
 }

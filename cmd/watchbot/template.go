@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func templateCommand() *cli.Command {
 				return err
 			}
 			if path := c.String("output"); path != "" {
-				return writeFileAtomic(path, out)
+				return writeOutput(c.App.ErrWriter, path, out)
 			}
 			_, err = c.App.Writer.Write(out)
 			return err
@@ -208,6 +209,22 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 		o.ExtraStatements = statements
 	}
 	return o, nil
+}
+
+// writeOutput writes the template to --output's path and says on stderr what it wrote, and
+// whether it replaced a file: stdout stays free for a pipe, and a file overwritten is never a
+// surprise.
+func writeOutput(stderr io.Writer, path string, data []byte) error {
+	_, statErr := os.Stat(path)
+	if err := writeFileAtomic(path, data); err != nil {
+		return err
+	}
+	verb := "wrote"
+	if statErr == nil {
+		verb = "replaced"
+	}
+	_, err := fmt.Fprintf(stderr, "watchbot template: %s %s (%d bytes)\n", verb, path, len(data))
+	return err
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same directory, so that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,7 @@ func TestTemplateFlags(t *testing.T) {
 		"--reduce", "--dedupe", "--otel-endpoint", "https://otlp.example.com", "--otel-protocol", "grpc",
 		"--", "sh", "-c", "exec /app/orders",
 	)
-	if code != 0 || stdout != "" || stderr != "" {
+	if code != 0 || stdout != "" || !strings.HasPrefix(stderr, "watchbot template: wrote "+out) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	o := cloudformation.DefaultOptions()
@@ -239,5 +240,32 @@ func TestTemplateOutputFailure(t *testing.T) {
 	code, stdout, stderr := runTemplate(t, "--output", filepath.Join(t.TempDir(), "missing-dir", "t.yaml"), "--", "/app/worker")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "write --output") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// --output replaces a file whole, and says on stderr that it did.
+func TestTemplateOutputReplaces(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stack.yaml")
+	if err := os.WriteFile(out, []byte("an older stack\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runTemplate(t, "--output", out, "--", "/app/worker")
+	if code != 0 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cloudformation.DefaultOptions()
+	o.Command = []string{"/app/worker"}
+	if want := renderOptions(t, o, cloudformation.YAML); string(got) != want {
+		t.Errorf("%s holds %d bytes, want the template's %d", out, len(got), len(want))
+	}
+	if want := fmt.Sprintf("watchbot template: replaced %s (%d bytes)\n", out, len(got)); stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 1 {
+		t.Errorf("the directory holds %d files, want the template alone", len(entries))
 	}
 }
