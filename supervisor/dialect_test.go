@@ -128,7 +128,7 @@ func TestSQSErrorDialects(t *testing.T) {
 					url  string
 					want string
 				}{
-					{"missing queue", c, missing, `QueueURL ("` + missing + `") does not exist in this account and region`},
+					{"missing queue", c, missing, "queue " + missing + " does not exist: check its name, account and region in the URL"},
 					{"missing dead-letter queue", missingDLQ{c}, q.URL, "QueueURL: the dead-letter queue that the queue's redrive policy names (" + q.DLQARN + ") does not exist"},
 				} {
 					cfg := DefaultConfig()

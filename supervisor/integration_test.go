@@ -399,7 +399,7 @@ func TestStartupChecks(t *testing.T) {
 		{"no redrive policy", func(c *Config) { c.QueueURL = noDLQ.URL }, "no redrive policy"},
 		{"max attempts above maxReceiveCount", func(c *Config) { c.MaxAttempts = 4 }, "MaxAttempts (4) is above the queue's maxReceiveCount (3)"},
 		{"missing command", func(c *Config) { c.Command = []string{"/nonexistent/worker"} }, `worker command "/nonexistent/worker"`},
-		{"missing queue", func(c *Config) { c.QueueURL = h.q.URL + "-nope" }, "-nope\") does not exist in this account and region"},
+		{"missing queue", func(c *Config) { c.QueueURL = h.q.URL + "-nope" }, "-nope does not exist: check its name, account and region in the URL"},
 		{"volume not a directory", func(c *Config) { c.Volumes = []string{"/etc/hostname"} }, `Volumes ("/etc/hostname") is not a directory`},
 	}
 	for _, tt := range tests {

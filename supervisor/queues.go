@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,7 +237,7 @@ func fanOut(ctx context.Context, from <-chan struct{}, to []chan struct{}) {
 func queueError(name string, err error) error {
 	var e setting.Error
 	if errors.As(err, &e) {
-		e.Reason = fmt.Sprintf("queue %s: %s", name, e.Reason)
+		e.Reason = strings.TrimSuffix(fmt.Sprintf("queue %s: %s", name, e.Reason), ": ")
 		return e
 	}
 	return fmt.Errorf("queue %s: %w", name, err)

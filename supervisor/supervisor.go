@@ -298,11 +298,8 @@ func (s *Supervisor) check(ctx context.Context) error {
 		}
 	}
 	info, err := queueattr.Describe(ctx, s.api, s.cfg.QueueURL)
-	if noSuchQueue(err) {
-		return setting.Refuse(setting.QueueURL, s.cfg.QueueURL, noSuchQueueReason)
-	}
-	if code, ok := awsenv.Denied(err); ok {
-		return setting.Refuse(setting.QueueURL, s.cfg.QueueURL, fmt.Sprintf("permission denied (%s): the role in use may not read the queue; grant it the actions listed in docs/listen.md#iam-permissions", code))
+	if err := queueRefusal(err, s.cfg.QueueURL); err != nil {
+		return err
 	}
 	if err != nil {
 		return setting.Error{Setting: setting.QueueURL, Reason: "queue not reachable", Err: err}
@@ -347,6 +344,21 @@ func (s *Supervisor) check(ctx context.Context) error {
 		return r.http.waitReady(ctx, s.log)
 	}
 	return nil
+}
+
+// queueRefusal is listen's answer to a failed first call about queueURL, explained as the
+// operator commands explain theirs: a failure that only changing the configuration mends (no
+// such queue, a permission the role lacks, credentials) stops the start as a refused setting;
+// an endpoint that does not answer is a failed call. nil when err is not one of these.
+func queueRefusal(err error, queueURL string) error {
+	qe := awsenv.ExplainSQS(err, queueURL, "docs/listen.md#iam-permissions")
+	switch {
+	case qe == nil:
+		return nil
+	case qe.Cause == awsenv.CauseUnreachable:
+		return setting.Error{Err: qe}
+	}
+	return setting.Refuse("", nil, qe.Error())
 }
 
 // noSuchQueueReason is why a queue that SQS does not know is refused: the setting is wrong,

@@ -4,15 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/internal/awsenv"
@@ -32,65 +26,32 @@ func withSQSEndpoint(opts *awsenv.Options, log *slog.Logger) error {
 	return nil
 }
 
-// explainAWS turns the AWS errors a user fixes by changing the command or its environment into
-// one line naming the queue and the fix: a queue that does not exist and credentials missing or
-// refused are bad usage (exit 2); a permission refused to an operator's command is not (exit 1),
-// the command being right. (listen refuses a queue it may not read at its start itself.)
-func explainAWS(err error, queueURL string) error {
-	if err == nil {
-		return nil
-	}
-	var u usageError
-	if errors.As(err, &u) {
-		return err
-	}
-	queue := "the queue"
-	if queueURL != "" {
-		queue = "queue " + queueURL
-	}
-	// The SDK gives a missing queue this type whichever of its two names SQS answers with
-	// (QueueDoesNotExist, or the query protocol's AWS.SimpleQueueService.NonExistentQueue).
-	var missing *types.QueueDoesNotExist
-	if errors.As(err, &missing) {
-		return usagef("%s does not exist: check its name, account and region in the URL (and --endpoint-url for an emulator)", queue)
-	}
-	// No answer at all: the endpoint is wrong, or nothing listens there. The SDK has retried.
-	var send *smithyhttp.RequestSendError
-	if errors.As(err, &send) {
-		return fmt.Errorf("%s: SQS could not be reached (%v): check --endpoint-url or AWS_ENDPOINT_URL_SQS, the network, and for an emulator that it runs", queue, rootCause(send))
-	}
-	if _, ok := awsenv.Denied(err); ok {
-		var api smithy.APIError
-		errors.As(err, &api)
-		return fmt.Errorf("%s: permission denied (%s): grant the credentials in use the SQS actions listed in docs/operator-tools.md#iam-permissions, or use others (AWS_PROFILE)", queue, api.ErrorMessage())
-	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken":
-			return usagef("%s: AWS refused the credentials (%s): check AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or renew them", queue, api.ErrorCode())
-		}
-	}
-	if msg := err.Error(); strings.Contains(msg, "failed to refresh cached credentials") || strings.Contains(msg, "get identity: get credentials") {
-		return usagef("%s: no AWS credentials found: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where a role provides them (an emulator takes any, such as test/test)", queue)
-	}
-	return err
+// noQueueGiven is the answer to a command given no queue, listen's and the operator commands'
+// alike.
+func noQueueGiven(c *cli.Context) error {
+	return usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
 }
 
-// rootCause is the innermost error err wraps, such as "dial tcp 127.0.0.1:9: connect:
-// connection refused" under the SDK's layers of context.
-func rootCause(err error) error {
-	for {
-		var op *net.OpError
-		if errors.As(err, &op) {
-			return op
-		}
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err
-		}
-		err = next
+// explainAWS turns the AWS errors a user fixes by changing the command or its environment into
+// one line naming the queue and the fix (awsenv.ExplainSQS, which listen's startup check uses
+// too): a queue that does not exist and credentials missing or refused are bad usage (exit 2);
+// a permission refused to an operator's command is not (exit 1), the command being right.
+// (listen refuses a queue it may not read at its start itself.)
+func explainAWS(err error, queueURL string) error {
+	if _, ok := errors.AsType[usageError](err); ok {
+		return err
 	}
+	if _, ok := errors.AsType[*awsenv.QueueError](err); ok {
+		return err // explained already, by listen's startup check, in an error of its exit code
+	}
+	qe := awsenv.ExplainSQS(err, queueURL, "docs/operator-tools.md#iam-permissions")
+	switch {
+	case qe == nil:
+		return err
+	case qe.Cause == awsenv.CauseNoQueue, qe.Cause == awsenv.CauseCredentials:
+		return usageError{qe}
+	}
+	return qe
 }
 
 // explained runs action and explains the AWS errors it returns, naming the queue its flags give;

@@ -143,7 +143,7 @@ func queueURLFlag() cli.Flag {
 func requireQueueURL(c *cli.Context) (string, error) {
 	url := queueURLOf(c)
 	if url == "" {
-		return "", usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
+		return "", noQueueGiven(c)
 	}
 	if err := queueattr.ValidateURL(url); err != nil {
 		return "", usagef("--queue-url: %v", err)

@@ -98,7 +98,7 @@ func TestListenBadFlagValues(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"--no-such-flag"}, "watchbot listen has no flag --no-such-flag"},
-		{"missing queue url", []string{"--", "true"}, "--queue-url: is required"},
+		{"missing queue url", []string{"--", "true"}, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL"},
 		{"bad duration", append(base, "--visibility-timeout", "soon", "--", "true"), `"soon" is not a duration`},
 		{"heartbeat not shorter than visibility", append(base, "--visibility-timeout", "1m", "--heartbeat-interval", "1m", "--", "true"),
 			"--heartbeat-interval (1m0s) must be shorter than --visibility-timeout (1m0s)"},
@@ -151,7 +151,7 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "SQS could not be reached (dial tcp 127.0.0.1:1: connect: connection refused): check --endpoint-url"},
+		{"unreachable endpoint", withDLQ, []string{"--endpoint-url", "http://127.0.0.1:1", "--queue-url", withDLQ.URL, "--", "true"}, 1, "SQS could not be reached at http://127.0.0.1:1, which is not the URL's host (dial tcp 127.0.0.1:1: connect: connection refused): check --endpoint-url"},
 		{"no redrive policy", noDLQ, []string{"--queue-url", noDLQ.URL, "--", "true"}, 2, "the queue has no redrive policy"},
 		{"command does not exist", withDLQ, []string{"--queue-url", withDLQ.URL, "--", filepath.Join(dir, "missing.sh")}, 2, "missing.sh"},
 		{"--temp-dir cannot be written", withDLQ, []string{"--queue-url", withDLQ.URL, "--temp-dir", filepath.Join(dir, "missing"), "--", "true"}, 2,

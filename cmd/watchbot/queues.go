@@ -39,9 +39,10 @@ func readQueues(c *cli.Context, cfg *supervisor.Config) error {
 			}
 		}
 	}
-	if len(urls) > 0 {
-		cfg.QueueURL = urls[0]
+	if len(urls) == 0 {
+		return noQueueGiven(c)
 	}
+	cfg.QueueURL = urls[0]
 	if len(urls) > 1 {
 		cfg.Queues.More = urls[1:]
 	}

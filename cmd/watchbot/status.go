@@ -130,7 +130,7 @@ func statusQueueURLs(c *cli.Context) ([]string, error) {
 		}
 	}
 	if len(urls) == 0 {
-		return nil, usagef("give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL in the environment (watchbot %s --help shows every flag)", c.Command.FullName())
+		return nil, noQueueGiven(c)
 	}
 	return urls, nil
 }

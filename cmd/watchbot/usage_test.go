@@ -26,6 +26,13 @@ func TestMistakes(t *testing.T) {
 	}))
 	defer denied.Close()
 	deniedQueue := denied.URL + "/000000000000/jobs"
+	// An SQS that knows no queue: the endpoint of another emulator, say.
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}`))
+	}))
+	defer elsewhere.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	closed := gone.URL
 	gone.Close()
@@ -62,14 +69,25 @@ func TestMistakes(t *testing.T) {
 		{"no queue: status", creds, []string{"status", "--queue-url", missing}, 2, "queue " + missing + " does not exist", ""},
 		{"no queue: send", creds, []string{"send", "--queue-url", missing, "--body", "x"}, 2, "queue " + missing + " does not exist", ""},
 		{"no queue: dead-letter", creds, []string{"dead-letter", "--queue-url", missing, "peek"}, 2, "queue " + missing + " does not exist", ""},
+		{"no queue: listen", creds, []string{"listen", "--queue-url", missing, "--log-level", "warn", "--", "true"}, 2, "queue " + missing + " does not exist: check its name, account and region", ""},
+		// An endpoint that is not the URL's host, which knows no such queue: it is named.
+		{"another endpoint: status", creds, []string{"status", "--queue-url", q.URL, "--endpoint-url", elsewhere.URL}, 2,
+			"queue " + q.URL + " does not exist at " + elsewhere.URL + ", which is not the URL's host: check --endpoint-url and AWS_ENDPOINT_URL_SQS", ""},
+		{"another endpoint: listen", creds, []string{"listen", "--queue-url", q.URL, "--endpoint-url", elsewhere.URL, "--", "true"}, 2,
+			"queue " + q.URL + " does not exist at " + elsewhere.URL + ", which is not the URL's host: check --endpoint-url and AWS_ENDPOINT_URL_SQS", ""},
+		{"another endpoint from the environment: listen", withEnv(creds, "AWS_ENDPOINT_URL_SQS", elsewhere.URL), []string{"listen", "--queue-url", q.URL, "--", "true"}, 2,
+			"does not exist at " + elsewhere.URL + ", which is not the URL's host", ""},
 		// Nothing answers at the endpoint.
 		{"unreachable: status", creds, []string{"status", "--queue-url", unreachable, "--endpoint-url", closed}, 1, "SQS could not be reached (dial tcp " + strings.TrimPrefix(closed, "http://") + ": connect: connection refused): check --endpoint-url", ""},
 		{"unreachable: dead-letter", creds, []string{"dead-letter", "--queue-url", unreachable, "--endpoint-url", closed, "count"}, 1, "SQS could not be reached", ""},
+		{"unreachable: listen", creds, []string{"listen", "--queue-url", unreachable, "--endpoint-url", closed, "--", "true"}, 1, "queue " + unreachable + ": SQS could not be reached (dial tcp " + strings.TrimPrefix(closed, "http://") + ": connect: connection refused): check --endpoint-url", ""},
+		{"unreachable, not the URL's host: listen", creds, []string{"listen", "--queue-url", q.URL, "--endpoint-url", closed, "--", "true"}, 1,
+			"queue " + q.URL + ": SQS could not be reached at " + closed + ", which is not the URL's host (dial tcp", ""},
 		// No permission for an operator's command: the command is right, exit 1.
 		{"denied: status", creds, []string{"status", "--queue-url", deniedQueue}, 1, "permission denied", ""},
 		{"denied: dead-letter", creds, []string{"dead-letter", "--queue-url", deniedQueue, "count"}, 1, "permission denied", ""},
 		// listen at its start: the role lacks a grant, which no restart mends, so exit 2.
-		{"denied: listen", creds, []string{"listen", "--queue-url", deniedQueue, "--endpoint-url", denied.URL, "--", "true"}, 2, deniedQueue + "\") permission denied (AccessDenied", ""},
+		{"denied: listen", creds, []string{"listen", "--queue-url", deniedQueue, "--endpoint-url", denied.URL, "--", "true"}, 2, "queue " + deniedQueue + ": permission denied (not authorized to perform sqs:GetQueueAttributes): grant the credentials in use the SQS actions listed in docs/listen.md#iam-permissions", ""},
 		// No credentials.
 		{"no credentials: status", noCreds, []string{"status", "--queue-url", q.URL}, 2, "no AWS credentials found: set AWS_PROFILE", ""},
 		{"no credentials: send", noCreds, []string{"send", "--queue-url", q.URL, "--body", "x"}, 2, "no AWS credentials found", ""},
@@ -95,6 +113,7 @@ func TestMistakes(t *testing.T) {
 		{"no queue given: status", creds, []string{"status"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: send", creds, []string{"send", "--body", "x"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: dead-letter", creds, []string{"dead-letter", "count"}, 2, "give --queue-url", ""},
+		{"no queue given: listen", creds, []string{"listen", "--", "true"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		// Arguments that mean nothing.
 		{"stray argument: send", creds, []string{"send", "--queue-url", q.URL, "hello"}, 2, `watchbot send takes no arguments, but got "hello": a message body goes in --body`, ""},
 		{"stray argument: status", creds, []string{"status", "--queue-url", q.URL, "now"}, 2, `watchbot status takes no arguments, but got "now"`, ""},

@@ -101,13 +101,23 @@ func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromUR
 			return "", false, nil
 		}
 	}
+	if endpoint, ok := loopback(u); ok {
+		return endpoint, true, nil
+	}
+	return "", false, fmt.Errorf("%w (%s): give the endpoint with --endpoint-url URL or AWS_ENDPOINT_URL_SQS, or use the queue's AWS URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", ErrNotAWSHost, u.Host)
+}
+
+// loopback returns u's scheme, host and port when its host is a loopback address, a name such
+// as localhost or sqs.us-east-1.localhost becoming 127.0.0.1.
+func loopback(u *url.URL) (endpoint string, ok bool) {
+	host := strings.ToLower(u.Hostname())
 	ip := net.ParseIP(host)
 	switch {
 	case ip != nil && ip.IsLoopback():
 	case host == "localhost" || strings.HasSuffix(host, ".localhost"):
 		ip = net.IPv4(127, 0, 0, 1)
 	default:
-		return "", false, fmt.Errorf("%w (%s): give the endpoint with --endpoint-url URL or AWS_ENDPOINT_URL_SQS, or use the queue's AWS URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", ErrNotAWSHost, u.Host)
+		return "", false
 	}
 	hostPort := ip.String()
 	if ip.To4() == nil {
@@ -116,7 +126,7 @@ func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromUR
 	if p := u.Port(); p != "" {
 		hostPort += ":" + p
 	}
-	return u.Scheme + "://" + hostPort, true, nil
+	return u.Scheme + "://" + hostPort, true
 }
 
 // SQS returns an SQS client for cfg, sending to o.Endpoint when it is set.
