@@ -30,7 +30,7 @@ func TestAbandonReleasesOnlyALeaseItHolds(t *testing.T) {
 			if !ok {
 				t.Fatal("no message")
 			}
-			acks := newAcker(q, "url", 0, 5*time.Second)
+			acks := newAcker(q, "url", 0, 5*time.Second, nil, nil)
 			go acks.run(context.Background())
 			defer acks.close()
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))

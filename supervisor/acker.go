@@ -69,9 +69,12 @@ type acker struct {
 	closeOnce sync.Once
 }
 
-func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration) *acker {
+// newAcker returns the acknowledger of queueURL's ops: each waits up to linger for others to
+// share its call, each call is bounded by timeout and cut at a stop's last moment, and health
+// (nil: none) is told of each call.
+func newAcker(api sqsAPI, queueURL string, linger, timeout time.Duration, health *Health, cut *cutoff) *acker {
 	return &acker{api: api, queueURL: queueURL, linger: linger, urgentLinger: min(linger, urgentLinger), timeout: timeout,
-		in: make(chan ackOp), stopped: make(chan struct{})}
+		health: health, cut: cut, in: make(chan ackOp), stopped: make(chan struct{})}
 }
 
 // submit queues an op and returns where its result arrives.

@@ -35,7 +35,7 @@ func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
 // received messages, whose receipt handles it returns. stop closes the acknowledger.
 func ackerRig(t *testing.T, n int) (a *acker, q *fakeQueue, handles []string, stop func()) {
 	q = newFakeQueue()
-	a = newAcker(q, "q", 20*time.Millisecond, time.Second)
+	a = newAcker(q, "q", 20*time.Millisecond, time.Second, nil, nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { a.run(t.Context()) })
 	for i := range n {

@@ -144,7 +144,7 @@ func receives(r *chaosRig, body string) int {
 // the loop takes in between is a new job, not one dropped with the old job's hand-back.
 func TestRedeliveryAfterHandBackIsANewJob(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	l := newLeaser(DefaultConfig(), nil, log, nil)
+	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	old := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
 	l.add(old)
 	old.handingBack()
@@ -161,7 +161,7 @@ func TestRedeliveryAfterHandBackIsANewJob(t *testing.T) {
 func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := slog.New(slog.DiscardHandler)
-		l := newLeaser(DefaultConfig(), nil, log, nil)
+		l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 		now := time.Now()
 		j := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, now, log)
 		done := j.beginRenewal("rh-1")
@@ -201,7 +201,7 @@ func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
 // worker may still run under a receipt that no longer works.
 func TestRedeliveryReceivedAtAStopIsTakenOver(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	l := newLeaser(DefaultConfig(), nil, log, nil)
+	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	j := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
 	l.add(j)
 	s := &Supervisor{leaser: l, log: log}

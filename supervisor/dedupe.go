@@ -130,8 +130,9 @@ type keyClaim struct {
 	unsure bool
 }
 
-// newDeduper returns the deduper of cfg on api, or nil when duplicate suppression is off.
-func newDeduper(cfg Config, api DedupeAPI, metrics alarms.Recorder, log *slog.Logger, random func() float64) *deduper {
+// newDeduper returns the deduper of cfg on api, its calls cut at a stop's last moment, or nil
+// when duplicate suppression is off.
+func newDeduper(cfg Config, api DedupeAPI, metrics alarms.Recorder, log *slog.Logger, random func() float64, cut *cutoff) *deduper {
 	if api == nil {
 		return nil
 	}
@@ -141,7 +142,7 @@ func newDeduper(cfg Config, api DedupeAPI, metrics alarms.Recorder, log *slog.Lo
 		lease:    cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		margin:   cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		instance: host + ":" + strconv.Itoa(os.Getpid()) + ":" + rand.Text()[:8],
-		metrics:  metrics, log: log.With("component", "dedupe"), random: random, claims: map[*job]*keyClaim{}}
+		metrics:  metrics, log: log.With("component", "dedupe"), random: random, cut: cut, claims: map[*job]*keyClaim{}}
 }
 
 // check is the startup check: the table exists with the right key. It learns from the

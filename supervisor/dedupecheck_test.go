@@ -116,7 +116,7 @@ func TestDedupeTTL(t *testing.T) {
 			logs := &testenv.Buffer{}
 			cfg := DefaultConfig()
 			cfg.Dedupe = DedupeConfig{Table: "t", Key: "message-id", TTL: tt.ttl}
-			d := newDeduper(cfg, newFakeDedupe(), alarms.Discard, slog.New(slog.NewJSONHandler(logs, nil)), func() float64 { return 0 })
+			d := newDeduper(cfg, newFakeDedupe(), alarms.Discard, slog.New(slog.NewJSONHandler(logs, nil)), func() float64 { return 0 }, nil)
 			if err := d.check(t.Context(), cfg.Dedupe, queueattr.Info{RetentionPeriod: tt.retention}); err != nil {
 				t.Fatal(err)
 			}

@@ -71,7 +71,7 @@ func TestSQSErrorDialects(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			a := newAcker(c, q.URL, time.Millisecond, 10*time.Second)
+			a := newAcker(c, q.URL, time.Millisecond, 10*time.Second, nil, nil)
 			send := func(ops ...ackOp) []error {
 				for i := range ops {
 					ops[i].done = make(chan error, 1)

@@ -47,7 +47,7 @@
 //	 │      (the loop waits on nothing else: it selects on the receive's answer, the runs'
 //	 │       events, the heartbeat's mailbox, the limiter's Changed, its timer and the stop
 //	 │       request)
-//	 ├── limiter ── DynamoDB (--limits-table), ended once no run or hand-back is under way
+//	 ├── limiter ── DynamoDB (--limits-table), ended once every queue's drain is over
 //	 ├── heartbeat ── acknowledger, SQS calls under way, dedupe extensions ── DynamoDB
 //	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, dead-letter
 //	 │           sends (SQS), DynamoDB, payload fetches and deletes (S3), the worker
@@ -63,14 +63,17 @@
 // by one of these owners and waited for by it before Run returns; docs/design.md describes
 // the whole for contributors.
 //
-// # Several queues
+// # One queue or several
 //
-// A listen on several queues (Config.Queues) runs one Supervisor per queue, each with all of
-// the above for its queue alone: its loop, scheduler, receive loop, heartbeat, acknowledger,
-// brake and startup checks. runQueues checks every queue before any receives, starts each
-// supervisor's run in a goroutine it waits for, and owns the one scale-in protector that
-// follows every queue's load. A stop reaches every supervisor through the same context, so
-// each drains in its own two bounded phases, side by side.
+// Run builds one listen (listen.go), for one queue or several (Config.Queues), on one path:
+// what the queues share is built once (the limiter, the slot pool with several queues, the
+// task's scale-in protector and the stop's cutoff) and handed to each queue's Supervisor,
+// which has all of the above for its queue alone: its loop, scheduler, receive loop,
+// heartbeat, acknowledger, brake and startup checks. Every queue is checked before any
+// receives. listen.run starts each supervisor's run in a goroutine it waits for, and owns the
+// limiter's goroutine, the fan-out of its Changed and the protector, which follows every
+// queue's load. A stop reaches every supervisor through the same context, so each drains in
+// its own two bounded phases, side by side.
 //
 // The queues share the slots through a slotPool (slots.go): its lock guards the books of
 // which queue runs, was granted or waits for how many slots, and is held only to compute a
@@ -80,9 +83,10 @@
 // without waiting. So the loops never wait on each other, and the wait tree above stays a
 // tree for each queue:
 //
-//	runQueues ── each queue's Run (as above), the protector, the limiter the queues share
-//	             (ended once every queue's drain is over), the fan-out of its Changed
+//	listen.run ── each queue's Supervisor.run (as above), the protector, the limiter the
+//	              queues share (ended once every queue's drain is over), the fan-out of its
+//	              Changed
 //
-// The limiter's Changed wakes one receiver, so runQueues copies each signal to a channel of
+// The limiter's Changed wakes one receiver, so listen.run copies each signal to a channel of
 // one per queue (fanOut), never waiting: each loop selects on its own copy.
 package supervisor

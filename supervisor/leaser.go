@@ -53,9 +53,13 @@ type leaser struct {
 	jobs map[string]*job
 }
 
-func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job)) *leaser {
+// newLeaser returns the leaser of cfg's leases, renewed through acks; release takes the jobs it
+// gives up on, health (nil: none) is told of each heartbeat, and dedupe (nil: none) extends
+// the renewed messages' claims.
+func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job), health *Health, dedupe *deduper) *leaser {
 	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
-		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: newMailbox[renewAnswer]()}
+		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, health: health, dedupe: dedupe,
+		jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: newMailbox[renewAnswer]()}
 }
 
 // newJob registers nothing; it builds the job for a message received at receivedAt, leased

@@ -23,14 +23,19 @@ type leaseRig struct {
 }
 
 func newLeaseRig(t *testing.T, cfg Config) (*leaseRig, *fakeQueue, func()) {
+	return newHealthLeaseRig(t, cfg, nil)
+}
+
+// newHealthLeaseRig is newLeaseRig with a leaser that tells health of each heartbeat.
+func newHealthLeaseRig(t *testing.T, cfg Config, health *Health) (*leaseRig, *fakeQueue, func()) {
 	q := newFakeQueue()
-	acks := newAcker(q, "q", cfg.AckLinger, cfg.AckTimeout)
+	acks := newAcker(q, "q", cfg.AckLinger, cfg.AckTimeout, nil, nil)
 	r := &leaseRig{cfg: cfg}
 	r.leaser = newLeaser(cfg, acks, slog.New(slog.DiscardHandler), func(j *job) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.released = append(r.released, j)
-	})
+	}, health, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	var ackWG, hbWG sync.WaitGroup
 	ackWG.Go(func() { acks.run(ctx) })
@@ -163,7 +168,7 @@ func TestHeartbeatSkipsSettledJobs(t *testing.T) {
 
 func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	l := newLeaser(DefaultConfig(), nil, log, nil)
+	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	first := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour), log)
 	l.add(first)
 	again := message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}
@@ -428,11 +433,10 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // heartbeat 10 s
-		s, q, stop := newLeaseRig(t, cfg)
-		defer stop()
 		h := NewHealth()
 		h.start(cfg, cfg.HeartbeatInterval)
-		s.health = h
+		s, q, stop := newHealthLeaseRig(t, cfg, h)
+		defer stop()
 		for i := range 300 {
 			j := s.heldJob(q, strconv.Itoa(i), time.Now())
 			time.Sleep(100 * time.Millisecond)

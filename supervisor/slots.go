@@ -248,6 +248,14 @@ type sharedSlots struct {
 	i    int
 }
 
+// seat returns queue i's handle on the pool; nil for a nil pool.
+func (p *slotPool) seat(i int) *sharedSlots {
+	if p == nil {
+		return nil
+	}
+	return &sharedSlots{pool: p, i: i}
+}
+
 func (h *sharedSlots) acquire(ended, want int) int {
 	if h == nil {
 		return 0

@@ -1,0 +1,131 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/internal/setting"
+)
+
+// queueInfo is what the startup checks learn of a queue and its worker, from which the
+// queue's supervisor is built.
+type queueInfo struct {
+	fifo bool
+	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
+	// redrive policy's (0 and "" without one).
+	maxAttempts     int
+	maxReceiveCount int
+	dlqURL          string
+	// command is cfg.Command with its path resolved; nil for an HTTP worker.
+	command []string
+}
+
+// checkQueue runs the startup checks of cfg's queue, before anything is received: the
+// command, the directories, the queue and its redrive policy, the dedupe table (dedupe, nil
+// without one) and last the HTTP worker (http, nil for a command), which may come up while
+// the rest was checked. It returns what they learned.
+func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, dedupe *deduper, http *httpWorker) (queueInfo, error) {
+	var command []string
+	if http == nil {
+		var err error
+		if command, err = resolveCommand(cfg.Command); err != nil {
+			return queueInfo{}, err
+		}
+	}
+	for _, v := range cfg.Volumes {
+		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+			return queueInfo{}, setting.Refuse(listenspec.SettingVolumes, v, "is not a directory")
+		}
+	}
+	attrs, err := queueattr.Describe(ctx, api, cfg.QueueURL)
+	if err := queueRefusal(err, cfg.QueueURL); err != nil {
+		return queueInfo{}, err
+	}
+	if err != nil {
+		return queueInfo{}, setting.Error{Setting: setting.QueueURL, Reason: "queue not reachable", Err: err}
+	}
+	info, err := checkRedrive(ctx, cfg, api, log, attrs)
+	if err != nil {
+		return queueInfo{}, err
+	}
+	info.command = command
+	if err := dedupe.check(ctx, cfg.Dedupe, attrs); err != nil {
+		return queueInfo{}, err
+	}
+	if http != nil {
+		return info, http.waitReady(ctx, log)
+	}
+	return info, nil
+}
+
+// checkRedrive checks the queue's redrive policy against --max-attempts and --allow-no-dlq,
+// and returns what the runs go on: FIFO or not, the attempts, the dead-letter queue.
+func checkRedrive(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, attrs queueattr.Info) (queueInfo, error) {
+	info := queueInfo{fifo: attrs.FIFO, maxAttempts: cfg.MaxAttempts}
+	switch {
+	case attrs.Redrive != nil:
+		if arn, err := queueattr.ParseARN(attrs.Redrive.DeadLetterTargetARN); err == nil && attrs.FIFO && !strings.HasSuffix(arn.Resource, ".fifo") {
+			return info, setting.Refuse(setting.QueueURL, nil, fmt.Sprintf("FIFO queue %s has a dead-letter queue that is not FIFO (%s); a FIFO queue needs a FIFO dead-letter queue",
+				queueattr.NameFromURL(cfg.QueueURL), arn.Resource))
+		}
+		info.maxReceiveCount = attrs.Redrive.MaxReceiveCount
+		dlq, err := queueattr.DeadLetterQueue(ctx, api, attrs)
+		if noSuchQueue(err) {
+			return info, setting.Refuse(setting.QueueURL, nil, fmt.Sprintf("the dead-letter queue that the queue's redrive policy names (%s) %s",
+				attrs.Redrive.DeadLetterTargetARN, noSuchQueueReason))
+		}
+		if err != nil {
+			return info, setting.Error{Setting: setting.QueueURL, Err: err}
+		}
+		info.dlqURL = dlq
+		if info.maxAttempts == 0 {
+			info.maxAttempts = info.maxReceiveCount
+		}
+		if info.maxAttempts > info.maxReceiveCount {
+			return info, setting.Refuse(listenspec.SettingMaxAttempts, info.maxAttempts, fmt.Sprintf("is above the queue's maxReceiveCount (%d): the redrive policy would move messages to the DLQ first", info.maxReceiveCount))
+		}
+	case cfg.AllowNoDLQ:
+		if info.maxAttempts == 0 {
+			info.maxAttempts = 10
+		}
+		log.Warn("the queue has no redrive policy: dead-lettered messages will be deleted and recorded only in this log")
+	default:
+		return info, setting.Refuse(setting.QueueURL, nil, "the queue has no redrive policy (no dead-letter queue): poison messages would retry forever; add one, or pass --allow-no-dlq")
+	}
+	return info, nil
+}
+
+// queueRefusal is listen's answer to a failed first call about queueURL, explained as the
+// operator commands explain theirs: a failure that only changing the configuration mends (no
+// such queue, a permission the role lacks, credentials) stops the start as a refused setting;
+// an endpoint that does not answer is a failed call. nil when err is not one of these.
+func queueRefusal(err error, queueURL string) error {
+	qe := awsenv.ExplainSQS(err, queueURL, "docs/listen.md#iam-permissions")
+	switch {
+	case qe == nil:
+		return nil
+	case qe.Cause == awsenv.CauseUnreachable:
+		return setting.Error{Err: qe}
+	}
+	return setting.Refuse("", nil, qe.Error())
+}
+
+// noSuchQueueReason is why a queue that SQS does not know is refused: the setting is wrong,
+// not the service down.
+const noSuchQueueReason = "does not exist in this account and region"
+
+// noSuchQueue reports whether err says the queue does not exist, whichever name SQS gave the
+// error (QueueDoesNotExist, AWS.SimpleQueueService.NonExistentQueue): the SDK's type holds both.
+func noSuchQueue(err error) bool {
+	var missing *types.QueueDoesNotExist
+	return errors.As(err, &missing)
+}

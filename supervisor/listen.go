@@ -1,0 +1,180 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/queueattr"
+	"github.com/watchbot/watchbot/limits"
+)
+
+// Run checks the queues and the command, then receives and supervises until ctx is done, and
+// drains: running workers may finish within cfg.ShutdownTimeout, then they are stopped and
+// their messages released. It returns nil after a clean drain, a setting.Error when a startup
+// check fails (before any message is received), and ErrAborted when deps.Abort closed.
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	if err := PlatformError("listen", runtime.GOOS); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := deps.check(cfg); err != nil {
+		return err
+	}
+	l, err := newListen(ctx, cfg, deps.withDefaults())
+	defer l.removeWorkDirs()
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, deps.Abort)
+}
+
+// listen is the queues one listen serves, one supervisor each, and what they share, built
+// once whether it serves one queue or several: the limiter (the limits count the task's
+// starts, whichever queue), the slots (a pool, with several queues), the task's scale-in
+// protector, and the stop's cutoff. Each queue long-polls and keeps its own rules (redrive
+// policy, FIFO or not, dead-letter queue), brake, lease heartbeat and acknowledger.
+type listen struct {
+	queues  []*Supervisor
+	limiter *limits.Limiter
+	// wakes are the queues' copies of the limiter's Changed, which wakes one receiver only.
+	wakes     []chan struct{}
+	protector *protector // nil without Deps.Protection
+	cut       *cutoff
+	log       *slog.Logger
+}
+
+// newListen builds the listen of cfg and runs every queue's startup checks, in order; the
+// first that fails stops the start. The listen it returns, with an error or not, has work
+// directories to remove.
+func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
+	l := &listen{limiter: deps.Limiter, cut: newCutoff(), log: deps.Logger}
+	if l.limiter == nil {
+		lim, err := limits.New(cfg.Limits.Fleet, nil, time.Now, deps.Logger.With("component", "limits"))
+		if err != nil {
+			return l, err
+		}
+		l.limiter = lim
+	}
+	urls := cfg.URLs()
+	pool := newQueuePool(cfg)
+	for i, u := range urls {
+		qdeps, err := deps.forQueue(u, len(urls))
+		if err != nil {
+			return l, err
+		}
+		wake := make(chan struct{}, 1)
+		s, err := newSupervisor(ctx, queueConfig(cfg, u), qdeps, shares{limiter: l.limiter, limitsChanged: wake, slots: pool.seat(i), cut: l.cut})
+		if err != nil && len(urls) > 1 {
+			return l, queueError(queueattr.NameFromURL(u), err)
+		}
+		if err != nil {
+			return l, err
+		}
+		l.queues, l.wakes = append(l.queues, s), append(l.wakes, wake)
+	}
+	if deps.Protection != nil {
+		l.protector = newProtector(cfg, deps, l.activity(), l.healthy, l.cut)
+	}
+	return l, nil
+}
+
+// shares are what a listen's queues share, handed to each queue's supervisor.
+type shares struct {
+	limiter *limits.Limiter
+	// limitsChanged receives when a start the limiter refused may now succeed: the queue's
+	// copy of the limiter's Changed.
+	limitsChanged <-chan struct{}
+	// slots is the queue's seat in the slots the queues share; nil when it has the slots to
+	// itself.
+	slots *sharedSlots
+	// cut is the stop's last moment, which every call to SQS, DynamoDB and the ECS agent obeys.
+	cut *cutoff
+}
+
+// queueConfig is cfg for url, one of its queues: how the queues share the slots is the
+// listen's, not the queue's.
+func queueConfig(cfg Config, url string) Config {
+	cfg.QueueURL, cfg.Queues = url, Queues{Policy: cfg.Queues.Policy}
+	return cfg
+}
+
+// run serves every queue until ctx is done and each has drained, side by side in the same two
+// bounded phases; the limiter and the protector outlive every drain, since until then a run
+// may hold a permit or a message.
+func (l *listen) run(ctx context.Context, abort <-chan struct{}) error {
+	shared, stopShared := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopShared()
+	var owned sync.WaitGroup
+	owned.Go(func() {
+		if err := l.limiter.Run(shared); err != nil {
+			l.log.Error("limits stopped", "error", err)
+		}
+	})
+	owned.Go(func() { fanOut(shared, l.limiter.Changed(), l.wakes) })
+	if p := l.protector; p != nil {
+		l.log.Info("ECS task scale-in protection: on while messages are held", "idle_hold", p.policy.idle.String(),
+			"expires_in", p.policy.expiry.String())
+		owned.Go(func() { p.run(shared) })
+	}
+	errs := make([]error, len(l.queues))
+	var queues sync.WaitGroup
+	for i, s := range l.queues {
+		queues.Go(func() { errs[i] = s.start(ctx, abort) })
+	}
+	queues.Wait()
+	stopShared() // every drain has finished: nothing is held, no run holds a permit
+	owned.Wait()
+	l.cut.release()
+	return errors.Join(errs...)
+}
+
+// activity is what the protector follows: whether any queue holds or runs a message.
+func (l *listen) activity() activity {
+	loads := make(loadSet, len(l.queues))
+	for i, s := range l.queues {
+		loads[i] = s.load
+	}
+	loads.shareChanged()
+	return loads
+}
+
+// healthy reports whether every queue makes progress.
+func (l *listen) healthy() bool {
+	for _, s := range l.queues {
+		if ok, _ := s.health.Check(time.Now()); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// removeWorkDirs removes the queues' work directories.
+func (l *listen) removeWorkDirs() {
+	for _, s := range l.queues {
+		s.runner.removeWorkDirs()
+	}
+}
+
+// fanOut copies every signal of from to each of to (holding one each, never waiting), until
+// ctx ends: the limiter's channel wakes one receiver, and every queue's loop must hear it.
+func fanOut(ctx context.Context, from <-chan struct{}, to []chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-from:
+			for _, c := range to {
+				select {
+				case c <- struct{}{}:
+				default: // a wake-up is already pending
+				}
+			}
+		}
+	}
+}
