@@ -3,9 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -109,306 +107,153 @@ type runner struct {
 
 type job func(ctx context.Context)
 
+// agenda is what one plan decided: the calls to make now, and the earliest time something
+// is due when there are none.
+type agenda struct {
+	jobs []job
+	next time.Time
+}
+
+func (a *agenda) add(j job) { a.jobs = append(a.jobs, j) }
+
+// at notes that something is due at t; a zero t is nothing.
+func (a *agenda) at(t time.Time) {
+	if !t.IsZero() && (a.next.IsZero() || t.Before(a.next)) {
+		a.next = t
+	}
+}
+
 // plan decides what to do now, as a list of calls, and when to look again if there is
 // nothing to do. It runs under the lock and makes no call.
 func (r *runner) plan(now time.Time) ([]job, time.Time) {
 	l := r.l
+	var a agenda
 	l.mu.Lock()
-	var jobs []job
-	var next time.Time
-	at := func(t time.Time) {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
 	if !l.local {
-		if !now.Before(r.nextBeat) {
-			r.nextBeat = now.Add(HeartbeatInterval)
-			jobs = append(jobs, r.beat)
-		} else if !now.Before(r.nextPoll) {
-			r.nextPoll = now.Add(PollInterval)
-			jobs = append(jobs, r.poll)
-		}
-		at(r.nextBeat)
-		at(r.nextPoll)
-		if !l.pauseAsked.IsZero() {
-			if !now.Before(r.nextPause) {
-				r.nextPause = now.Add(minGap)
-				jobs = append(jobs, r.writePause(l.pauseAsked))
-			}
-			at(r.nextPause)
-		}
+		r.planFleet(now, &a)
 	}
-	// A pause that ended lets refused starts try again.
-	pauseEnded := false
-	if !r.pauseEnds.IsZero() && !now.Before(r.pauseEnds) {
-		pauseEnded, r.pauseEnds = true, time.Time{}
-	}
-	if now.Before(l.pauseUntil) {
-		r.pauseEnds = l.pauseUntil
-		at(l.pauseUntil)
-	}
+	pauseEnded := r.planPause(now, &a)
 	for name, t := range l.tokens {
-		t.prune(now)
-		held := t.held(now)
-		rate := t.meter.rate(now)
-		// With long chunks, the next is fetched when half of the last is left.
-		wanted := t.demand > 0 || (t.validity >= prefetchFrom && rate > 0 && float64(held) < rate*t.validity.Seconds()/2)
-		switch {
-		case wanted && now.Before(t.nextTry):
-			at(t.nextTry)
-		case wanted:
-			t.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.fetch(t, t.demand, held, rate, now.Before(t.bindingUntil), slices.Clone(t.settle)))
-		case held == 0 && t.fallback.Used(now) == 0 && now.Sub(t.lastUsed) > idleFor && name != ledgerRate:
-			delete(l.tokens, name)
-			delete(r.cache, name)
-			delete(r.contended, name)
-		}
-		for _, c := range t.chunks {
-			if c.left > 0 {
-				at(c.until)
-			}
-		}
+		r.planTokens(now, name, t, &a)
 	}
 	for name, s := range l.slots {
-		renewAt := s.leaseUntil.Add(-2 * l.cfg.Lease / 3)
-		if s.demand > 0 && (s.free(now) >= s.demand || now.Sub(s.demandAt) >= demandFor) {
-			// Slots came back since the refusal (the retry will find them), or the start
-			// that asked went away: either way the task needs no more.
-			s.demand = 0
-		}
-		switch {
-		case now.Before(s.nextTry) && (s.demand > 0 || s.held > 0 || s.unsure):
-			at(s.nextTry)
-		case s.demand > 0:
-			s.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.lease(s, s.demand-s.free(now)))
-		case s.held > s.inUse && !now.Before(s.wantedAt.Add(linger)):
-			// Idle slots leave the pool now, so no start takes one while they go back.
-			s.held, s.armed = s.inUse, false
-			s.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.lease(s, 0))
-		case s.inUse > s.held && !l.fallback && !now.Before(s.nextTry), s.unsure:
-			// Runs started in a fallback: the table is told of them. Or the last write
-			// failed: it is made again, so that a give-back is not lost until the lease
-			// lapses.
-			s.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.lease(s, 0))
-		case s.held > 0 && !now.Before(renewAt):
-			s.nextTry = now.Add(minGap)
-			jobs = append(jobs, r.lease(s, 0))
-		case s.held > 0:
-			at(renewAt)
-			if s.armed = s.held > s.inUse; s.armed {
-				at(s.wantedAt.Add(linger))
-			}
-		case s.inUse == 0 && !s.unsure && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
-			delete(l.slots, name)
-			delete(r.cache, name)
-			delete(r.contended, name)
-		}
+		r.planSlots(now, name, s, &a)
 	}
 	l.mu.Unlock()
 	if pauseEnded {
 		signal(l.changed)
 	}
-	return jobs, next
+	return a.jobs, a.next
 }
 
-// fetch asks the table for tokens: the demand, and with it what the recent rate will use
-// while the chunk is valid. In the same write it settles the holds of the chunks in settle.
-func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool, settle []chunk) job {
-	return func(ctx context.Context) {
-		l := r.l
-		var chunkAt time.Time
-		var got, want int
-		var name string
-		validity := shortValidity
-		wrote, err := r.update(ctx, t.name, func(now time.Time, led Ledger) (Ledger, bool) {
-			next := led.successor(now)
-			settled := settleHolds(next, settle, t.window)
-			free := t.capacity - next.Used(now)
-			if binding {
-				// Only what waits now, used at once.
-				validity = shortValidity
-				want = tokenWant(demand, held, 0, shortValidity)
-			} else {
-				validity = chunkValidity(free, rate)
-				want = tokenWant(demand, held, rate, validity)
-			}
-			got = min(want, free)
-			if got <= 0 {
-				if chunkAt = next.Next(now); chunkAt.IsZero() {
-					chunkAt = now.Add(PollInterval)
-				}
-				return next, settled
-			}
-			chunkAt = now
-			l.mu.Lock()
-			t.seq++
-			name = l.tag + strconv.FormatInt(t.seq, 36)
-			l.mu.Unlock()
-			next.Holds[name] = Hold{N: got, Until: now.Add(t.window + validity)}
-			return next, true
-		})
-		now := l.now()
-		l.mu.Lock()
-		if wrote {
-			t.settle = slices.DeleteFunc(t.settle, func(c chunk) bool {
-				return slices.ContainsFunc(settle, func(s chunk) bool { return s.name == c.name })
-			})
+// planFleet beats every HeartbeatInterval, reads the fleet row every PollInterval between
+// beats (a beat reads it too), and writes a pause asked here.
+func (r *runner) planFleet(now time.Time, a *agenda) {
+	l := r.l
+	if !now.Before(r.nextBeat) {
+		r.nextBeat = now.Add(HeartbeatInterval)
+		a.add(r.beat)
+	} else if !now.Before(r.nextPoll) {
+		r.nextPoll = now.Add(PollInterval)
+		a.add(r.poll)
+	}
+	a.at(r.nextBeat)
+	a.at(r.nextPoll)
+	if !l.pauseAsked.IsZero() {
+		if !now.Before(r.nextPause) {
+			r.nextPause = now.Add(minGap)
+			a.add(r.writePause(l.pauseAsked))
 		}
-		switch {
-		case err != nil:
-			t.nextTry = now.Add(r.retryDelay())
-		case got <= 0:
-			// The table has none to spare until its earliest hold lapses.
-			t.nextTry = chunkAt
-			t.bindingUntil = now.Add(2 * t.window)
-		case !wrote:
-			// Other tasks wrote first, every time: ask again in a moment.
-			t.nextTry = now.Add(minGap)
-		default:
-			t.chunks = append(t.chunks, chunk{name: name, n: got, left: got, until: chunkAt.Add(validity),
-				holdUntil: chunkAt.Add(t.window + validity)})
-			t.demand = 0
-			t.validity = validity
-			if got < want {
-				t.bindingUntil = now.Add(2 * t.window)
-			}
-		}
-		l.mu.Unlock()
-		r.done(err)
-		if wrote && got > 0 {
-			signal(l.changed)
+		a.at(r.nextPause)
+	}
+}
+
+// planPause looks again when the pause in force ends, and reports whether one just ended:
+// then refused starts may try again.
+func (r *runner) planPause(now time.Time, a *agenda) (ended bool) {
+	l := r.l
+	if !r.pauseEnds.IsZero() && !now.Before(r.pauseEnds) {
+		ended, r.pauseEnds = true, time.Time{}
+	}
+	if now.Before(l.pauseUntil) {
+		r.pauseEnds = l.pauseUntil
+		a.at(l.pauseUntil)
+	}
+	return ended
+}
+
+// planTokens fetches tokens of rate limit name for refused starts, or ahead of need, and
+// forgets a key's state once it idled for idleFor.
+func (r *runner) planTokens(now time.Time, name string, t *tokens, a *agenda) {
+	l := r.l
+	t.prune(now)
+	held := t.held(now)
+	rate := t.meter.rate(now)
+	// With long chunks, the next is fetched when half of the last is left.
+	wanted := t.demand > 0 || (t.validity >= prefetchFrom && rate > 0 && float64(held) < rate*t.validity.Seconds()/2)
+	switch {
+	case wanted && now.Before(t.nextTry):
+		a.at(t.nextTry)
+	case wanted:
+		t.nextTry = now.Add(minGap)
+		a.add(r.fetch(t, t.demand, held, rate, now.Before(t.bindingUntil), slices.Clone(t.settle)))
+	case held == 0 && t.fallback.Used(now) == 0 && now.Sub(t.lastUsed) > idleFor && name != ledgerRate:
+		r.forget(name)
+		delete(l.tokens, name)
+	}
+	for _, c := range t.chunks {
+		if c.left > 0 {
+			a.at(c.until)
 		}
 	}
 }
 
-// settleHolds replaces in next the holds of the chunks in settle by what they need now
-// (chunk.settled), and reports whether it changed any.
-func settleHolds(next Ledger, settle []chunk, window time.Duration) bool {
-	changed := false
-	for _, c := range settle {
-		h, ok := next.Holds[c.name]
-		if !ok {
-			continue
-		}
-		s, keep := c.settled(window)
-		switch {
-		case !keep:
-			delete(next.Holds, c.name)
-		case s.Until.Before(h.Until) || s.N < h.N:
-			next.Holds[c.name] = Hold{N: min(s.N, h.N), Until: earlier(s.Until, h.Until)}
-		default:
-			continue
-		}
-		changed = true
+// planSlots writes the task's hold of concurrency limit name when it must change: more for a
+// refused start, fewer when slots idled, the runs of a fallback told, a failed write made
+// again, the lease renewed. It forgets a key's state once it idled for idleFor.
+func (r *runner) planSlots(now time.Time, name string, s *slots, a *agenda) {
+	l := r.l
+	renewAt := s.leaseUntil.Add(-2 * l.cfg.Lease / 3)
+	if s.demand > 0 && (s.free(now) >= s.demand || now.Sub(s.demandAt) >= demandFor) {
+		// Slots came back since the refusal (the retry will find them), or the start
+		// that asked went away: either way the task needs no more.
+		s.demand = 0
 	}
-	return changed
+	switch {
+	case now.Before(s.nextTry) && (s.demand > 0 || s.held > 0 || s.unsure):
+		a.at(s.nextTry)
+	case s.demand > 0:
+		s.nextTry = now.Add(minGap)
+		a.add(r.lease(s, s.demand-s.free(now)))
+	case s.held > s.inUse && !now.Before(s.wantedAt.Add(linger)):
+		// Idle slots leave the pool now, so no start takes one while they go back.
+		s.held, s.armed = s.inUse, false
+		s.nextTry = now.Add(minGap)
+		a.add(r.lease(s, 0))
+	case s.inUse > s.held && !l.fallback && !now.Before(s.nextTry), s.unsure:
+		// Runs started in a fallback: the table is told of them. Or the last write
+		// failed: it is made again, so that a give-back is not lost until the lease
+		// lapses.
+		s.nextTry = now.Add(minGap)
+		a.add(r.lease(s, 0))
+	case s.held > 0 && !now.Before(renewAt):
+		s.nextTry = now.Add(minGap)
+		a.add(r.lease(s, 0))
+	case s.held > 0:
+		a.at(renewAt)
+		if s.armed = s.held > s.inUse; s.armed {
+			a.at(s.wantedAt.Add(linger))
+		}
+	case s.inUse == 0 && !s.unsure && now.Sub(s.lastUsed) > idleFor && name != ledgerConcurrency:
+		r.forget(name)
+		delete(l.slots, name)
+	}
 }
 
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-// chunkValidity is how long a chunk may be used, given the tokens free in the table and the
-// task's recent rate: long enough that the chunk is about half of what is free, between
-// shortValidity and longValidity. Every token counts in the table for its validity beyond
-// RateWindow, so long chunks are worth it only far from the limit; close to it, chunks are
-// short and hold only the starts that wait now.
-func chunkValidity(free int, rate float64) time.Duration {
-	if rate <= 0 || free <= 0 {
-		return shortValidity
-	}
-	v := time.Duration(float64(free) / 2 / rate * float64(time.Second))
-	return min(max(v, shortValidity), longValidity)
-}
-
-// tokenWant is how many tokens to ask for: the refused demand, plus what the recent rate
-// uses in validity, less what is held; at least one when a start waits.
-func tokenWant(demand, held int, rate float64, validity time.Duration) int {
-	w := demand + int(math.Floor(rate*validity.Seconds())) - held
-	if demand > 0 {
-		w = max(w, 1)
-	}
-	return max(w, 0)
-}
-
-// lease writes this task's hold of slots in the table: the slots it holds, plus more (up to
-// the refused demand) when there are free ones, leased for another Lease. It renews, takes
-// and gives back in one write; slots that idled were taken out of held already.
-func (r *runner) lease(s *slots, more int) job {
-	return func(ctx context.Context) {
-		l := r.l
-		var leased time.Time
-		var hold, got int
-		// same: the table already holds what this write would, for long enough.
-		same := false
-		wrote, err := r.update(ctx, s.name, func(now time.Time, led Ledger) (Ledger, bool) {
-			// The runs under way count, those started in a fallback too.
-			l.mu.Lock()
-			held := max(s.held, s.inUse)
-			l.mu.Unlock()
-			mine := led.Holds[l.cfg.Task]
-			others := led.Used(now)
-			if mine.Until.After(now) {
-				others -= mine.N
-			}
-			free := max(s.capacity-others, 0)
-			// A lease that lapsed may have gone to others meanwhile: keep what still fits.
-			hold = min(held, free)
-			got = min(more, free-hold)
-			hold += got
-			leased = now
-			if same = more > 0 && got == 0 && hold == mine.N && mine.Until.After(now.Add(l.cfg.Lease/3)); same {
-				return Ledger{}, false
-			}
-			return led.With(now, l.cfg.Task, Hold{N: hold, Until: now.Add(l.cfg.Lease)}), true
-		})
-		now := l.now()
-		lost := 0
-		l.mu.Lock()
-		// Unless it wrote, or found nothing to write, the table may not hold what the task
-		// does: the hold is written again.
-		s.unsure = !wrote && !same
-		switch {
-		case err != nil:
-			s.nextTry = now.Add(r.retryDelay())
-		case wrote:
-			lost = s.held - (hold - got)
-			s.held = hold
-			if hold > 0 {
-				s.leaseUntil = leased.Add(l.cfg.Lease)
-			}
-			if got > 0 {
-				// For the start that asked: they go back if it does not take them soon.
-				s.demand, s.poll, s.wantedAt = 0, 0, now
-			}
-			if hold < s.inUse {
-				// Runs started in a fallback that the table has no room for yet: tell it
-				// again in a while.
-				s.nextTry = now.Add(PollInterval)
-			}
-		}
-		if err == nil && got == 0 && more > 0 {
-			// None free: ask again later, less often the longer it lasts.
-			s.poll = min(max(2*s.poll, slotPoll), PollInterval)
-			s.nextTry = now.Add(s.poll)
-		}
-		l.mu.Unlock()
-		if lost > 0 {
-			l.log.Warn("limits: slots of a lapsed lease were taken by other tasks", "limit", s.name, "slots", lost)
-		}
-		r.done(err)
-		if wrote && got > 0 {
-			signal(l.changed)
-		}
-	}
+// forget drops Run's copy of ledger name, whose state the task no longer keeps.
+func (r *runner) forget(name string) {
+	delete(r.cache, name)
+	delete(r.contended, name)
 }
 
 // update reads ledger name (or takes the cached copy), lets change decide the next version,
@@ -457,63 +302,6 @@ func (r *runner) update(ctx context.Context, name string, change func(now time.T
 
 // maxTries bounds the writes of one update that other writers beat.
 const maxTries = 4
-
-// beat records the task as live and reads the fleet row in the same call.
-func (r *runner) beat(ctx context.Context) {
-	now := r.l.now()
-	var gone []string
-	for task, until := range r.fleet.Tasks {
-		if task != r.l.cfg.Task && now.Sub(until) > goneAfter {
-			gone = append(gone, task)
-		}
-	}
-	f, err := r.l.store.Beat(ctx, r.l.cfg.Task, now.Add(LiveFor), gone)
-	if err != nil {
-		r.nextBeat = now.Add(r.retryDelay())
-	} else {
-		r.seen(f)
-	}
-	r.done(err)
-}
-
-// poll reads the fleet row for a pause.
-func (r *runner) poll(ctx context.Context) {
-	f, err := r.l.store.Fleet(ctx)
-	if err != nil {
-		r.nextPoll = r.l.now().Add(r.retryDelay())
-	} else {
-		r.seen(f)
-	}
-	r.done(err)
-}
-
-// seen takes in the fleet row: its pause and how many tasks are live.
-func (r *runner) seen(f Fleet) {
-	r.fleet = f
-	now := r.l.now()
-	r.l.mu.Lock()
-	if f.PauseUntil.After(r.l.pauseUntil) {
-		r.l.pauseUntil = f.PauseUntil
-	}
-	r.l.live = f.Live(now)
-	r.l.mu.Unlock()
-}
-
-// writePause writes a pause asked here to the fleet row.
-func (r *runner) writePause(until time.Time) job {
-	return func(ctx context.Context) {
-		err := r.l.store.Pause(ctx, until)
-		r.l.mu.Lock()
-		if err == nil && r.l.pauseAsked.Equal(until) {
-			r.l.pauseAsked = time.Time{}
-		}
-		r.l.mu.Unlock()
-		if err != nil {
-			r.nextPause = r.l.now().Add(r.retryDelay())
-		}
-		r.done(err)
-	}
-}
 
 // done takes in how a call went: a task whose calls have all failed for FallbackAfter falls
 // back to its share of each limit, and comes back with the first call that succeeds.
