@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -37,58 +36,6 @@ func (NoProgress) Finish() error { return nil }
 // messages are made visible again as soon as the walk ends, so this only matters when watchbot
 // is killed mid-walk.
 const DefaultHold = 5 * time.Minute
-
-// Filter selects messages. The zero Filter selects every message.
-type Filter struct {
-	// Body, when set, must match somewhere in the body.
-	Body *regexp.Regexp
-	// Attrs must all be present with exactly these values (String and Number values as
-	// written, Binary values in base64). watchbot-reason, watchbot-source-queue and
-	// watchbot-attempts are also found inside the packed watchbot-deadletter attribute.
-	Attrs map[string]string
-}
-
-var matchAttr = setting.Ref(setting.MatchAttr)
-
-// ParseFilter compiles a body's regular expression and attributes (K=V, repeatable): replay's
-// --match-body and --match-attr.
-func ParseFilter(body string, attrs []string) (Filter, error) {
-	var f Filter
-	if body != "" {
-		re, err := regexp.Compile(body)
-		if err != nil {
-			return Filter{}, setting.Error{Reason: fmt.Sprintf("%s %q is not a valid regular expression", setting.Ref(setting.MatchBody), body), Err: err}
-		}
-		f.Body = re
-	}
-	for _, kv := range attrs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return Filter{}, setting.Refuse("", nil, fmt.Sprintf("%s %q: want NAME=VALUE", matchAttr, kv))
-		}
-		if f.Attrs == nil {
-			f.Attrs = map[string]string{}
-		}
-		if prev, dup := f.Attrs[k]; dup && prev != v {
-			return Filter{}, setting.Refuse("", nil, fmt.Sprintf("%s %s is given twice with different values (%q, %q): no message can match", matchAttr, k, prev, v))
-		}
-		f.Attrs[k] = v
-	}
-	return f, nil
-}
-
-// Match reports whether m is selected.
-func (f Filter) Match(m Message) bool {
-	if f.Body != nil && !f.Body.MatchString(m.Body) {
-		return false
-	}
-	for k, want := range f.Attrs {
-		if got, ok := m.attrValue(k); !ok || got != want {
-			return false
-		}
-	}
-	return true
-}
 
 // ReplayConfig says which messages replay sends back, how fast, and whether it only reports.
 type ReplayConfig struct {
@@ -197,31 +144,13 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 	if terr != nil {
 		return sum, terr
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	chunk := sqsspec.MaxBatchEntries
-	if cfg.Rate > 0 && cfg.Rate < float64(chunk) {
-		chunk = max(1, int(cfg.Rate))
-	}
-	pace := newPacer(cfg.Rate)
-	r := &replay{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold), sum: &sum, cfg: cfg,
-		snapshot: q.DLQ.Visible + q.DLQ.Delayed, wanted: map[string]bool{}, replayedIDs: map[string]bool{}, replayedOrig: map[string]bool{}}
-	for _, id := range cfg.IDs {
-		r.wanted[id] = true
-	}
+	r := newReplay(api, q, target, cfg, &sum)
 	defer func() {
-		for _, id := range cfg.IDs {
-			if r.wanted[id] {
-				sum.NotFound = append(sum.NotFound, id)
-			}
-		}
+		sum.NotFound = append(sum.NotFound, r.notFound()...)
 		if rerr := r.sc.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
-	targetName := queueattr.NameFromURL(target.URL)
-
 	for !r.done() {
 		batch, err := r.sc.next(ctx, r.receiveUpTo())
 		if err != nil {
@@ -230,52 +159,103 @@ func Replay(ctx context.Context, api API, q Queues, cfg ReplayConfig) (sum Summa
 		if len(batch) == 0 {
 			break
 		}
-		var selected []Message
-		for _, m := range batch {
-			switch {
-			case r.cameBack(m):
-				r.sc.keep(m)
-				sum.CameBack++
-				continue
-			case r.snapshot > 0 && r.met >= r.snapshot:
-				r.sc.keep(m) // arrived after the run began
-				continue
-			}
-			r.met++
-			if r.selects(m) && (cfg.Limit == 0 || sum.Replayed+len(selected) < cfg.Limit) {
-				delete(r.wanted, m.ID)
-				delete(r.wanted, dlqattr.OriginalID(m.ID, m.Attributes))
-				selected = append(selected, m)
-				continue
-			}
-			r.sc.keep(m)
-			sum.Skipped++
-			_ = cfg.Progress.Add(1)
-		}
-		if cfg.DryRun {
-			for _, m := range selected {
-				r.sc.keep(m)
-				sum.Replayed++
-				_ = cfg.Progress.Add(1)
-				fmt.Fprintf(cfg.Out, "would replay %s to %s%s\n", m.ID, targetName, describeCause(m))
-			}
+		selected := r.sort(batch)
+		if r.cfg.DryRun {
+			r.list(selected)
 			continue
 		}
-		for start := 0; start < len(selected); start += chunk {
-			part := selected[start:min(start+chunk, len(selected))]
-			if err := pace.wait(ctx, len(part)); err != nil {
-				for _, m := range selected[start:] {
-					r.sc.keep(m)
-				}
-				return sum, err
-			}
-			r.part(ctx, part)
+		if err := r.send(ctx, selected); err != nil {
+			return sum, err
 		}
 	}
 	if err := r.lookBack(ctx); err != nil {
 		return sum, err
 	}
 	return sum, ctx.Err()
+}
+
+// newReplay starts a walk of q's DLQ that replays to target and counts in sum.
+func newReplay(api API, q Queues, target queueattr.Info, cfg ReplayConfig, sum *Summary) *replay {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	chunk := sqsspec.MaxBatchEntries
+	if cfg.Rate > 0 && cfg.Rate < float64(chunk) {
+		chunk = max(1, int(cfg.Rate))
+	}
+	r := &replay{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold), sum: sum, cfg: cfg,
+		chunk: chunk, pace: newPacer(cfg.Rate), snapshot: q.DLQ.Visible + q.DLQ.Delayed,
+		wanted: map[string]bool{}, replayedIDs: map[string]bool{}, replayedOrig: map[string]bool{}}
+	for _, id := range cfg.IDs {
+		r.wanted[id] = true
+	}
+	return r
+}
+
+// sort returns the messages of batch to replay, keeps the others in the DLQ and counts them:
+// copies that came back, messages that arrived after the run began, and those the filters
+// (or Limit) leave out.
+func (r *replay) sort(batch []Message) []Message {
+	var selected []Message
+	for _, m := range batch {
+		switch {
+		case r.cameBack(m):
+			r.sc.keep(m)
+			r.sum.CameBack++
+			continue
+		case r.snapshot > 0 && r.met >= r.snapshot:
+			r.sc.keep(m) // arrived after the run began
+			continue
+		}
+		r.met++
+		if r.selects(m) && (r.cfg.Limit == 0 || r.sum.Replayed+len(selected) < r.cfg.Limit) {
+			delete(r.wanted, m.ID)
+			delete(r.wanted, dlqattr.OriginalID(m.ID, m.Attributes))
+			selected = append(selected, m)
+			continue
+		}
+		r.sc.keep(m)
+		r.sum.Skipped++
+		_ = r.cfg.Progress.Add(1)
+	}
+	return selected
+}
+
+// list is a dry run's replay: it says what would be replayed and keeps it in the DLQ.
+func (r *replay) list(selected []Message) {
+	for _, m := range selected {
+		r.sc.keep(m)
+		r.sum.Replayed++
+		_ = r.cfg.Progress.Add(1)
+		fmt.Fprintf(r.cfg.Out, "would replay %s to %s%s\n", m.ID, queueattr.NameFromURL(r.target.URL), describeCause(m))
+	}
+}
+
+// send replays selected in parts of at most chunk, at the pace of --rate. When ctx ends
+// while it waits, the messages not sent yet are kept in the DLQ.
+func (r *replay) send(ctx context.Context, selected []Message) error {
+	for start := 0; start < len(selected); start += r.chunk {
+		part := selected[start:min(start+r.chunk, len(selected))]
+		if err := r.pace.wait(ctx, len(part)); err != nil {
+			for _, m := range selected[start:] {
+				r.sc.keep(m)
+			}
+			return err
+		}
+		r.part(ctx, part)
+	}
+	return nil
+}
+
+// notFound are the IDs asked for that the walk did not meet, in the order asked.
+func (r *replay) notFound() []string {
+	var out []string
+	for _, id := range r.cfg.IDs {
+		if r.wanted[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // lookBack is a run's last pass: it replays nothing, and counts the copies of this run's
@@ -311,6 +291,9 @@ type replay struct {
 	sc     *scanner
 	sum    *Summary
 	cfg    ReplayConfig
+	// chunk is the most messages sent in one part; pace spaces the parts by --rate.
+	chunk int
+	pace  *pacer
 	// snapshot is how many messages the DLQ held when the run began (0: unknown); met counts
 	// those the walk has met, copies that came back left out.
 	snapshot, met int64

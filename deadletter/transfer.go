@@ -118,6 +118,56 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	if err := cfg.Validate(); err != nil {
 		return sum, err
 	}
+	e := newExporter(api, q.DLQ.URL, w, cfg, &sum)
+	defer func() {
+		if rerr := e.sc.release(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	for e.cfg.Limit == 0 || sum.Exported < e.cfg.Limit {
+		batch, err := e.sc.next(ctx, upTo(e.cfg.Limit, sum.Exported))
+		if err != nil {
+			return sum, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		deletable, err := e.write(ctx, batch)
+		if err != nil {
+			return sum, err
+		}
+		sum.Exported += len(batch)
+		_ = e.cfg.Progress.Add(len(batch))
+		if !e.cfg.Delete {
+			continue
+		}
+		if err := w.Sync(); err != nil {
+			return sum, fmt.Errorf("sync export (nothing deleted): %w", err)
+		}
+		e.remove(ctx, deletable)
+	}
+	if err := w.Sync(); err != nil {
+		return sum, fmt.Errorf("sync export: %w", err)
+	}
+	return sum, ctx.Err()
+}
+
+// exporter is one Export walk: the DLQ it reads, the file it writes and what it counts.
+type exporter struct {
+	api    API
+	dlqURL string
+	w      SyncWriter
+	cfg    ExportConfig
+	sc     *scanner
+	sum    *ExportSummary
+	// buf holds the lines of a batch not written yet; enc encodes into it.
+	buf *bytes.Buffer
+	enc *json.Encoder
+}
+
+// newExporter starts an export of the DLQ at dlqURL to w, counting in sum; cfg's unset
+// fields take their defaults.
+func newExporter(api API, dlqURL string, w SyncWriter, cfg ExportConfig, sum *ExportSummary) *exporter {
 	if cfg.Hold <= 0 {
 		cfg.Hold = DefaultHold
 	}
@@ -127,79 +177,69 @@ func Export(ctx context.Context, api API, q Queues, w SyncWriter, cfg ExportConf
 	if cfg.Errs == nil {
 		cfg.Errs = io.Discard
 	}
-	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
-	defer func() {
-		if rerr := sc.release(ctx); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := &bytes.Buffer{}
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	for cfg.Limit == 0 || sum.Exported < cfg.Limit {
-		batch, err := sc.next(ctx, upTo(cfg.Limit, sum.Exported))
-		if err != nil {
-			return sum, err
+	return &exporter{api: api, dlqURL: dlqURL, w: w, cfg: cfg, sc: newScanner(api, dlqURL, cfg.Hold), sum: sum, buf: buf, enc: enc}
+}
+
+// write writes batch's lines and keeps its messages until they are deleted. It returns the
+// messages that may be deleted: not those whose body could not be fetched, whose line holds
+// only the pointer.
+func (e *exporter) write(ctx context.Context, batch []Message) ([]Message, error) {
+	e.buf.Reset()
+	deletable := batch[:0:0]
+	for _, m := range batch {
+		e.sc.keep(m) // until it is deleted
+		rec := RecordOf(m)
+		fetched := e.resolve(ctx, m, &rec)
+		if err := e.enc.Encode(rec); err != nil {
+			return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
 		}
-		if len(batch) == 0 {
-			break
+		if fetched {
+			deletable = append(deletable, m)
 		}
-		buf.Reset()
-		// A message whose body could not be fetched is not deleted: its line holds only the
-		// pointer.
-		deletable := batch[:0:0]
-		for _, m := range batch {
-			sc.keep(m) // until it is deleted
-			rec := RecordOf(m)
-			fetched := true
-			if cfg.Payloads != nil && rec.Payload != nil {
-				if err := rec.Resolve(ctx, cfg.Payloads); err != nil {
-					sum.PayloadsFailed++
-					fetched = false
-					fmt.Fprintf(cfg.Errs, "message %s: body not fetched from %s: %s; its line keeps the pointer\n", m.ID, rec.Payload.URI, rec.Payload.Error)
-				} else {
-					sum.PayloadsResolved++
-				}
+		if e.buf.Len() >= exportFlushBytes {
+			// A batch of fetched bodies is written out as it grows rather than held whole.
+			if _, err := e.w.Write(e.buf.Bytes()); err != nil {
+				return nil, fmt.Errorf("write export: %w", err)
 			}
-			if err := enc.Encode(rec); err != nil {
-				return sum, fmt.Errorf("encode message %s: %w", m.ID, err)
-			}
-			if fetched {
-				deletable = append(deletable, m)
-			}
-			if buf.Len() >= exportFlushBytes {
-				// A batch of fetched bodies is written out as it grows rather than held whole.
-				if _, err := w.Write(buf.Bytes()); err != nil {
-					return sum, fmt.Errorf("write export: %w", err)
-				}
-				buf.Reset()
-			}
+			e.buf.Reset()
 		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return sum, fmt.Errorf("write export: %w", err)
-		}
-		sum.Exported += len(batch)
-		_ = cfg.Progress.Add(len(batch))
-		if !cfg.Delete {
+	}
+	if _, err := e.w.Write(e.buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("write export: %w", err)
+	}
+	return deletable, nil
+}
+
+// resolve fetches the body of rec when it is a pointer and Payloads is set, and reports
+// whether rec holds what the message stands for: false when the body could not be fetched.
+func (e *exporter) resolve(ctx context.Context, m Message, rec *Record) bool {
+	if e.cfg.Payloads == nil || rec.Payload == nil {
+		return true
+	}
+	if err := rec.Resolve(ctx, e.cfg.Payloads); err != nil {
+		e.sum.PayloadsFailed++
+		fmt.Fprintf(e.cfg.Errs, "message %s: body not fetched from %s: %s; its line keeps the pointer\n", m.ID, rec.Payload.URI, rec.Payload.Error)
+		return false
+	}
+	e.sum.PayloadsResolved++
+	return true
+}
+
+// remove deletes from the DLQ the messages whose lines are synced; one whose delete fails
+// stays kept, and is made visible again when the walk ends.
+func (e *exporter) remove(ctx context.Context, deletable []Message) {
+	failed := deleteMessages(context.WithoutCancel(ctx), e.api, e.dlqURL, deletable)
+	for _, m := range deletable {
+		if _, bad := failed[m.ID]; bad {
+			e.sum.NotDeleted++
 			continue
 		}
-		if err := w.Sync(); err != nil {
-			return sum, fmt.Errorf("sync export (nothing deleted): %w", err)
-		}
-		failed := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, deletable)
-		for _, m := range deletable {
-			if _, bad := failed[m.ID]; bad {
-				sum.NotDeleted++
-				continue
-			}
-			delete(sc.kept, m.ID)
-			sum.Deleted++
-		}
+		delete(e.sc.kept, m.ID)
+		e.sum.Deleted++
 	}
-	if err := w.Sync(); err != nil {
-		return sum, fmt.Errorf("sync export: %w", err)
-	}
-	return sum, ctx.Err()
 }
 
 // exportFlushBytes is how much of a batch's lines export holds before writing them out.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/producer"
 )
 
@@ -115,82 +116,115 @@ func Triage(ctx context.Context, api API, q Queues, cfg TriageConfig) (sum Triag
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	sc := newScanner(api, q.DLQ.URL, cfg.Hold)
+	t := &triage{api: api, dlqURL: q.DLQ.URL, target: target, sc: newScanner(api, q.DLQ.URL, cfg.Hold),
+		in: bufio.NewReader(cfg.In), out: cfg.Out, now: cfg.Now, sum: &sum}
 	defer func() {
-		if rerr := sc.release(ctx); rerr != nil && err == nil {
+		if rerr := t.sc.release(ctx); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
-	in := bufio.NewReader(cfg.In)
-	out := cfg.Out
-	fmt.Fprintf(out, "triage of %s; replay goes to %s\n\n", queueName(q.DLQ), queueName(target))
+	fmt.Fprintf(t.out, "triage of %s; replay goes to %s\n\n", queueName(q.DLQ), queueName(target))
 	for {
-		batch, err := sc.next(ctx, 1)
+		batch, err := t.sc.next(ctx, 1)
 		if err != nil {
 			return sum, err
 		}
 		if len(batch) == 0 {
-			fmt.Fprintln(out, "no more messages.")
+			fmt.Fprintln(t.out, "no more messages.")
 			return sum, nil
 		}
 		m := batch[0]
-		if err := WriteListing(out, m, cfg.MaxBody); err != nil {
+		if err := WriteListing(t.out, m, cfg.MaxBody); err != nil {
 			return sum, err
 		}
-		state := Choosing
-	ask:
-		for {
-			fmt.Fprint(out, Prompt(state))
-			line, rerr := in.ReadString('\n')
-			if rerr != nil && line == "" {
-				sc.keep(m)
-				fmt.Fprintln(out)
-				if errors.Is(rerr, io.EOF) {
-					return sum, nil
-				}
-				return sum, fmt.Errorf("read answer: %w", rerr)
+		if more, err := t.ask(ctx, m); !more || err != nil {
+			return sum, err
+		}
+	}
+}
+
+// triage is one Triage walk: the queues, the operator's terminal and what was done.
+type triage struct {
+	api    API
+	dlqURL string
+	target queueattr.Info
+	sc     *scanner
+	in     *bufio.Reader
+	out    io.Writer
+	now    func() time.Time
+	sum    *TriageSummary
+}
+
+// ask holds the dialogue about m until it is replayed, kept or deleted. It reports false
+// when triage ends instead: the operator quit or the input ended (m is then kept).
+func (t *triage) ask(ctx context.Context, m Message) (bool, error) {
+	state := Choosing
+	for {
+		fmt.Fprint(t.out, Prompt(state))
+		line, rerr := t.in.ReadString('\n')
+		if rerr != nil && line == "" {
+			t.sc.keep(m)
+			fmt.Fprintln(t.out)
+			if errors.Is(rerr, io.EOF) {
+				return false, nil
 			}
-			var action TriageAction
-			state, action = Decide(state, line)
-			switch action {
-			case ActionHelp:
-				fmt.Fprint(out, triageHelp)
-			case ActionShowBody:
-				fmt.Fprintf(out, "%s\n", m.Body)
-			case ActionAskDelete:
-			case ActionCancelDelete:
-				fmt.Fprintln(out, "not deleted.")
-			case ActionKeep:
-				sc.keep(m)
-				sum.Kept++
-				fmt.Fprintln(out)
-				break ask
-			case ActionQuit:
-				sc.keep(m)
-				return sum, nil
-			case ActionDelete:
-				if err := deleteMessages(ctx, api, q.DLQ.URL, []Message{m})[m.ID]; err != nil {
-					fmt.Fprintf(out, "delete failed, the message is still there: %v\n", err)
-					continue
-				}
-				sum.Deleted++
-				fmt.Fprintf(out, "deleted %s.\n\n", m.ID)
-				break ask
-			case ActionReplay:
-				res := producer.SendBatch(ctx, api, target.URL, []producer.Message{replayMessage(m, target.FIFO, target.MaximumMessageSize, cfg.Now())})[0]
-				if res.Err != nil {
-					fmt.Fprintf(out, "replay failed, the message is still in the dead-letter queue: %v\n", res.Err)
-					continue
-				}
-				if err := deleteMessages(context.WithoutCancel(ctx), api, q.DLQ.URL, []Message{m})[m.ID]; err != nil {
-					sum.Replayed++
-					fmt.Fprintf(out, "replayed as %s, but not deleted from the dead-letter queue: %v\n\n", res.MessageID, err)
-					break ask
-				}
-				sum.Replayed++
-				fmt.Fprintf(out, "replayed to %s as %s.\n\n", queueName(target), res.MessageID)
-				break ask
+			return false, fmt.Errorf("read answer: %w", rerr)
+		}
+		var action TriageAction
+		state, action = Decide(state, line)
+		switch action {
+		case ActionHelp:
+			fmt.Fprint(t.out, triageHelp)
+		case ActionShowBody:
+			fmt.Fprintf(t.out, "%s\n", m.Body)
+		case ActionAskDelete:
+		case ActionCancelDelete:
+			fmt.Fprintln(t.out, "not deleted.")
+		case ActionKeep:
+			t.sc.keep(m)
+			t.sum.Kept++
+			fmt.Fprintln(t.out)
+			return true, nil
+		case ActionQuit:
+			t.sc.keep(m)
+			return false, nil
+		case ActionDelete:
+			if t.delete(ctx, m) {
+				return true, nil
+			}
+		case ActionReplay:
+			if t.replay(ctx, m) {
+				return true, nil
 			}
 		}
 	}
+}
+
+// delete deletes m from the DLQ for good, and reports whether it did; if not, the operator
+// is asked again.
+func (t *triage) delete(ctx context.Context, m Message) bool {
+	if err := deleteMessages(ctx, t.api, t.dlqURL, []Message{m})[m.ID]; err != nil {
+		fmt.Fprintf(t.out, "delete failed, the message is still there: %v\n", err)
+		return false
+	}
+	t.sum.Deleted++
+	fmt.Fprintf(t.out, "deleted %s.\n\n", m.ID)
+	return true
+}
+
+// replay sends m to the replay target, then deletes it from the DLQ, and reports whether it
+// was sent; if not, the operator is asked again.
+func (t *triage) replay(ctx context.Context, m Message) bool {
+	res := producer.SendBatch(ctx, t.api, t.target.URL, []producer.Message{replayMessage(m, t.target.FIFO, t.target.MaximumMessageSize, t.now())})[0]
+	if res.Err != nil {
+		fmt.Fprintf(t.out, "replay failed, the message is still in the dead-letter queue: %v\n", res.Err)
+		return false
+	}
+	t.sum.Replayed++
+	if err := deleteMessages(context.WithoutCancel(ctx), t.api, t.dlqURL, []Message{m})[m.ID]; err != nil {
+		fmt.Fprintf(t.out, "replayed as %s, but not deleted from the dead-letter queue: %v\n\n", res.MessageID, err)
+		return true
+	}
+	fmt.Fprintf(t.out, "replayed to %s as %s.\n\n", queueName(t.target), res.MessageID)
+	return true
 }
