@@ -4,6 +4,7 @@ import (
 	"go/build"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,6 +111,116 @@ func TestLeaves(t *testing.T) {
 			if p != module+"/internal/sqsspec" && p != module+"/internal/setting" {
 				t.Errorf("%s imports %s", leaf, p)
 			}
+		}
+	}
+}
+
+// testTools is where the test tools live: fakes, proxies, simulations, the environment tests
+// run in. They may import the product; the product never imports them.
+const testTools = module + "/internal/testing"
+
+// under reports whether pkg is tree or inside it.
+func under(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
+
+// packages returns the import path of every directory of the module that holds Go files, as
+// `go list ./...` finds them: testdata, node_modules and directories starting with . or _
+// are left out.
+func packages(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != dir && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		if gos, _ := filepath.Glob(filepath.Join(path, "*.go")); len(gos) > 0 {
+			rel, err := filepath.Rel(dir, path)
+			if err != nil {
+				return err
+			}
+			out = append(out, module+"/"+filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// declares reports whether pkg's non-test files declare anything: a package of a doc comment
+// and tests alone declares nothing.
+func declares(t *testing.T, dir, pkg string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, strings.TrimPrefix(pkg, module+"/"), "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Decls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// The product never imports a test tool, so that no fake or proxy can reach the binary:
+// only tests, and the tools themselves, import internal/testing.
+func TestProductImportsNoTestTools(t *testing.T) {
+	dir := root(t)
+	pkgs := packages(t, dir)
+	if !slices.Contains(pkgs, module+"/supervisor") || !slices.Contains(pkgs, testTools+"/fakesqs") {
+		t.Fatalf("the walk missed the module's packages: %v", pkgs)
+	}
+	for _, pkg := range pkgs {
+		if under(pkg, testTools) {
+			continue
+		}
+		for _, p := range imports(t, dir, pkg) {
+			if under(p, testTools) {
+				t.Errorf("%s imports the test tool %s: move what it needs out of internal/testing", pkg, p)
+			}
+		}
+	}
+}
+
+// A package under internal/ but outside internal/testing is a product helper, and some
+// product package imports it: a helper that only tests use belongs in internal/testing. A
+// package of tests alone (this one) holds no helper.
+func TestInternalHoldsProductHelpers(t *testing.T) {
+	dir := root(t)
+	pkgs := packages(t, dir)
+	used := map[string]bool{}
+	for _, pkg := range pkgs {
+		if under(pkg, testTools) {
+			continue
+		}
+		for _, p := range imports(t, dir, pkg) {
+			if p != pkg {
+				used[p] = true
+			}
+		}
+	}
+	for _, pkg := range pkgs {
+		if !under(pkg, module+"/internal") || under(pkg, testTools) || !declares(t, dir, pkg) {
+			continue
+		}
+		if !used[pkg] {
+			t.Errorf("%s is under internal/ but no product package imports it: a test tool belongs in internal/testing", pkg)
 		}
 	}
 }
