@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,16 +19,19 @@ import (
 	"github.com/watchbot/watchbot/progress"
 )
 
-// progressCommands are watchbot-progress's commands, with the flag each one reads.
+// progressCommands are watchbot-progress's commands, with the flag each one reads and the
+// function that runs it.
 var progressCommands = []struct {
 	name, flag, usage string
+	// run calls the Store and returns what to print (nil: nothing).
+	run func(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error)
 }{
-	{"set-total", "total", "set the total number of parts in a job (-t)"},
-	{"complete-part", "part", "complete a single part (-p); prints true for the one call that completed the job, else false"},
-	{"status", "part", "print the status of a job as JSON; with -p, whether that part is complete"},
-	{"set-metadata", "metadata", "set arbitrary JSON metadata on the job record (-m)"},
-	{"fail-job", "reason", "mark a job as a failure (-r, or the words after the job id)"},
-	{"reduce-sent", "", "mark a job as having its reduce step taken"},
+	{"set-total", "total", "set the total number of parts in a job (-t)", progressSetTotal},
+	{"complete-part", "part", "complete a single part (-p); prints true for the one call that completed the job, else false", progressCompletePart},
+	{"status", "part", "print the status of a job as JSON; with -p, whether that part is complete", progressStatus},
+	{"set-metadata", "metadata", "set arbitrary JSON metadata on the job record (-m)", progressSetMetadata},
+	{"fail-job", "reason", "mark a job as a failure (-r, or the words after the job id)", progressFailJob},
+	{"reduce-sent", "", "mark a job as having its reduce step taken", progressReduceSent},
 }
 
 // progressArgs is what `watchbot progress` was given.
@@ -197,7 +201,7 @@ func runProgress(c *cli.Context, a progressArgs) error {
 	if err != nil {
 		return err
 	}
-	out, err := progressCall(c, store, a)
+	out, err := progressCommands[cmd].run(c.Context, store, a)
 	if errors.Is(err, progress.ErrTableNotFound) || errors.Is(err, progress.ErrKeySchema) {
 		return fmt.Errorf("%w (%s)", err, where)
 	}
@@ -211,91 +215,105 @@ func runProgress(c *cli.Context, a progressArgs) error {
 	return err
 }
 
-// progressCall calls the Store method of a.command and returns what to print (nil: nothing).
-func progressCall(c *cli.Context, s *progress.Store, a progressArgs) ([]byte, error) {
-	ctx, job := c.Context, a.job
-	asJSON := func(v any) ([]byte, error) {
-		if !a.json {
-			return nil, nil
-		}
-		return json.Marshal(v)
+// progressSetTotal sets the job's number of parts.
+func progressSetTotal(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	total, err := progressNumber("total", a.total)
+	if err != nil {
+		return nil, err
 	}
-	switch a.command {
-	case "set-total":
-		total, err := progressNumber("total", a.total)
-		if err != nil {
-			return nil, err
-		}
-		created, err := s.SetTotal(ctx, job, total)
-		if err != nil {
-			return nil, err
-		}
-		return asJSON(struct {
-			Job     string `json:"job"`
-			Total   int64  `json:"total"`
-			Created bool   `json:"created"`
-		}{job, total, created})
-	case "complete-part":
-		part, err := progressNumber("part", a.part)
-		if err != nil {
-			return nil, err
-		}
-		done, err := s.CompletePart(ctx, job, part)
-		if err != nil || a.json {
-			return jsonOr(done, err)
-		}
-		return []byte(strconv.FormatBool(done.Complete)), nil
-	case "status":
-		var part int64
-		if a.part != "" {
-			var err error
-			if part, err = progressNumber("part", a.part); err != nil {
-				return nil, err
-			}
-		}
-		st, err := s.Status(ctx, job, part)
-		if err != nil || a.json {
-			return jsonOr(st, err)
-		}
-		return st.Compat()
-	case "set-metadata":
-		if a.metadata == "" {
-			return nil, errors.New("set-metadata needs --metadata JSON")
-		}
-		doc, err := progress.CompactMetadata([]byte(a.metadata))
-		if err != nil {
-			return nil, fmt.Errorf("--metadata: %w", err)
-		}
-		if err := s.SetMetadata(ctx, job, doc); err != nil {
-			return nil, err
-		}
-		return asJSON(struct {
-			Job      string          `json:"job"`
-			Metadata json.RawMessage `json:"metadata"`
-		}{job, doc})
-	case "fail-job":
-		reason := a.reason
-		if reason == "" {
-			// The words after the job id, as watchbot-progress's own example passes them.
-			reason = strings.Join(a.rest, " ")
-		}
-		if err := s.FailJob(ctx, job, reason); err != nil {
-			return nil, err
-		}
-		return asJSON(struct {
-			Job    string `json:"job"`
-			Failed bool   `json:"failed"`
-			Reason string `json:"reason"`
-		}{job, true, reason})
-	default: // reduce-sent
-		if err := s.ReduceSent(ctx, job); err != nil {
-			return nil, err
-		}
-		return asJSON(struct {
-			Job        string `json:"job"`
-			ReduceSent bool   `json:"reduceSent"`
-		}{job, true})
+	created, err := s.SetTotal(ctx, a.job, total)
+	if err != nil {
+		return nil, err
 	}
+	return jsonIf(a.json, struct {
+		Job     string `json:"job"`
+		Total   int64  `json:"total"`
+		Created bool   `json:"created"`
+	}{a.job, total, created})
+}
+
+// progressCompletePart completes a part, and says whether that completed the job.
+func progressCompletePart(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	part, err := progressNumber("part", a.part)
+	if err != nil {
+		return nil, err
+	}
+	done, err := s.CompletePart(ctx, a.job, part)
+	if err != nil || a.json {
+		return jsonOr(done, err)
+	}
+	return []byte(strconv.FormatBool(done.Complete)), nil
+}
+
+// progressStatus prints the job's status, or with --part whether that part is complete.
+func progressStatus(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	var part int64
+	if a.part != "" {
+		var err error
+		if part, err = progressNumber("part", a.part); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.Status(ctx, a.job, part)
+	if err != nil || a.json {
+		return jsonOr(st, err)
+	}
+	return st.Compat()
+}
+
+// progressSetMetadata sets the job's metadata, one JSON document.
+func progressSetMetadata(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	if a.metadata == "" {
+		return nil, errors.New("set-metadata needs --metadata JSON")
+	}
+	doc, err := progress.CompactMetadata([]byte(a.metadata))
+	if err != nil {
+		return nil, fmt.Errorf("--metadata: %w", err)
+	}
+	if err := s.SetMetadata(ctx, a.job, doc); err != nil {
+		return nil, err
+	}
+	return jsonIf(a.json, struct {
+		Job      string          `json:"job"`
+		Metadata json.RawMessage `json:"metadata"`
+	}{a.job, doc})
+}
+
+// progressFailJob marks the job failed, with --reason or the words after the job id.
+func progressFailJob(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	reason := a.reason
+	if reason == "" {
+		// The words after the job id, as watchbot-progress's own example passes them.
+		reason = strings.Join(a.rest, " ")
+	}
+	if err := s.FailJob(ctx, a.job, reason); err != nil {
+		return nil, err
+	}
+	return jsonIf(a.json, struct {
+		Job    string `json:"job"`
+		Failed bool   `json:"failed"`
+		Reason string `json:"reason"`
+	}{a.job, true, reason})
+}
+
+// progressReduceSent marks the job's reduce step taken.
+func progressReduceSent(ctx context.Context, s *progress.Store, a progressArgs) ([]byte, error) {
+	if err := s.ReduceSent(ctx, a.job); err != nil {
+		return nil, err
+	}
+	return jsonIf(a.json, struct {
+		Job        string `json:"job"`
+		ReduceSent bool   `json:"reduceSent"`
+	}{a.job, true})
+}
+
+// jsonIf returns v as JSON with --json, and nothing to print without: watchbot-progress
+// prints nothing for these commands.
+func jsonIf(asJSON bool, v any) ([]byte, error) {
+	if !asJSON {
+		return nil, nil
+	}
+	return json.Marshal(v)
 }
 
 // jsonOr returns v as JSON, or err.
