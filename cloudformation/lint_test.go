@@ -37,8 +37,11 @@ import (
 // node_modules/.cache/watchbot-cfn-lint. TestCurrentSpecification fails when the loaded
 // specification is not the pinned one or lacks a property the template needs; the "bundled
 // specification" case of TestLinterCatchesBrokenTemplates shows that the 2019 one refuses
-// exactly the template's newer properties. A lint takes about 0.55 s (0.27 s with the
-// bundled specification, 1.1 s when the document has to be written first).
+// exactly the template's newer properties. A lint through the CLI takes about 0.55 s (0.27 s
+// with the bundled specification, 1.1 s when the document has to be written first), nearly
+// all of it starting Node and loading the linter and the specification; so the tests lint
+// their templates in one Node process each, through testdata/cfn-lint-batch.js (the
+// function the CLI calls, with its defaults), and run the CLI itself once, as a user does.
 //
 // The linter cannot evaluate Fn::And nor read a Rules section, which is why the template has
 // neither (see conditions and alarmTargetCheck). No warning is accepted: lint requires
@@ -155,8 +158,112 @@ func writeTemplate(t *testing.T, tpl *Template, f Format) string {
 	return path
 }
 
+// lintJob is a template to lint and its parameters ("Name=value").
+type lintJob struct {
+	path   string
+	params []string
+}
+
+// finding is one finding of the linter.
+type finding struct {
+	Resource string `json:"resource"`
+	Message  string `json:"message"`
+}
+
+// lintReport is what the linter's API reports of one template: its findings, or the error
+// that stopped it reading the file.
+type lintReport struct {
+	Valid            bool
+	Info, Warn, Crit []finding
+	Error            string
+}
+
+// clean says whether the template passed with no warning, as a clean run of the CLI does.
+func (r lintReport) clean() bool {
+	return r.Error == "" && r.Valid && len(r.Warn) == 0 && len(r.Crit) == 0
+}
+
+// messages returns the message of every finding.
+func (r lintReport) messages() []string {
+	var out []string
+	for _, f := range slices.Concat(r.Crit, r.Warn, r.Info) {
+		out = append(out, f.Message)
+	}
+	return out
+}
+
+func (r lintReport) String() string {
+	if r.Error != "" {
+		return "cannot read the template: " + r.Error
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "valid %v", r.Valid)
+	for _, l := range []struct {
+		level string
+		found []finding
+	}{{"crit", r.Crit}, {"warn", r.Warn}, {"info", r.Info}} {
+		for _, f := range l.found {
+			fmt.Fprintf(&b, "\n%s %s: %s", l.level, f.Resource, f.Message)
+		}
+	}
+	return b.String()
+}
+
+// lintAll lints every job against spec in one Node process and returns the reports in order.
+func lintAll(t *testing.T, spec specification, jobs []lintJob) []lintReport {
+	t.Helper()
+	linter(t)
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type input struct {
+		Path       string            `json:"path"`
+		Parameters map[string]string `json:"parameters"`
+	}
+	var in []input
+	for _, j := range jobs {
+		params := map[string]string{}
+		for _, p := range j.params {
+			k, v, _ := strings.Cut(p, "=")
+			params[k] = v
+		}
+		in = append(in, input{j.path, params})
+	}
+	dir := t.TempDir()
+	jobsFile, resultsFile := filepath.Join(dir, "jobs.json"), filepath.Join(dir, "results.json")
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jobsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "cfn-lint-batch.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), "node", script, jobsFile, resultsFile)
+	cmd.Dir = root
+	cmd.Env = nodeEnv(t, spec)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node cfn-lint-batch.js: %v\n%s", err, out)
+	}
+	var reports []lintReport
+	data, err = os.ReadFile(resultsFile)
+	if err == nil {
+		err = json.Unmarshal(data, &reports)
+	}
+	if err != nil || len(reports) != len(jobs) {
+		t.Fatalf("cfn-lint-batch.js wrote %d reports for %d templates: %v\n%s", len(reports), len(jobs), err, data)
+	}
+	return reports
+}
+
 func TestTemplatesPassTheLinter(t *testing.T) {
 	linter(t)
+	var names []string
+	var jobs []lintJob
 	for _, ex := range examples(t) {
 		tpl := generate(t, ex.opts())
 		for _, f := range []Format{JSON, YAML} {
@@ -175,14 +282,26 @@ func TestTemplatesPassTheLinter(t *testing.T) {
 				sets = sets[:1]
 			}
 			for _, params := range sets {
-				t.Run(fmt.Sprintf("%s.%s%v", ex.name, f, params), func(t *testing.T) {
-					if r := runLinter(t, path, currentSpec, params...); !r.clean() {
-						t.Errorf("cfn-lint exit %d:%s", r.exitCode, r.output)
-					}
-				})
+				names = append(names, fmt.Sprintf("%s.%s%v", ex.name, f, params))
+				jobs = append(jobs, lintJob{path, params})
 			}
 		}
 	}
+	reports := lintAll(t, currentSpec, jobs)
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if r := reports[i]; !r.clean() {
+				t.Errorf("cfn-lint: %s", r)
+			}
+		})
+	}
+	// The CLI, as a user runs it, passes a template with parameters too.
+	t.Run("command line", func(t *testing.T) {
+		last := jobs[len(jobs)-1]
+		if r := runLinter(t, last.path, currentSpec, last.params...); !r.clean() {
+			t.Errorf("cfn-lint exit %d:%s", r.exitCode, r.output)
+		}
+	})
 }
 
 // TestLinterCatchesBrokenTemplates proves the lint test can fail: templates broken in the
@@ -190,6 +309,12 @@ func TestTemplatesPassTheLinter(t *testing.T) {
 func TestLinterCatchesBrokenTemplates(t *testing.T) {
 	linter(t)
 	base := func() *Template { return generate(t, examples(t)[0].opts()) }
+	type broken struct {
+		name string
+		want string
+	}
+	var cases []broken
+	var jobs []lintJob
 	for _, c := range []struct {
 		name    string
 		breakIt func(*Template)
@@ -230,24 +355,34 @@ func TestLinterCatchesBrokenTemplates(t *testing.T) {
 		}, "Expresion is not a valid property of AWS::ApplicationAutoScaling::ScalingPolicy.TargetTrackingMetricDataQuery"},
 	} {
 		for _, f := range []Format{JSON, YAML} {
-			t.Run(c.name+"."+string(f), func(t *testing.T) {
-				tpl := base()
-				c.breakIt(tpl)
-				r := runLinter(t, writeTemplate(t, tpl, f), currentSpec)
-				if r.exitCode != 1 || !strings.Contains(r.output, "Template invalid!") || !strings.Contains(r.output, c.want) {
-					t.Errorf("cfn-lint exit %d, want 1 with %q:%s", r.exitCode, c.want, r.output)
-				}
-			})
+			tpl := base()
+			c.breakIt(tpl)
+			cases = append(cases, broken{c.name + "." + string(f), c.want})
+			jobs = append(jobs, lintJob{path: writeTemplate(t, tpl, f)})
 		}
 	}
-
+	truncated := filepath.Join(t.TempDir(), "template.json")
+	if err := os.WriteFile(truncated, []byte(`{"Resources": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reports := lintAll(t, currentSpec, append(jobs, lintJob{path: truncated}))
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := reports[i]; r.Valid || r.Error != "" || !slices.ContainsFunc(r.messages(), func(m string) bool { return strings.Contains(m, c.want) }) {
+				t.Errorf("cfn-lint, want the template refused with %q: %s", c.want, r)
+			}
+		})
+	}
 	t.Run("unparsable file", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "template.json")
-		if err := os.WriteFile(path, []byte(`{"Resources": `), 0o644); err != nil {
-			t.Fatal(err)
+		if r := reports[len(cases)]; r.Error == "" {
+			t.Errorf("cfn-lint read a truncated file: %s", r)
 		}
-		if r := runLinter(t, path, currentSpec); r.exitCode != 1 {
-			t.Errorf("cfn-lint exit %d on a truncated file:%s", r.exitCode, r.output)
+	})
+	// The CLI, as a user runs it, refuses a broken template too, with exit 1.
+	t.Run("command line", func(t *testing.T) {
+		r := runLinter(t, jobs[0].path, currentSpec)
+		if r.exitCode != 1 || !strings.Contains(r.output, "Template invalid!") || !strings.Contains(r.output, cases[0].want) {
+			t.Errorf("cfn-lint exit %d, want 1 with %q:%s", r.exitCode, cases[0].want, r.output)
 		}
 	})
 
@@ -258,15 +393,10 @@ func TestLinterCatchesBrokenTemplates(t *testing.T) {
 	// has refused since the template first used them must be among them. The lints above, which the template passes, check those properties
 	// against a specification that knows them: a typo there would be caught.
 	t.Run("bundled specification", func(t *testing.T) {
-		r := runLinter(t, writeTemplate(t, base(), JSON), bundledSpec)
-		var found []string
-		for _, line := range strings.Split(r.output, "\n") {
-			if msg, ok := strings.CutPrefix(line, "Message: "); ok {
-				found = append(found, msg)
-			}
-		}
-		if r.exitCode != 1 {
-			t.Errorf("cfn-lint with its bundled specification: exit %d, want 1:%s", r.exitCode, r.output)
+		r := lintAll(t, bundledSpec, []lintJob{{path: writeTemplate(t, base(), JSON)}})[0]
+		found := r.messages()
+		if r.Valid || r.Error != "" {
+			t.Errorf("cfn-lint with its bundled specification, want the template refused: %s", r)
 		}
 		for _, want := range []string{
 			"RedriveAllowPolicy is not a valid property of AWS::SQS::Queue",
