@@ -6,7 +6,7 @@ import (
 )
 
 // beat records the task as live and reads the fleet row in the same call.
-func (r *runner) beat(ctx context.Context) {
+func (r *caller) beat(ctx context.Context) {
 	now := r.l.now()
 	var gone []string
 	for task, until := range r.fleet.Tasks {
@@ -24,7 +24,7 @@ func (r *runner) beat(ctx context.Context) {
 }
 
 // poll reads the fleet row for a pause.
-func (r *runner) poll(ctx context.Context) {
+func (r *caller) poll(ctx context.Context) {
 	f, err := r.l.store.Fleet(ctx)
 	if err != nil {
 		r.nextPoll = r.l.now().Add(r.retryDelay())
@@ -35,7 +35,7 @@ func (r *runner) poll(ctx context.Context) {
 }
 
 // seen takes in the fleet row: its pause and how many tasks are live.
-func (r *runner) seen(f Fleet) {
+func (r *caller) seen(f Fleet) {
 	r.fleet = f
 	now := r.l.now()
 	r.l.mu.Lock()
@@ -47,7 +47,7 @@ func (r *runner) seen(f Fleet) {
 }
 
 // writePause writes a pause asked here to the fleet row.
-func (r *runner) writePause(until time.Time) job {
+func (r *caller) writePause(until time.Time) call {
 	return func(ctx context.Context) {
 		err := r.l.store.Pause(ctx, until)
 		r.l.mu.Lock()

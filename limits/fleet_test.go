@@ -434,14 +434,14 @@ func TestAStalledTableFallsBackAndRecovers(t *testing.T) {
 			wg.Go(func() { drive(ctx, tk.Limiter, g, 4, "", 1, time.Second) })
 		}
 		// Every call hangs: each task falls back to its share, 2 of the 4.
-		time.Sleep(FallbackAfter + jobTimeout + time.Second)
+		time.Sleep(FallbackAfter + callTimeout + time.Second)
 		for _, tk := range ts {
-			if s := tk.Snapshot(); !s.Fallback || s.FallbackSince.Sub(stalled) > FallbackAfter+jobTimeout {
+			if s := tk.Snapshot(); !s.Fallback || s.FallbackSince.Sub(stalled) > FallbackAfter+callTimeout {
 				t.Errorf("%s: fallback %v since %v after the stall", tk.cfg.Task, s.Fallback, s.FallbackSince.Sub(stalled))
 			}
 			tk.store.stalled.Store(false)
 		}
-		time.Sleep(jobTimeout + 2*PollInterval)
+		time.Sleep(callTimeout + 2*PollInterval)
 		for _, tk := range ts {
 			if s := tk.Snapshot(); s.Fallback {
 				t.Errorf("%s still in fallback once the table answers", tk.cfg.Task)

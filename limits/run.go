@@ -39,9 +39,9 @@ const (
 	stopTimeout = 5 * time.Second
 	// goneAfter is how long past its last beat a task is removed from the fleet row.
 	goneAfter = 10 * LiveFor
-	// jobTimeout bounds the calls of one piece of Run's work (a read and a write, or a few
+	// callTimeout bounds the requests of one call of Run's (a read and a write, or a few
 	// after conflicts): a stalled endpoint fails them, and the fallback can begin.
-	jobTimeout = FallbackAfter
+	callTimeout = FallbackAfter
 )
 
 // Run makes every call to the store until ctx ends: it fetches tokens and leases slots when
@@ -51,19 +51,19 @@ const (
 // every slot and forgets the task in the table, then returns nil. Cancel ctx only after the
 // last run ended: slots of runs still going are given back all the same.
 func (l *Limiter) Run(ctx context.Context) error {
-	r := &runner{l: l, cache: map[string]Ledger{}, contended: map[string]bool{}}
+	r := &caller{l: l, cache: map[string]Ledger{}, contended: map[string]bool{}}
 	for ctx.Err() == nil {
-		jobs, next := r.plan(l.now())
-		for _, j := range jobs {
+		calls, next := r.plan(l.now())
+		for _, c := range calls {
 			if ctx.Err() != nil {
 				break
 			}
 			r.began = l.now()
-			jctx, cancel := context.WithTimeout(ctx, jobTimeout)
-			j(jctx)
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			c(cctx)
 			cancel()
 		}
-		if len(jobs) > 0 {
+		if len(calls) > 0 {
 			continue
 		}
 		wait(ctx, l.wake, next.Sub(l.now()), !next.IsZero())
@@ -87,8 +87,9 @@ func wait(ctx context.Context, wake <-chan struct{}, d time.Duration, timed bool
 	}
 }
 
-// runner is Run's own state: nothing here is shared.
-type runner struct {
+// caller is Run's own state, the goroutine that makes every call to the store: its copy of
+// the ledgers and when it calls next. Nothing here is shared.
+type caller struct {
 	l *Limiter
 	// cache is the last copy of each ledger read or written.
 	cache map[string]Ledger
@@ -105,16 +106,17 @@ type runner struct {
 	pauseEnds time.Time
 }
 
-type job func(ctx context.Context)
+// call is one piece of Run's work: a read and a write of the store, or a few after conflicts.
+type call func(ctx context.Context)
 
 // agenda is what one plan decided: the calls to make now, and the earliest time something
 // is due when there are none.
 type agenda struct {
-	jobs []job
+	calls []call
 	next time.Time
 }
 
-func (a *agenda) add(j job) { a.jobs = append(a.jobs, j) }
+func (a *agenda) add(c call) { a.calls = append(a.calls, c) }
 
 // at notes that something is due at t; a zero t is nothing.
 func (a *agenda) at(t time.Time) {
@@ -125,7 +127,7 @@ func (a *agenda) at(t time.Time) {
 
 // plan decides what to do now, as a list of calls, and when to look again if there is
 // nothing to do. It runs under the lock and makes no call.
-func (r *runner) plan(now time.Time) ([]job, time.Time) {
+func (r *caller) plan(now time.Time) ([]call, time.Time) {
 	l := r.l
 	var a agenda
 	l.mu.Lock()
@@ -143,12 +145,12 @@ func (r *runner) plan(now time.Time) ([]job, time.Time) {
 	if pauseEnded {
 		signal(l.changed)
 	}
-	return a.jobs, a.next
+	return a.calls, a.next
 }
 
 // planFleet beats every HeartbeatInterval, reads the fleet row every PollInterval between
 // beats (a beat reads it too), and writes a pause asked here.
-func (r *runner) planFleet(now time.Time, a *agenda) {
+func (r *caller) planFleet(now time.Time, a *agenda) {
 	l := r.l
 	if !now.Before(r.nextBeat) {
 		r.nextBeat = now.Add(HeartbeatInterval)
@@ -170,7 +172,7 @@ func (r *runner) planFleet(now time.Time, a *agenda) {
 
 // planPause looks again when the pause in force ends, and reports whether one just ended:
 // then refused starts may try again.
-func (r *runner) planPause(now time.Time, a *agenda) (ended bool) {
+func (r *caller) planPause(now time.Time, a *agenda) (ended bool) {
 	l := r.l
 	if !r.pauseEnds.IsZero() && !now.Before(r.pauseEnds) {
 		ended, r.pauseEnds = true, time.Time{}
@@ -184,7 +186,7 @@ func (r *runner) planPause(now time.Time, a *agenda) (ended bool) {
 
 // planTokens fetches tokens of rate limit name for refused starts, or ahead of need, and
 // forgets a key's state once it idled for idleFor.
-func (r *runner) planTokens(now time.Time, name string, t *tokens, a *agenda) {
+func (r *caller) planTokens(now time.Time, name string, t *tokens, a *agenda) {
 	l := r.l
 	t.prune(now)
 	held := t.held(now)
@@ -211,7 +213,7 @@ func (r *runner) planTokens(now time.Time, name string, t *tokens, a *agenda) {
 // planSlots writes the task's hold of concurrency limit name when it must change: more for a
 // refused start, fewer when slots idled, the runs of a fallback told, a failed write made
 // again, the lease renewed. It forgets a key's state once it idled for idleFor.
-func (r *runner) planSlots(now time.Time, name string, s *slots, a *agenda) {
+func (r *caller) planSlots(now time.Time, name string, s *slots, a *agenda) {
 	l := r.l
 	renewAt := s.leaseUntil.Add(-2 * l.cfg.Lease / 3)
 	if s.demand > 0 && (s.free(now) >= s.demand || now.Sub(s.demandAt) >= demandFor) {
@@ -251,7 +253,7 @@ func (r *runner) planSlots(now time.Time, name string, s *slots, a *agenda) {
 }
 
 // forget drops Run's copy of ledger name, whose state the task no longer keeps.
-func (r *runner) forget(name string) {
+func (r *caller) forget(name string) {
 	delete(r.cache, name)
 	delete(r.contended, name)
 }
@@ -261,7 +263,7 @@ func (r *runner) forget(name string) {
 // A cached copy that change leaves alone is read again once: it may be stale.
 // It reports whether it wrote: not when change wrote nothing, nor after writers came first
 // maxTries times in a row.
-func (r *runner) update(ctx context.Context, name string, change func(now time.Time, led Ledger) (Ledger, bool)) (bool, error) {
+func (r *caller) update(ctx context.Context, name string, change func(now time.Time, led Ledger) (Ledger, bool)) (bool, error) {
 	led, cached := r.cache[name]
 	if r.contended[name] {
 		// Others wrote since the last write: the cached copy is likely stale, and a
@@ -305,7 +307,7 @@ const maxTries = 4
 
 // done takes in how a call went: a task whose calls have all failed for FallbackAfter falls
 // back to its share of each limit, and comes back with the first call that succeeds.
-func (r *runner) done(err error) {
+func (r *caller) done(err error) {
 	l := r.l
 	now := l.now()
 	l.mu.Lock()
@@ -350,12 +352,12 @@ func (r *runner) done(err error) {
 
 // retryDelay is the wait before calling again after a failure: 100 ms, doubling up to
 // PollInterval.
-func (r *runner) retryDelay() time.Duration {
+func (r *caller) retryDelay() time.Duration {
 	return min(retryMin<<min(r.failures, 10), PollInterval)
 }
 
 // stop gives back every slot and forgets the task in the table.
-func (r *runner) stop(ctx context.Context) {
+func (r *caller) stop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	l := r.l

@@ -62,7 +62,7 @@ func (s *slots) share(live int) int {
 // lease writes this task's hold of slots in the table: the slots it holds, plus more (up to
 // the refused demand) when there are free ones, leased for another Lease. It renews, takes
 // and gives back in one write; slots that idled were taken out of held already.
-func (r *runner) lease(s *slots, more int) job {
+func (r *caller) lease(s *slots, more int) call {
 	return func(ctx context.Context) {
 		l := r.l
 		var leased time.Time

@@ -173,7 +173,7 @@ func (m *meter) rate(now time.Time) float64 {
 
 // fetch asks the table for tokens: the demand, and with it what the recent rate will use
 // while the chunk is valid. In the same write it settles the holds of the chunks in settle.
-func (r *runner) fetch(t *tokens, demand, held int, rate float64, binding bool, settle []chunk) job {
+func (r *caller) fetch(t *tokens, demand, held int, rate float64, binding bool, settle []chunk) call {
 	return func(ctx context.Context) {
 		l := r.l
 		var chunkAt time.Time

@@ -147,7 +147,7 @@ func TestRedeliveryAfterHandBackIsANewJob(t *testing.T) {
 	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	old := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
 	l.add(old)
-	old.handingBack()
+	old.beginHandBack()
 	if old.takeOver(message{ID: "m", ReceiptHandle: "rh-2", Attempt: 2}, time.Now(), time.Minute, 20*time.Second) {
 		t.Fatal("a job being handed back took over a new delivery")
 	}
@@ -205,7 +205,7 @@ func TestRedeliveryReceivedAtAStopIsTakenOver(t *testing.T) {
 	j := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
 	l.add(j)
 	s := &Supervisor{leaser: l, log: log}
-	s.releaseReceived([]types.Message{{MessageId: aws.String("m"), ReceiptHandle: aws.String("rh-2")}})
+	s.releaseAtStop([]types.Message{{MessageId: aws.String("m"), ReceiptHandle: aws.String("rh-2")}})
 	s.handBacks.Wait()
 	if got := j.handle(); got != "rh-2" {
 		t.Errorf("the held job's receipt is %q, want the new delivery's rh-2", got)

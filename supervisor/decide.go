@@ -65,9 +65,9 @@ func (s *scheduler) receive(now time.Time, st receiveState) receivePlan {
 type drainPlan struct {
 	// cancelReceive: nothing is held, so the receive under way is ended rather than awaited.
 	cancelReceive bool
-	// handBack: no receive is under way, so what was put off is handed back now, with what
+	// handBackNow: no receive is under way, so what was put off is handed back now, with what
 	// is held when drainHeld; over: no run is under way either, and the drain is over.
-	handBack, drainHeld, over bool
+	handBackNow, drainHeld, over bool
 }
 
 // draining decides a stop's next step. receiving says a receive is under way, putOff how many
@@ -80,5 +80,5 @@ func (s *scheduler) draining(receiving bool, putOff int, runHeld bool) drainPlan
 	if receiving {
 		return drainPlan{cancelReceive: s.empty() && putOff == 0}
 	}
-	return drainPlan{handBack: true, drainHeld: !runHeld || s.idle(), over: s.idle()}
+	return drainPlan{handBackNow: true, drainHeld: !runHeld || s.idle(), over: s.idle()}
 }

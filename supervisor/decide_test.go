@@ -79,10 +79,10 @@ func TestSchedulerDraining(t *testing.T) {
 		{"receiving, nothing held: the receive is cancelled", empty, true, 0, false, drainPlan{cancelReceive: true}},
 		{"receiving, messages held: the receive is awaited", holding, true, 0, false, drainPlan{}},
 		{"receiving, hand-backs put off: the receive is awaited", empty, true, 1, false, drainPlan{}},
-		{"not receiving: held messages handed back, over", holding, false, 0, false, drainPlan{handBack: true, drainHeld: true, over: true}},
-		{"not receiving, the read-ahead runs in the drain", heldAndRunning, false, 0, true, drainPlan{handBack: true}},
-		{"not receiving, nothing runs: what could not start goes back, over", holding, false, 0, true, drainPlan{handBack: true, drainHeld: true, over: true}},
-		{"not receiving, a run under way: not over", running, false, 0, false, drainPlan{handBack: true, drainHeld: true}},
+		{"not receiving: held messages handed back, over", holding, false, 0, false, drainPlan{handBackNow: true, drainHeld: true, over: true}},
+		{"not receiving, the read-ahead runs in the drain", heldAndRunning, false, 0, true, drainPlan{handBackNow: true}},
+		{"not receiving, nothing runs: what could not start goes back, over", holding, false, 0, true, drainPlan{handBackNow: true, drainHeld: true, over: true}},
+		{"not receiving, a run under way: not over", running, false, 0, false, drainPlan{handBackNow: true, drainHeld: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.sched().draining(tc.receiving, tc.putOff, tc.runHeld); got != tc.want {

@@ -55,7 +55,7 @@
 //	 └── acknowledger ── its calls ── SQS
 //
 // Reports that go up the tree never block: an SQS call's goroutine posts a renewal's answer
-// to the heartbeat's mailbox, the heartbeat posts the jobs it gives up on to the loop's
+// to the heartbeat's mailbox, the heartbeat posts the held jobs it stops to the loop's
 // (mailbox), and the limiter signals Changed on a channel of one that coalesces. A run's events and the receive loop's answers are the blocking sends to the
 // loop, and the loop never waits for a run. The receive loop answers each of the loop's asks
 // exactly once, and the loop asks only when no receive is under way, so neither send of an

@@ -114,9 +114,9 @@ func (j *job) delivery() delivery {
 	return delivery{receipt: j.receipt, receivedAt: j.receivedAt, leaseUntil: j.leaseUntil, settled: j.settled}
 }
 
-// handingBack marks the job settled before its hand-back runs: called by the loop, it makes
+// beginHandBack marks the job settled before its hand-back runs: called by the loop, it makes
 // a new delivery that the loop takes later a new job, not one that the hand-back then drops.
-func (j *job) handingBack() {
+func (j *job) beginHandBack() {
 	j.mu.Lock()
 	j.settled = true
 	j.mu.Unlock()
@@ -231,7 +231,7 @@ func (j *job) detach() {
 // on with the new handle and lease. It reports false when the job's settle has begun (its
 // worker, if it had one, has ended; a retry may have made it visible again), or the loop has
 // decided to hand it back: that delivery is a new attempt, for a new job. The loop alone calls
-// it, so a hand-back the loop decided always comes first. A job given up for a lost lease
+// it, so a hand-back the loop decided always comes first. A job stopped for a lost lease
 // whose worker was not stopped for it (a batch's, or none yet) is watchbot's again.
 func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Duration) bool {
 	j.mu.Lock()
@@ -246,7 +246,7 @@ func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Durati
 	j.mu.Unlock()
 	j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
 		"receive_count", m.Attempt)
-	// The message is watchbot's again: a lease given up for lost no longer stands, unless
+	// The message is watchbot's again: a lease taken for lost no longer stands, unless
 	// it stopped the job's worker already.
 	j.stopMu.Lock()
 	if errors.Is(j.cause, errLeaseLost) && (j.cancel == nil || j.shared) {

@@ -25,17 +25,17 @@ import (
 // release, for the loop to hand it back.
 //
 // The heartbeat never waits for SQS: renewals go out through the acknowledger, and their
-// answers come back through a mailbox; jobs it gives up on go to the loop through another
+// answers come back through a mailbox; held jobs it stops go to the loop through another
 // (release must not block). l.mu guards the registry only; no two of l.mu, a job's mu and
 // its stopMu are ever held at once.
 type leaser struct {
 	visibility, receiveLease, interval, killGrace time.Duration
 	acks                                          *acker
 	log                                           *slog.Logger
-	// release is called from the heartbeat (and the dedupe extensions) for a job that must
+	// heldStopped is called from the heartbeat (and the dedupe extensions) for a job that must
 	// stop but runs in no worker of its own; the loop hands it back if it is still held. It
 	// must not block.
-	release func(*job)
+	heldStopped func(*job)
 	// health, when set, is told of each heartbeat.
 	health *Health
 	// dedupe, when set, extends the dedupe claims of the messages whose leases it renews, in
@@ -53,12 +53,12 @@ type leaser struct {
 	jobs map[string]*job
 }
 
-// newLeaser returns the leaser of cfg's leases, renewed through acks; release takes the jobs it
-// gives up on, health (nil: none) is told of each heartbeat, and dedupe (nil: none) extends
-// the renewed messages' claims.
-func newLeaser(cfg Config, acks *acker, log *slog.Logger, release func(*job), health *Health, dedupe *deduper) *leaser {
+// newLeaser returns the leaser of cfg's leases, renewed through acks; heldStopped takes the
+// held jobs it stops, health (nil: none) is told of each heartbeat, and dedupe (nil: none)
+// extends the renewed messages' claims.
+func newLeaser(cfg Config, acks *acker, log *slog.Logger, heldStopped func(*job), health *Health, dedupe *deduper) *leaser {
 	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
-		killGrace: cfg.KillGrace, acks: acks, log: log, release: release, health: health, dedupe: dedupe,
+		killGrace: cfg.KillGrace, acks: acks, log: log, heldStopped: heldStopped, health: health, dedupe: dedupe,
 		jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: newMailbox[renewAnswer]()}
 }
 
@@ -271,7 +271,7 @@ const settlingRetry = time.Second
 // stop stops j for cause, or has the loop hand it back when no worker of its own runs it.
 func (l *leaser) stop(j *job, cause error) {
 	if !j.stop(cause) {
-		l.release(j)
+		l.heldStopped(j)
 	}
 }
 

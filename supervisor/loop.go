@@ -13,7 +13,7 @@ import (
 
 // loop is the state of the loop goroutine, which owns the scheduler. It holds what the
 // receive loop brings, starts what the scheduler says, and keeps the scheduler's books as
-// runs end and settle and as the heartbeat gives up on held messages. It asks for messages
+// runs end and settle and as the heartbeat stops held messages. It asks for messages
 // while there is room and no stop was requested. Once a stop is requested (or --once has
 // started its message) it hands back every held message, and it returns when no run or
 // receive is under way. What to do is the scheduler's decision (receive, draining, in
@@ -41,7 +41,7 @@ type loop struct {
 	// later holds hand-backs put off while a stop waits for a receive under way: a message
 	// made visible then would be taken by that very receive and released again, one more
 	// receive on its count for nothing.
-	later             []giveBack
+	later             []handBack
 	received, started int
 	// pool, with several queues, is this queue's place in the slots they share (nil: the
 	// queue has slots of its own); ended is how many runs ended since the pool was last told.
@@ -66,18 +66,22 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 	for !l.step(time.Now()) {
 		select {
 		case msgs := <-l.answers:
-			l.took(msgs)
+			l.onReceived(msgs)
 		case e := <-s.events:
-			l.reported(e)
-		case <-s.lost.ready:
-			l.givenUp()
+			if e.finished {
+				l.onRunSettled(e)
+			} else {
+				l.onWorkerEnded(e)
+			}
+		case <-s.heldStops.ready:
+			l.onHeldStopped()
 		case <-l.timer.C:
 		case <-s.limitsChanged:
 			// A start the limiter refused, over all keys or for a key, may now succeed.
 			l.sched.gateClosed, l.sched.heldBack = false, 0
 		case <-l.pool.granted():
 		case <-l.stopRequested:
-			l.stop()
+			l.beginDrain()
 		}
 	}
 	return l.received
@@ -137,9 +141,9 @@ func (l *loop) startRuns(now time.Time) {
 		l.s.startRun(l.jobsCtx, run)
 		l.started++
 	}
-	l.releaseOverdue(now)
+	l.handBackOverdue(now)
 	if l.s.cfg.Once && l.started > 0 && !l.stopping {
-		l.stop()
+		l.beginDrain()
 	}
 }
 
@@ -180,13 +184,13 @@ func (l *loop) drain(now time.Time, plan drainPlan) bool {
 		// and what it brings joins the drain or is handed back.
 		l.s.cancelReceive()
 	}
-	if !plan.handBack {
+	if !plan.handBackNow {
 		return false
 	}
 	if plan.drainHeld {
 		l.later = append(l.later, l.sched.drain(now)...)
 	}
-	l.s.handBack(l.later, "watchbot is stopping")
+	l.s.startHandBacks(l.later, "watchbot is stopping")
 	l.later = nil
 	return plan.over
 }
@@ -216,12 +220,13 @@ func (l *loop) ask(now time.Time) time.Time {
 	return wake
 }
 
-// took holds what a receive brought; stopping, they join the read-ahead (run in the drain if
-// it fits, else handed back), or are released at once when the drain runs no read-ahead.
-func (l *loop) took(msgs []types.Message) {
+// onReceived holds what a receive brought; stopping, they join the read-ahead (run in the
+// drain if it fits, else handed back), or are released at once when the drain runs no
+// read-ahead.
+func (l *loop) onReceived(msgs []types.Message) {
 	l.receiving = false
 	if l.stopping && !l.drainsReadAhead {
-		l.s.releaseReceived(msgs)
+		l.s.releaseAtStop(msgs)
 		return
 	}
 	l.rs.lastEmpty = len(msgs) == 0
@@ -238,38 +243,39 @@ func (l *loop) took(msgs []types.Message) {
 	l.s.hold(l.sched, msgs)
 }
 
-// reported keeps the books of a run's report: its worker ended, or its messages settled, and
-// hands back what the run's end sends back to SQS (a FIFO group's messages behind one that
-// went back).
-func (l *loop) reported(e runEvent) {
-	if !e.finished {
-		l.s.gate.done(e.run)
-		l.sched.ended(e.run, e.took)
-		l.ended++ // its slot goes back to the pool at the next step
-		return
-	}
+// onWorkerEnded frees the slot of a run whose worker has ended; its messages may still be
+// settling.
+func (l *loop) onWorkerEnded(e runEvent) {
+	l.s.gate.done(e.run)
+	l.sched.ended(e.run, e.took)
+	l.ended++ // its slot goes back to the pool at the next step
+}
+
+// onRunSettled keeps the books of a run whose messages are all settled, and hands back what
+// the run's end sends back to SQS (a FIFO group's messages behind one that went back).
+func (l *loop) onRunSettled(e runEvent) {
 	for i, j := range e.run {
 		if !e.disps[i].keep {
 			l.s.brake.left(time.Now(), j)
 		}
 	}
-	l.giveBack(backNow(l.sched.finish(e.run, e.disps, time.Now())), "an earlier message of its group went back to the queue")
+	l.handBackOrPutOff(atOnce(l.sched.finish(e.run, e.disps, time.Now())), "an earlier message of its group went back to the queue")
 }
 
-// giveBack hands back items, or, while a stop waits for a receive under way, puts them off
-// (later) so that the receive cannot take them only to release them again.
-func (l *loop) giveBack(items []giveBack, why string) {
+// handBackOrPutOff hands back items, or, while a stop waits for a receive under way, puts
+// them off (later) so that the receive cannot take them only to release them again.
+func (l *loop) handBackOrPutOff(items []handBack, why string) {
 	if l.stopping && l.receiving {
 		l.later = append(l.later, items...)
 		return
 	}
-	l.s.handBack(items, why)
+	l.s.startHandBacks(items, why)
 }
 
-// releaseOverdue releases with a delay of --limit-wait the messages whose limit key stayed
-// full for --limit-wait, with their group's messages behind them: each costs a receive, so
-// each is counted and logged.
-func (l *loop) releaseOverdue(now time.Time) {
+// handBackOverdue hands back, visible after --limit-wait, the messages whose limit key stayed
+// full for --limit-wait, with their group's messages behind them (visible at once): each
+// costs a receive, so each is counted and logged.
+func (l *loop) handBackOverdue(now time.Time) {
 	for _, j := range l.s.gate.overdue {
 		found, _, behind := l.sched.drop(j, now)
 		if !found {
@@ -280,21 +286,21 @@ func (l *loop) releaseOverdue(now time.Time) {
 		l.s.runner.metrics.Add(alarms.LimitReleases, 1)
 		j.log.Warn("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",
 			"limit_key", limitKey(l.s.cfg.Limits.Key, j.msg), "limit_wait", l.s.cfg.Limits.Wait.String())
-		l.giveBack([]giveBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
-		l.giveBack(backNow(behind), "an earlier message of its group went back to the queue")
+		l.handBackOrPutOff([]handBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
+		l.handBackOrPutOff(atOnce(behind), "an earlier message of its group went back to the queue")
 	}
 	l.s.gate.overdue = nil
 }
 
-// givenUp hands back the held jobs the heartbeat gave up on.
-func (l *loop) givenUp() {
-	for _, j := range l.s.lost.take() {
-		l.dropLost(j)
+// onHeldStopped hands back the held jobs the heartbeat stopped.
+func (l *loop) onHeldStopped() {
+	for _, j := range l.s.heldStops.take() {
+		l.handBackStopped(j)
 	}
 }
 
-// stop begins the drain.
-func (l *loop) stop() {
+// beginDrain begins the drain: at the stop request, or once --once has started its message.
+func (l *loop) beginDrain() {
 	l.stopping, l.stopRequested = true, nil
 	l.drainEnds = time.Now().Add(l.s.cfg.ShutdownTimeout)
 	l.s.health.drain()
@@ -334,16 +340,16 @@ func (s *Supervisor) startRun(ctx context.Context, run []*job) {
 	})
 }
 
-// giveUp is the leaser's report of a held job that must stop, for the loop to hand back. It
-// never waits: the loop may be waiting on the heartbeat's goroutine's work.
-func (s *Supervisor) giveUp(j *job) { s.lost.post(j) }
+// heldStopped is the leaser's report of a held job that must stop, for the loop to hand
+// back. It never waits: the loop may be waiting on the heartbeat's goroutine's work.
+func (s *Supervisor) heldStopped(j *job) { s.heldStops.post(j) }
 
-// dropLost hands back a held job the heartbeat gave up on, with its group's messages behind
-// it: near the 12 h ceiling it is released (keeping what is left of an in-place retry); with
-// its lease lost it is no longer watchbot's and is left alone.
-func (l *loop) dropLost(j *job) {
+// handBackStopped hands back a held job the heartbeat stopped, with its group's messages
+// behind it: near the 12 h ceiling it is released (keeping what is left of an in-place
+// retry); with its lease lost it is no longer watchbot's and is let go.
+func (l *loop) handBackStopped(j *job) {
 	if j.stopped() == nil {
-		return // delivered again since it was given up (takeOver): watchbot's again
+		return // delivered again since it was stopped (takeOver): watchbot's again
 	}
 	found, wait, behind := l.sched.drop(j, time.Now())
 	if !found {
@@ -351,32 +357,32 @@ func (l *loop) dropLost(j *job) {
 	}
 	l.s.brake.left(time.Now(), j)
 	if errors.Is(j.stopped(), errLeaseLost) {
-		l.giveBack([]giveBack{{j: j, lost: true}}, "lease lost")
+		l.handBackOrPutOff([]handBack{{j: j, lost: true}}, "lease lost")
 	} else {
-		l.giveBack([]giveBack{{j: j, wait: wait}}, "near SQS's 12h in-flight limit")
+		l.handBackOrPutOff([]handBack{{j: j, wait: wait}}, "near SQS's 12h in-flight limit")
 	}
-	l.giveBack(backNow(behind), "an earlier message of its group went back to the queue")
+	l.handBackOrPutOff(atOnce(behind), "an earlier message of its group went back to the queue")
 }
 
-// backNow lists messages to hand back visible at once.
-func backNow(js []*job) []giveBack {
-	out := make([]giveBack, len(js))
+// atOnce lists messages to hand back visible at once.
+func atOnce(js []*job) []handBack {
+	out := make([]handBack, len(js))
 	for i, j := range js {
-		out[i] = giveBack{j: j}
+		out[i] = handBack{j: j}
 	}
 	return out
 }
 
-// handBack gives held messages back to SQS, each in a goroutine owned by s.handBacks: visible
-// after what is left of its in-place retry, or at once. A message with a delete or dead-letter
-// send still pending gets that instead. Every such give-back raises the message's receive
-// count when it is received again.
-func (s *Supervisor) handBack(items []giveBack, why string) {
+// startHandBacks hands held messages back to SQS, each in a goroutine owned by s.handBacks:
+// visible after what is left of its in-place retry, or at once. A message with a delete or
+// dead-letter send still pending gets that instead. Every hand-back raises the message's
+// receive count when it is received again.
+func (s *Supervisor) startHandBacks(items []handBack, why string) {
 	for _, it := range items {
 		// Marked here, on the loop's goroutine, before the hand-back runs: a new delivery of
 		// the message that the loop takes meanwhile becomes a new job rather than being
 		// handed back with this one.
-		it.j.handingBack()
+		it.j.beginHandBack()
 		s.handBacks.Go(func() {
 			j := it.j
 			o := outcome{Action: actRelease, Reason: why}
@@ -390,17 +396,17 @@ func (s *Supervisor) handBack(items []giveBack, why string) {
 			}
 			// A hand-back the settle keeps (a FIFO delete that failed) stays settled: the
 			// message will be delivered again when its lease ends.
-			s.runner.settleLeaving(context.Background(), j, o)
+			s.runner.settleHandBack(context.Background(), j, o)
 			s.leaser.remove(j)
 		})
 	}
 }
 
-// releaseReceived makes messages received after the stop request visible again at once. A
+// releaseAtStop makes messages received after the stop request visible again at once. A
 // new delivery of a message watchbot holds is taken over by its job instead, as hold does:
 // released, it would go to another consumer while the job, its worker perhaps still running,
 // holds a receipt that no longer works. The loop alone calls it.
-func (s *Supervisor) releaseReceived(msgs []types.Message) {
+func (s *Supervisor) releaseAtStop(msgs []types.Message) {
 	now := time.Now()
 	lease, renew := s.leaser.received()
 	for _, m := range msgs {

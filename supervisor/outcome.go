@@ -114,7 +114,7 @@ type outcome struct {
 // for the run it makes.
 func outcomeFor(r result) outcome {
 	var o outcome
-	handBack := false
+	released := false
 	unrun := r.End == endUnclaimed || r.End == endPayloadError
 	switch {
 	case r.End == endLeaseLost:
@@ -167,7 +167,7 @@ func outcomeFor(r result) outcome {
 		return outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}
 	case r.ExitCode == exitRelease:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}
-		handBack = true
+		released = true
 	default:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker exited %d", r.ExitCode), WorkerError: true}
 	}
@@ -195,7 +195,7 @@ func outcomeFor(r result) outcome {
 	// Braking (and not the probe, which the runner keeps), a FIFO message is handed back
 	// with its group rather than retried in place, so it makes no more attempts while the
 	// dependency is down.
-	if r.FIFO && !handBack && !r.Braking {
+	if r.FIFO && !released && !r.Braking {
 		o.Action = actRetryInPlace
 	}
 	return o

@@ -458,7 +458,7 @@ func (s *scheduler) ended(run []*job, took time.Duration) {
 
 // finish records how each job of a run left it (disps[i] is run[i]'s) and returns the held
 // messages that must go back to SQS because one of their group was returned.
-func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (giveBack []*job) {
+func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (back []*job) {
 	s.open--
 	var touched []*group
 	kept := map[*group][]*job{}
@@ -485,7 +485,7 @@ func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (give
 	}
 	for _, g := range touched {
 		if returned[g] {
-			giveBack = append(append(giveBack, kept[g]...), g.jobs...)
+			back = append(append(back, kept[g]...), g.jobs...)
 			s.held -= len(g.jobs)
 			g.jobs = nil
 		} else if k := kept[g]; len(k) > 0 {
@@ -496,7 +496,7 @@ func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (give
 			s.place(g, now)
 		}
 	}
-	return giveBack
+	return back
 }
 
 // drop takes a held job out, with the held messages of its group behind it, because it must
@@ -537,9 +537,9 @@ func (s *scheduler) drop(j *job, now time.Time) (found bool, wait time.Duration,
 	return true, wait, behind
 }
 
-// giveBack is a held message to hand back to SQS, visible again after wait; or, lost, one
+// handBack is a held message to hand back to SQS, visible again after wait; or, lost, one
 // that is no longer watchbot's and is only let go.
-type giveBack struct {
+type handBack struct {
 	j    *job
 	wait time.Duration
 	lost bool
@@ -547,15 +547,15 @@ type giveBack struct {
 
 // drain takes out every held message, to be handed back: a group's head keeps what is left
 // of its in-place retry, the messages behind it go back at once.
-func (s *scheduler) drain(now time.Time) []giveBack {
-	var out []giveBack
+func (s *scheduler) drain(now time.Time) []handBack {
+	var out []handBack
 	take := func(g *group) {
 		for i, j := range g.jobs {
 			var wait time.Duration
 			if i == 0 && g.state == groupWaiting {
 				wait = max(0, g.readyAt.Sub(now))
 			}
-			out = append(out, giveBack{j: j, wait: wait})
+			out = append(out, handBack{j: j, wait: wait})
 		}
 		s.held -= len(g.jobs)
 		g.jobs = nil

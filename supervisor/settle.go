@@ -66,8 +66,8 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 	return r.settleAs(ctx, j, o, false, attrs...)
 }
 
-// settleLeaving settles a message that leaves watchbot whatever the outcome: a hand-back.
-func (r *runner) settleLeaving(ctx context.Context, j *job, o outcome) disposition {
+// settleHandBack settles a message that leaves watchbot whatever the outcome: a hand-back.
+func (r *runner) settleHandBack(ctx context.Context, j *job, o outcome) disposition {
 	return r.settleAs(ctx, j, o, true)
 }
 
@@ -168,7 +168,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 		}
 		log.Error("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
 	case actAbandon:
-		// Given up for lost, the lease may be watchbot's still: a renewal that SQS took
+		// Taken for lost, the lease may be watchbot's still: a renewal that SQS took
 		// late, or a new delivery taken over. Released, the message comes back at once
 		// rather than when that lease ends. Only a lease watchbot knows it holds is
 		// released: the SQS API reference does not say that a receipt another consumer's
@@ -179,7 +179,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 			return returned
 		}
 		if err := r.acks.changeVisibility(dl.receipt, 0); err == nil {
-			log.Warn("message released: its lease was given up for lost, but watchbot still held it", "reason", o.Reason)
+			log.Warn("message released: its lease was taken for lost, but watchbot still held it", "reason", o.Reason)
 			return returned
 		}
 		log.Warn("message left alone", "reason", o.Reason)

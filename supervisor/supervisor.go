@@ -62,12 +62,12 @@ type Supervisor struct {
 	// nothing held, so an idle watchbot does not wait out its long poll.
 	pollCtx, recvCtx context.Context
 	cancelReceive    context.CancelFunc
-	// events carries what runs report to the loop; lost the held jobs the heartbeat gives up
-	// on, as a mailbox, since the heartbeat must never wait for the loop; loopDone is closed
-	// when the loop has returned.
-	events   chan runEvent
-	lost     *mailbox[*job]
-	loopDone chan struct{}
+	// events carries what runs report to the loop; heldStops the held jobs the heartbeat
+	// stops, as a mailbox, since the heartbeat must never wait for the loop; loopDone is
+	// closed when the loop has returned.
+	events    chan runEvent
+	heldStops *mailbox[*job]
+	loopDone  chan struct{}
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
 	runs      runPool
 	handBacks sync.WaitGroup
@@ -104,8 +104,8 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.Health, sh.cut), cut: sh.cut,
 		load: deps.Load, health: deps.Health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
 		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, shared: sh.slots,
-		events: make(chan runEvent), lost: newMailbox[*job](), loopDone: make(chan struct{})}
-	s.leaser = newLeaser(cfg, s.acks, s.log, s.giveUp, s.health, dedupe)
+		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
+	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
 	s.runner = &runner{cfg: cfg, command: info.command, baseEnv: inheritedEnv(os.Environ()), fifo: info.fifo,
 		maxAttempts: info.maxAttempts, maxReceiveCount: info.maxReceiveCount, dlqURL: info.dlqURL,
 		api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter, metrics: deps.Metrics, log: deps.Logger,
