@@ -113,7 +113,7 @@ type call func(ctx context.Context)
 // is due when there are none.
 type agenda struct {
 	calls []call
-	next time.Time
+	next  time.Time
 }
 
 func (a *agenda) add(c call) { a.calls = append(a.calls, c) }
