@@ -12,13 +12,13 @@ func TestSchedulerReceive(t *testing.T) {
 	// busy is a scheduler of 10 slots with 7 messages running: room for 3, short of a full
 	// receive.
 	busy := func() *scheduler {
-		s := newScheduler(10, 1, 0, false)
+		s := newScheduler(10, 1, 0, false, nil, false)
 		s.runs, s.runMsgs, s.open = 7, 7, 7
 		return s
 	}
-	idle := func() *scheduler { return newScheduler(4, 1, 0, false) }
+	idle := func() *scheduler { return newScheduler(4, 1, 0, false, nil, false) }
 	full := func() *scheduler {
-		s := newScheduler(2, 1, 0, false)
+		s := newScheduler(2, 1, 0, false, nil, false)
 		s.runs, s.runMsgs, s.open = 2, 2, 2
 		return s
 	}
@@ -52,14 +52,14 @@ func TestSchedulerReceive(t *testing.T) {
 }
 
 func TestSchedulerDraining(t *testing.T) {
-	empty := func() *scheduler { return newScheduler(2, 1, 0, false) }
+	empty := func() *scheduler { return newScheduler(2, 1, 0, false, nil, false) }
 	holding := func() *scheduler {
-		s := newScheduler(2, 1, 0, false)
+		s := newScheduler(2, 1, 0, false, nil, false)
 		s.held = 1
 		return s
 	}
 	running := func() *scheduler {
-		s := newScheduler(2, 1, 0, false)
+		s := newScheduler(2, 1, 0, false, nil, false)
 		s.runs, s.runMsgs, s.open = 1, 1, 1
 		return s
 	}

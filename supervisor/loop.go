@@ -22,7 +22,6 @@ type loop struct {
 	s       *Supervisor
 	sched   *scheduler
 	slots   int
-	jobsCtx context.Context
 	asks    chan<- receiveAsk
 	answers <-chan []types.Message
 	timer   *time.Timer
@@ -50,20 +49,18 @@ type loop struct {
 }
 
 // loop runs the loop goroutine until the drain is over, closing asks, and returns how many
-// messages were received.
-func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, answers <-chan []types.Message) int {
+// messages were received. stop is the stop request; runs run on jobs; stopReceiving ends the
+// receive under way.
+func (s *Supervisor) loop(stop, jobs context.Context, stopReceiving context.CancelFunc, asks chan<- receiveAsk, answers <-chan []types.Message) int {
 	defer close(asks)
-	l := &loop{s: s, slots: s.brake.concurrency, jobsCtx: jobsCtx, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
-		stopRequested: ctx.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
-		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}}
-	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo)
-	l.sched.gate = s.gate
-	l.pool = s.shared
-	l.sched.shared = s.shared != nil
+	l := &loop{s: s, slots: s.brake.concurrency, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
+		stopRequested: stop.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
+		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}, pool: s.shared}
+	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo, s.gate, s.shared != nil)
 	defer l.pool.leave()
 	defer l.timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
-	for !l.step(time.Now()) {
+	for !l.step(jobs, stopReceiving, time.Now()) {
 		select {
 		case msgs := <-l.answers:
 			l.onReceived(msgs)
@@ -90,7 +87,7 @@ func (s *Supervisor) loop(ctx, jobsCtx context.Context, asks chan<- receiveAsk, 
 // step does what the scheduler says now: it starts runs, and asks for messages, or drains
 // at a stop; then it sets the timer for the next decision that no event brings. It reports
 // whether the drain is over.
-func (l *loop) step(now time.Time) (over bool) {
+func (l *loop) step(jobs context.Context, stopReceiving context.CancelFunc, now time.Time) (over bool) {
 	gate := l.s.brake.gate()
 	l.sched.limit(gate.limit)
 	l.rs.gate = gate
@@ -99,7 +96,7 @@ func (l *loop) step(now time.Time) (over bool) {
 	// more receive on its count toward the redrive policy.
 	runHeld := l.stopping && l.drainsReadAhead && l.sched.runsBy(now, l.drainEnds)
 	if !l.stopping || runHeld {
-		l.startRuns(now) // --once stops here once its message has started
+		l.startRuns(jobs, now) // --once stops here once its message has started
 	} else {
 		l.pool.acquire(l.ended, 0) // nothing starts: slots kept for this queue go to the others
 		l.ended = 0
@@ -107,7 +104,7 @@ func (l *loop) step(now time.Time) (over bool) {
 	l.sched.fill, l.sched.share = l.pool.view()
 	var wake time.Time
 	if l.stopping {
-		if l.drain(now, l.sched.draining(l.receiving, len(l.later), runHeld)) {
+		if l.drain(stopReceiving, now, l.sched.draining(l.receiving, len(l.later), runHeld)) {
 			return true
 		}
 	} else {
@@ -126,7 +123,7 @@ func (l *loop) step(now time.Time) (over bool) {
 // startRuns starts the runs the scheduler and the limits say can start (as many as the
 // shared slots grant, with several queues), and releases the messages held back for their
 // key past --limit-wait; --once stops once one has started.
-func (l *loop) startRuns(now time.Time) {
+func (l *loop) startRuns(jobs context.Context, now time.Time) {
 	var runs [][]*job
 	if l.pool == nil {
 		paused := l.s.gate.begin(now)
@@ -138,7 +135,7 @@ func (l *loop) startRuns(now time.Time) {
 		runs = l.startShared(now)
 	}
 	for _, run := range runs {
-		l.s.startRun(l.jobsCtx, run)
+		l.s.startRun(jobs, run)
 		l.started++
 	}
 	l.handBackOverdue(now)
@@ -175,14 +172,14 @@ func (l *loop) startShared(now time.Time) [][]*job {
 // drain carries out a stop's plan: a receive under way with nothing held is cancelled;
 // with none under way, what is held (unless it runs in the drain) and what was put off is
 // handed back. It reports whether the drain is over.
-func (l *loop) drain(now time.Time, plan drainPlan) bool {
+func (l *loop) drain(stopReceiving context.CancelFunc, now time.Time, plan drainPlan) bool {
 	if plan.cancelReceive {
 		// Nothing is held, so nothing will be handed back for the poll under way to take:
 		// it is cancelled. SQS may still give it a message that arrives meanwhile, which
 		// is then out of reach for --receive-visibility. With messages held the poll is
 		// left to answer: on a queue with messages SQS may answer a cancelled poll anyway,
 		// and what it brings joins the drain or is handed back.
-		l.s.cancelReceive()
+		stopReceiving()
 	}
 	if !plan.handBackNow {
 		return false

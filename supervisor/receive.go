@@ -53,7 +53,7 @@ const attemptIDLife = 4 * time.Minute
 
 // receiveLoop receives whenever the loop asks, and hands over what it got: exactly one answer
 // per ask, nil when the stop request or the end of the drain ended it. It is the only code that
-// calls ReceiveMessage. Receives run on s.recvCtx, which a stop cancels when nothing is held,
+// calls ReceiveMessage. Receives run on receives, which a stop cancels when nothing is held,
 // so an idle watchbot exits at once instead of waiting out its long poll. SQS may still hand a
 // message to the poll it was waiting on after the connection closed: that message is out of
 // reach for --receive-visibility (not the whole lease), and its receive count has grown by
@@ -64,7 +64,8 @@ const attemptIDLife = 4 * time.Minute
 // receive carries a fresh ReceiveRequestAttemptId, reused by its retries (the SDK's and these)
 // while SQS honours it, so a receive whose answer was lost gets the same messages back instead
 // of leaving them, and their groups, locked for the visibility timeout.
-func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, answers chan<- []types.Message) {
+// The calls a receive makes while stopping run on polls, which ends when the drain gives up.
+func (s *Supervisor) receiveLoop(stop, polls, receives context.Context, asks <-chan receiveAsk, answers chan<- []types.Message) {
 	failures := 0
 	var lastErrLog, quickUntil time.Time
 	for ask := range asks {
@@ -76,7 +77,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 			quick := s.quickLease(quickUntil, time.Now())
 			sent := time.Now()
 			s.health.receiveStarted(sent)
-			msgs, retried, err = s.receive(s.recvCtx, ask, attemptID, quick)
+			msgs, retried, err = s.receive(receives, ask, attemptID, quick)
 			took := time.Since(sent)
 			s.health.receiveEnded(time.Now(), err)
 			s.metrics.Add(alarms.ReceiveDuration, took.Seconds())
@@ -88,11 +89,11 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 				s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", took.Milliseconds(),
 					"retried", retried, "failed", err != nil, "short_lease", quick > 0)
 			}
-			if (retried || err != nil) && s.recvCtx.Err() == nil {
+			if (retried || err != nil) && receives.Err() == nil {
 				quickUntil = time.Now().Add(quickLeaseFor)
 			}
 			if err == nil && quick > 0 && len(msgs) > 0 {
-				msgs = s.extendQuick(msgs)
+				msgs = s.extendQuick(polls, msgs)
 			}
 			if err == nil {
 				if failures > 0 {
@@ -101,7 +102,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 				}
 				break
 			}
-			if s.recvCtx.Err() != nil {
+			if receives.Err() != nil {
 				break
 			}
 			failures++
@@ -117,7 +118,7 @@ func (s *Supervisor) receiveLoop(stop context.Context, asks <-chan receiveAsk, a
 					// a long poll would hold the stop up when there was nothing.
 					last := ask
 					last.wait = 0
-					msgs, _, _ = s.receive(s.pollCtx, last, attemptID, 0)
+					msgs, _, _ = s.receive(polls, last, attemptID, 0)
 				}
 				break
 			}
@@ -182,13 +183,13 @@ const quickExtendBackoff = 100 * time.Millisecond
 // past SQS's for the time the extension took (what is left is the loop's hand-over, as for any
 // receive, well inside the heartbeat's 2 s margin). The rest come back when their quick lease
 // ends.
-func (s *Supervisor) extendQuick(msgs []types.Message) (kept []types.Message) {
+func (s *Supervisor) extendQuick(polls context.Context, msgs []types.Message) (kept []types.Message) {
 	defer func(start time.Time) {
 		took := time.Since(start)
 		s.metrics.Add(alarms.LeaseExtensionDuration, took.Seconds())
 		s.log.Debug("short lease extension", "messages", len(msgs), "extended", len(kept), "took_ms", took.Milliseconds())
 	}(time.Now())
-	ctx, cancel := context.WithTimeout(s.pollCtx, quickExtendTimeout)
+	ctx, cancel := context.WithTimeout(polls, quickExtendTimeout)
 	defer cancel()
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
 	for i, m := range msgs {

@@ -86,9 +86,9 @@ func TestExtendQuick(t *testing.T) {
 			cfg.VisibilityTimeout = time.Minute
 			debug := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			metrics := &countingRecorder{}
-			s := &Supervisor{cfg: cfg, api: tt.api(q), log: debug, metrics: metrics, pollCtx: t.Context()}
+			s := &Supervisor{cfg: cfg, api: tt.api(q), log: debug, metrics: metrics}
 			kept := map[string]bool{}
-			for _, m := range s.extendQuick(out.Messages) {
+			for _, m := range s.extendQuick(t.Context(), out.Messages) {
 				kept[aws.ToString(m.MessageId)] = true
 			}
 			if len(kept) != tt.kept {

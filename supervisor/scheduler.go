@@ -106,8 +106,8 @@ const (
 	groupWaiting                   // in waiting
 )
 
-func newScheduler(slots, batchSize int, window time.Duration, fifo bool) *scheduler {
-	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, groups: map[string]*group{}, depth: 1}
+func newScheduler(slots, batchSize int, window time.Duration, fifo bool, gate runGate, shared bool) *scheduler {
+	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, gate: gate, shared: shared, groups: map[string]*group{}, depth: 1}
 	s.holdLimit = slots * batchSize
 	if fifo {
 		// Room for a receive's worth behind each slot's running message.

@@ -11,7 +11,7 @@ import (
 // receive asks for as many messages as recent receives brought per new group, so deep groups
 // come a run at a time while shallow ones bring no more groups than there are free slots.
 func TestSchedulerFIFOReceiveSize(t *testing.T) {
-	s := newScheduler(4, 1, 0, true)
+	s := newScheduler(4, 1, 0, true, nil, false)
 	if got := s.room(); got != 4 {
 		t.Fatalf("room = %d at start (4 free slots, nothing known of the groups), want 4", got)
 	}
@@ -59,7 +59,7 @@ func TestSchedulerFIFOReadAheadFollowsJobDuration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.took.String(), func(t *testing.T) {
-			s := newScheduler(2, 1, 0, true)
+			s := newScheduler(2, 1, 0, true, nil, false)
 			var deep []*job
 			for i := 1; i <= 8; i++ {
 				deep = append(deep, sj(fmt.Sprintf("a%d", i)))
@@ -92,7 +92,7 @@ func TestSchedulerStandardReadAhead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.took.String(), func(t *testing.T) {
-			s := newScheduler(8, 1, 0, false)
+			s := newScheduler(8, 1, 0, false, nil, false)
 			var js []*job
 			for i := range 9 {
 				js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})
@@ -171,7 +171,7 @@ func TestSchedulerRunsBy(t *testing.T) {
 // busyScheduler returns a standard queue's scheduler with all its slots running, after one run
 // that took took ended, and ready messages waiting for a slot.
 func busyScheduler(slots int, took time.Duration, ready int) *scheduler {
-	s := newScheduler(slots, 1, 0, false)
+	s := newScheduler(slots, 1, 0, false, nil, false)
 	var js []*job
 	for i := range slots + 1 + ready {
 		js = append(js, &job{msg: message{ID: fmt.Sprint(i)}})

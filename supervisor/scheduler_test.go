@@ -84,7 +84,7 @@ func checkBooks(t *testing.T, s *scheduler) {
 }
 
 func TestSchedulerStandardPerMessage(t *testing.T) {
-	s := newScheduler(2, 1, 0, false)
+	s := newScheduler(2, 1, 0, false, nil, false)
 	if got := s.room(); got != 2 {
 		t.Fatalf("room = %d with 2 free slots, want 2", got)
 	}
@@ -113,7 +113,7 @@ func TestSchedulerStandardPerMessage(t *testing.T) {
 // fair queue's tenant and orders nothing ("Amazon SQS fair queues", SQS Developer Guide), so
 // one tenant's messages fill every free slot.
 func TestSchedulerFairQueueTenantRunsSideBySide(t *testing.T) {
-	s := newScheduler(4, 1, 0, false)
+	s := newScheduler(4, 1, 0, false, nil, false)
 	s.add(t0, sj("t1"), sj("t2"), sj("t3"), sj("t4"), sj("t5"))
 	runs := s.next(t0)
 	if diff := cmp.Diff([]string{"t1", "t2", "t3", "t4"}, runIDs(runs)); diff != "" {
@@ -127,7 +127,7 @@ func TestSchedulerFairQueueTenantRunsSideBySide(t *testing.T) {
 }
 
 func TestSchedulerBatchWindow(t *testing.T) {
-	s := newScheduler(1, 3, 5*time.Second, false)
+	s := newScheduler(1, 3, 5*time.Second, false, nil, false)
 	s.add(t0, &job{msg: message{ID: "m1"}})
 	s.add(t0.Add(time.Second), &job{msg: message{ID: "m2"}})
 	if runs := s.next(t0.Add(2 * time.Second)); len(runs) != 0 {
@@ -254,7 +254,7 @@ func TestSchedulerFIFO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(tt.slots, tt.batchSize, 0, true)
+			s := newScheduler(tt.slots, tt.batchSize, 0, true, nil, false)
 			st := &state{jobs: map[string]*job{}, runs: map[string][]*job{}}
 			for _, step := range tt.steps {
 				step.check(t, s, st)
@@ -293,7 +293,7 @@ func fin(run string, d ...disposition) func(*scheduler, *state) []*job {
 }
 
 func TestSchedulerAttemptsCountInPlaceRuns(t *testing.T) {
-	s := newScheduler(1, 10, 0, true)
+	s := newScheduler(1, 10, 0, true, nil, false)
 	a1, a2, a3 := sj("a1"), sj("a2"), sj("a3")
 	s.add(t0, a1, a2, a3)
 	run := s.next(t0)[0]
@@ -308,7 +308,7 @@ func TestSchedulerAttemptsCountInPlaceRuns(t *testing.T) {
 }
 
 func TestSchedulerRoomFIFO(t *testing.T) {
-	s := newScheduler(2, 1, 0, true)
+	s := newScheduler(2, 1, 0, true, nil, false)
 	// Ten of group a: one runs, nine wait behind it. They block no one (SQS keeps group a
 	// locked while watchbot holds them), so one more group may still be received for the
 	// other slot.
@@ -334,7 +334,7 @@ func TestSchedulerRoomFIFO(t *testing.T) {
 }
 
 func TestSchedulerDropAndDrain(t *testing.T) {
-	s := newScheduler(2, 1, 0, true)
+	s := newScheduler(2, 1, 0, true, nil, false)
 	a1, a2, a3, b1, b2, c1 := sj("a1"), sj("a2"), sj("a3"), sj("b1"), sj("b2"), sj("c1")
 	s.add(t0, a1, a2, a3, b1, b2, c1)
 	runs := s.next(t0) // a1, b1

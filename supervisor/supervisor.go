@@ -57,11 +57,6 @@ type Supervisor struct {
 	// it has the slots to itself.
 	shared *sharedSlots
 
-	// pollCtx carries the calls a receive makes while stopping; it ends when the drain gives
-	// up. recvCtx carries the receives themselves: cancelReceive ends it once a stop finds
-	// nothing held, so an idle watchbot does not wait out its long poll.
-	pollCtx, recvCtx context.Context
-	cancelReceive    context.CancelFunc
 	// events carries what runs report to the loop; heldStops the held jobs the heartbeat
 	// stops, as a mailbox, since the heartbeat must never wait for the loop; loopDone is
 	// closed when the loop has returned.
@@ -71,7 +66,6 @@ type Supervisor struct {
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
 	runs      runPool
 	handBacks sync.WaitGroup
-	stopOnce  sync.Once
 }
 
 // runEvent is a run's report to the loop: its worker ended after took (its slot is free), or
@@ -144,78 +138,35 @@ func worker(cfg Config, command []string) slog.Attr {
 	return slog.Any("command", command)
 }
 
-// run starts the acknowledger, the heartbeat, the receive loop and the loop, waits for a
-// stop (or for --once to finish), drains, and stops everything in one order: the loop ends
-// once no run or receive is under way; then the heartbeat, then the hand-backs, then the
-// acknowledger, which sends what is pending before it returns.
+// run starts the acknowledger, the heartbeat, the receive loop and the loop, and then goes
+// through a stop's phases in order, each bounded: awaitStop (a stop request, or the end of
+// --once's run), drain (the runs may finish within --shutdown-timeout; then they are
+// stopped, or killed at a second request), stopHeartbeat (so no renewal follows a message's
+// release), awaitRuns (the runs' and hand-backs' goroutines, which end with their current
+// SQS call) and flushAcks (the acknowledger sends what is pending, bounded by --ack-timeout).
 func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
-	// Work outlives ctx (the stop request): jobs and acks run on base, which ends only when
-	// the drain is over.
+	// Work outlives ctx (the stop request): it runs on base, which ends only when the drain
+	// is over. Runs run on jobs; the calls a receive makes while stopping on polls.
 	base := context.WithoutCancel(ctx)
-	jobsCtx, stopJobs := context.WithCancelCause(base)
+	jobs, stopJobs := context.WithCancelCause(base)
 	defer stopJobs(nil)
-	pollCtx, stopPolls := context.WithCancel(base)
+	polls, stopPolls := context.WithCancel(base)
 	defer stopPolls()
-	s.pollCtx = pollCtx
-	recvCtx, stopReceives := context.WithCancel(pollCtx)
-	defer stopReceives()
-	s.recvCtx, s.cancelReceive = recvCtx, stopReceives
+	beats, stopBeats := context.WithCancel(base)
+	defer stopBeats()
 
-	var owned sync.WaitGroup
-	owned.Go(func() { s.acks.run(base) })
-	hbCtx, stopHeartbeat := context.WithCancel(base)
-	var heartbeat sync.WaitGroup
-	heartbeat.Go(func() { s.leaser.run(hbCtx) })
-	asks := make(chan receiveAsk)
-	answers := make(chan []types.Message)
-	owned.Go(func() { s.receiveLoop(ctx, asks, answers) })
+	var acks, heartbeat, loops sync.WaitGroup
+	acks.Go(func() { s.acks.run(base) })
+	heartbeat.Go(func() { s.leaser.run(beats) })
 	var received int
-	owned.Go(func() {
-		defer close(s.loopDone)
-		received = s.loop(ctx, jobsCtx, asks, answers)
-	})
+	loops.Go(func() { received = s.serve(ctx, jobs, polls) })
 
-	// --once: the one job runs to its end unless a stop is requested.
-	select {
-	case <-s.loopDone:
-	case <-ctx.Done():
-	}
-	if n := len(s.leaser.list()); n > 0 && ctx.Err() != nil {
-		s.log.Info("stop requested: draining running jobs", "held", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
-	}
-	aborted := false
-	if ctx.Err() != nil {
-		s.cut.set(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
-	}
-	window := time.NewTimer(s.cfg.ShutdownTimeout)
-	defer window.Stop()
-	select {
-	case <-s.loopDone:
-	case <-window.C:
-		s.log.Warn("shutdown window closed: stopping running jobs; their messages will be released", "held", len(s.leaser.list()))
-		stopJobs(errShutdown)
-		stopPolls()
-		select {
-		case <-s.loopDone:
-		case <-abort:
-			aborted = true
-		}
-	case <-abort:
-		aborted = true
-	}
-	if aborted {
-		s.log.Warn("second stop request: killing running jobs now; their messages will be released")
-		s.cut.set(time.Now().Add(releaseSlack))
-		stopJobs(errSecond)
-		stopPolls()
-		for _, j := range s.leaser.list() {
-			if pgid := j.processGroup(); pgid != 0 {
-				_ = signalGroup(pgid, syscall.SIGKILL)
-			}
-		}
-		<-s.loopDone
-	}
-	s.shutdown(stopHeartbeat, &heartbeat, &owned)
+	s.awaitStop(ctx)
+	aborted := s.drain(abort, func(cause error) { stopJobs(cause); stopPolls() })
+	loops.Wait()
+	stopHeartbeat(stopBeats, &heartbeat)
+	s.awaitRuns()
+	s.flushAcks(&acks)
 	s.log.Info("watchbot stopped", "received", received)
 	if aborted {
 		return ErrAborted
@@ -223,24 +174,89 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 	return nil
 }
 
+// serve runs the receive loop and the loop until the drain is over, and returns how many
+// messages were received. The receives run on a context of their own, which the loop ends
+// when a stop finds nothing held, so an idle watchbot does not wait out its long poll.
+func (s *Supervisor) serve(stop, jobs, polls context.Context) int {
+	receives, stopReceiving := context.WithCancel(polls)
+	defer stopReceiving()
+	asks, answers := make(chan receiveAsk), make(chan []types.Message)
+	var receiving sync.WaitGroup
+	defer receiving.Wait()
+	receiving.Go(func() { s.receiveLoop(stop, polls, receives, asks, answers) })
+	defer close(s.loopDone)
+	return s.loop(stop, jobs, stopReceiving, asks, answers)
+}
+
+// awaitStop waits for a stop request, or for the loop to end (--once: the one job runs to
+// its end unless a stop is requested); at a stop it sets the cutoff after the drain window.
+func (s *Supervisor) awaitStop(ctx context.Context) {
+	select {
+	case <-s.loopDone:
+	case <-ctx.Done():
+	}
+	if ctx.Err() == nil {
+		return
+	}
+	if n := len(s.leaser.list()); n > 0 {
+		s.log.Info("stop requested: draining running jobs", "held", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
+	}
+	s.cut.set(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
+}
+
+// drain waits for the loop to end within the shutdown window; once the window closes,
+// stopWork stops the runs and the receive's last calls, and a second stop request (abort)
+// kills the workers at once. It reports whether abort ended it.
+func (s *Supervisor) drain(abort <-chan struct{}, stopWork func(cause error)) (aborted bool) {
+	window := time.NewTimer(s.cfg.ShutdownTimeout)
+	defer window.Stop()
+	select {
+	case <-s.loopDone:
+		return false
+	case <-window.C:
+		s.log.Warn("shutdown window closed: stopping running jobs; their messages will be released", "held", len(s.leaser.list()))
+		stopWork(errShutdown)
+		select {
+		case <-s.loopDone:
+			return false
+		case <-abort:
+		}
+	case <-abort:
+	}
+	s.log.Warn("second stop request: killing running jobs now; their messages will be released")
+	s.cut.set(time.Now().Add(releaseSlack))
+	stopWork(errSecond)
+	for _, j := range s.leaser.list() {
+		if pgid := j.processGroup(); pgid != 0 {
+			_ = signalGroup(pgid, syscall.SIGKILL)
+		}
+	}
+	<-s.loopDone
+	return true
+}
+
 // releaseSlack is how long after its drain window and --kill-grace a stop waits for SQS to
 // take the releases of the messages it held: every call to SQS and DynamoDB ends by then
 // (cutoff), so a stop ends within --shutdown-timeout + --kill-grace + 2 s whatever SQS and DynamoDB do.
 const releaseSlack = 1500 * time.Millisecond
 
-// shutdown stops what outlives the loop, in order: the heartbeat (so no renewal follows a
-// message's release), the runs' and hand-backs' goroutines, then the acknowledger, which
-// sends what is pending and waits for its calls. Each step is bounded: the heartbeat and the
-// goroutines end with their current SQS call, which the acknowledger bounds by AckTimeout.
-// It runs once, however often it is called.
-func (s *Supervisor) shutdown(stopHeartbeat context.CancelFunc, heartbeat, owned *sync.WaitGroup) {
-	s.stopOnce.Do(func() {
-		<-s.loopDone
-		stopHeartbeat()
-		heartbeat.Wait()
-		s.runs.Wait()
-		s.handBacks.Wait()
-		s.acks.close()
-		owned.Wait()
-	})
+// stopHeartbeat ends the heartbeat and waits for it, so that no renewal follows a message's
+// release.
+func stopHeartbeat(stop context.CancelFunc, heartbeat *sync.WaitGroup) {
+	stop()
+	heartbeat.Wait()
+}
+
+// awaitRuns waits for the runs' and the hand-backs' goroutines: each ends with its current
+// call to SQS, which the acknowledger bounds.
+func (s *Supervisor) awaitRuns() {
+	s.runs.Wait()
+	s.handBacks.Wait()
+}
+
+// flushAcks closes the acknowledger, which sends what is pending and waits for its calls,
+// and waits for it.
+func (s *Supervisor) flushAcks(acks *sync.WaitGroup) {
+	s.acks.close()
+	acks.Wait()
 }
