@@ -75,7 +75,7 @@ func TestListenProtectsTheTaskWhileJobsRun(t *testing.T) {
 	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	p := testenv.Spawn(t, cmd)
-	testenv.Eventually(t, "watchbot to listen", 30*time.Second, func() bool { return strings.Contains(stderr.String(), "watchbot listening") }, stderr.String)
+	testenv.Eventually(t, "watchbot to listen", 30*time.Second, func() bool { return listening(stderr.String()) }, stderr.String)
 	time.Sleep(500 * time.Millisecond)
 	if calls := agent.Calls(); len(calls) != 0 {
 		t.Fatalf("an idle watchbot called the agent: %+v", calls)

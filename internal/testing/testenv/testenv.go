@@ -274,3 +274,8 @@ func Build(tb testing.TB, pkg string) string {
 	}
 	return b.path
 }
+
+// Soak reports whether the long forms of tests run: WATCHBOT_SOAK is set (to the soak's
+// length, by scripts/soak). Without it a real-time test longer than 20 s skips, or runs in
+// a shorter form, and its long form waits for `make soak`.
+func Soak() bool { return os.Getenv("WATCHBOT_SOAK") != "" }
