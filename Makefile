@@ -8,9 +8,13 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 all: build
 
-## build: a static binary in bin/watchbot
+## build: a static binary in bin/watchbot. It is built beside (bin/.watchbot.build, which keeps go
+## build's up-to-date check) and renamed into place, so a bin/watchbot started meanwhile runs the
+## old binary or the new one, never a half-written or missing one; builds run one at a time
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/watchbot ./cmd/watchbot
+	@mkdir -p bin
+	flock bin/.build.lock sh -c "CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/.watchbot.build ./cmd/watchbot && \
+	  cp bin/.watchbot.build bin/.watchbot.new && mv -f bin/.watchbot.new bin/watchbot"
 
 node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
