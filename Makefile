@@ -104,9 +104,12 @@ bench-docs: build node_modules/.package-lock.json
 soak: build node_modules/.package-lock.json
 	scripts/soak
 
-## emulator: the local SQS emulator in the foreground on 127.0.0.1:4566 with a work queue and its DLQ;
-## prints their URLs and the bin/watchbot commands that use them; Ctrl-C stops it. Variables:
-## FAUXQS_PORT=4566 QUEUE=jobs MAX_RECEIVE_COUNT=3 VISIBILITY_TIMEOUT=30 FIFO=1 (see scripts/local-sqs)
+## emulator: the local emulators in the foreground: SQS and S3 on 127.0.0.1:4566 (each of QUEUES
+## with its DLQ, the bucket watchbot-payloads), DynamoDB on 127.0.0.1:4567 (the tables
+## watchbot-dedupe, watchbot-limits, watchbot-progress); prints the variables and the
+## bin/watchbot commands that use them; Ctrl-C stops them. Variables: FAUXQS_PORT=4566
+## DYNALITE_PORT=4567 QUEUES=jobs (or QUEUE=jobs) MAX_RECEIVE_COUNT=3 VISIBILITY_TIMEOUT=30
+## FIFO=1 (see scripts/local-sqs)
 emulator: build node_modules/.package-lock.json
 	scripts/local-sqs
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +21,8 @@ import (
 
 // TestLocalSQSScript runs scripts/local-sqs (make emulator) as a developer would: it pastes
 // the commands the script prints into a shell, with the test's binary for bin/watchbot and a
-// worker that succeeds for ./your-worker, then stops the script and finds no emulator left.
+// worker that succeeds for ./your-worker (the listen that names every queue, the tables and the
+// bucket), then stops the script and finds no emulator left.
 func TestLocalSQSScript(t *testing.T) {
 	root, err := testenv.Root()
 	if err != nil {
@@ -33,18 +35,18 @@ func TestLocalSQSScript(t *testing.T) {
 	}
 	bin := testenv.Binary(t)
 	tests := []struct {
-		name string
-		fifo string
-		stop syscall.Signal
+		name   string
+		queues string // QUEUES, or QUEUE when it names one
+		fifo   string
+		stop   syscall.Signal
 	}{
-		{"standard queue, stopped by SIGINT", "", syscall.SIGINT},
-		{"FIFO queue, stopped by SIGTERM", "1", syscall.SIGTERM},
+		{"two standard queues, stopped by SIGINT", "QUEUES=jobs,bulk", "", syscall.SIGINT},
+		{"FIFO queue, stopped by SIGTERM", "QUEUE=local-sqs-test-" + strconv.Itoa(os.Getpid()), "1", syscall.SIGTERM},
 	}
-	for i, tt := range tests {
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			queue := "local-sqs-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
 			cmd := exec.Command(script)
-			cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT=0", "QUEUE="+queue, "MAX_RECEIVE_COUNT=2", "FIFO="+tt.fifo)
+			cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT=0", "DYNALITE_PORT=0", tt.queues, "MAX_RECEIVE_COUNT=2", "FIFO="+tt.fifo)
 			var out, errOut testenv.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			local := testenv.Spawn(t, cmd)
@@ -56,14 +58,16 @@ func TestLocalSQSScript(t *testing.T) {
 				}
 				return strings.Contains(out.String(), " peek\n")
 			}, errOut.String)
-			printed := func(prefix string) string {
+			// printed returns the first line printed that starts with prefix and holds each of has.
+			printed := func(prefix string, has ...string) string {
 				t.Helper()
 				for line := range strings.Lines(out.String()) {
-					if line = strings.TrimSpace(line); strings.HasPrefix(line, prefix) {
+					line = strings.TrimSpace(line)
+					if strings.HasPrefix(line, prefix) && !slices.ContainsFunc(has, func(s string) bool { return !strings.Contains(line, s) }) {
 						return line
 					}
 				}
-				t.Fatalf("local-sqs printed no line starting with %q:\n%s", prefix, out.String())
+				t.Fatalf("local-sqs printed no line starting with %q holding %q:\n%s", prefix, has, out.String())
 				return ""
 			}
 			export := printed("export ")
@@ -82,20 +86,25 @@ func TestLocalSQSScript(t *testing.T) {
 			if code := send.Wait(t, 60*time.Second, log.String); code != 0 {
 				t.Fatalf("send exit %d:\n%s", code, log)
 			}
-			listen, log := paste(printed("bin/watchbot listen "))
+			listen, log := paste(printed("bin/watchbot listen ", "--dedupe-table"))
 			testenv.Eventually(t, "the message to be processed", 30*time.Second, func() bool {
 				return strings.Contains(log.String(), `"msg":"message done"`)
 			}, log.String)
 			_ = listen.Cmd.Process.Kill()
 			listen.Wait(t, 10*time.Second)
 			endpoint, _ := strings.CutPrefix(strings.Fields(export)[1], "AWS_ENDPOINT_URL_SQS=")
-			url := strings.Fields(printed("work queue:"))[2]
-			if counts := testenv.Depth(t, testenv.ClientFor(endpoint), url); counts.Total() != 0 {
-				t.Errorf("queue holds %+v after the message was processed", counts)
+			for line := range strings.Lines(out.String()) {
+				if f := strings.Fields(line); len(f) == 3 && f[0] == "queue" {
+					if counts := testenv.Depth(t, testenv.ClientFor(endpoint), f[2]); counts.Total() != 0 {
+						t.Errorf("queue %s holds %+v after the message was processed", f[1], counts)
+					}
+				}
 			}
-			peek, log := paste(printed("bin/watchbot dead-letter "))
-			if code := peek.Wait(t, 60*time.Second, log.String); code != 0 {
-				t.Errorf("dead-letter peek exit %d:\n%s", code, log)
+			for _, prefix := range []string{"bin/watchbot dead-letter ", "bin/watchbot progress "} {
+				cmd, log := paste(printed(prefix))
+				if code := cmd.Wait(t, 60*time.Second, log.String); code != 0 {
+					t.Errorf("%sexit %d:\n%s", prefix, code, log)
+				}
 			}
 
 			port, _ := strconv.ParseInt(endpoint[strings.LastIndex(endpoint, ":")+1:], 10, 32)
@@ -103,23 +112,27 @@ func TestLocalSQSScript(t *testing.T) {
 				t.Errorf("the emulator listens on %v, want 127.0.0.1 alone", addrs)
 			}
 
-			emulator := emulatorOf(t, local.Cmd.Process.Pid)
+			emulators := emulatorsOf(t, local.Cmd.Process.Pid)
 			if err := local.Cmd.Process.Signal(tt.stop); err != nil {
 				t.Fatal(err)
 			}
 			if code := local.Wait(t, 30*time.Second, errOut.String); code != 0 {
 				t.Errorf("local-sqs exit %d after %v, want 0:\n%s", code, tt.stop, errOut.String())
 			}
-			if err := syscall.Kill(emulator, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("the emulator (pid %d) outlived local-sqs: kill -0 says %v", emulator, err)
+			for _, pid := range emulators {
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					t.Errorf("an emulator (pid %d) outlived local-sqs: kill -0 says %v", pid, err)
+				}
 			}
 		})
 	}
 }
 
-// emulatorOf returns the id of the emulator process that the process pid started, from /proc.
-func emulatorOf(t *testing.T, pid int) int {
+// emulatorsOf returns the ids of the emulator processes that the process pid started (SQS
+// and DynamoDB), from /proc.
+func emulatorsOf(t *testing.T, pid int) []int {
 	t.Helper()
+	var ids []int
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, stat := range stats {
 		b, err := os.ReadFile(stat)
@@ -132,13 +145,15 @@ func emulatorOf(t *testing.T, pid int) int {
 			continue
 		}
 		dir := filepath.Dir(stat)
-		if cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline")); strings.Contains(string(cmdline), "fauxqs-server.mjs") {
+		if cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline")); strings.Contains(string(cmdline), "-server.mjs") {
 			id, _ := strconv.Atoi(filepath.Base(dir))
-			return id
+			ids = append(ids, id)
 		}
 	}
-	t.Fatalf("no fauxqs-server.mjs process under local-sqs (pid %d) in /proc", pid)
-	return 0
+	if len(ids) != 2 {
+		t.Fatalf("%d emulator processes (*-server.mjs) under local-sqs (pid %d) in /proc, want 2", len(ids), pid)
+	}
+	return ids
 }
 
 // listeningOn returns the addresses with a TCP socket listening on port, from /proc/net/tcp and
@@ -174,26 +189,30 @@ func listeningOn(t *testing.T, port int) []string {
 	return addrs
 }
 
-// TestLocalSQSPortTaken runs scripts/local-sqs on a port already taken: one line says so and
-// how to pick another, and the exit is 2.
+// TestLocalSQSPortTaken runs scripts/local-sqs with the SQS or the DynamoDB emulator's port
+// already taken: one line says so and how to pick another, and the exit is 2.
 func TestLocalSQSPortTaken(t *testing.T) {
 	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	port := taken.Addr().(*net.TCPAddr).Port
-	cmd := exec.Command(filepath.Join(root, "scripts", "local-sqs"))
-	cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT="+strconv.Itoa(port))
-	var out, errOut testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, errOut.String)
-	if code != 2 || out.String() != "" || strings.Count(errOut.String(), "\n") != 1 ||
-		!strings.Contains(errOut.String(), "port "+strconv.Itoa(port)+" on 127.0.0.1 is taken") || !strings.Contains(errOut.String(), "FAUXQS_PORT=") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line naming the port and FAUXQS_PORT", code, out.String(), errOut.String())
+	for _, variable := range []string{"FAUXQS_PORT", "DYNALITE_PORT"} {
+		t.Run(variable, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			port := taken.Addr().(*net.TCPAddr).Port
+			cmd := exec.Command(filepath.Join(root, "scripts", "local-sqs"))
+			cmd.Env = testenv.CleanEnv(t, "FAUXQS_PORT=0", "DYNALITE_PORT=0", variable+"="+strconv.Itoa(port))
+			var out, errOut testenv.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			code := testenv.Spawn(t, cmd).Wait(t, 60*time.Second, errOut.String)
+			if code != 2 || out.String() != "" || strings.Count(errOut.String(), "\n") != 1 ||
+				!strings.Contains(errOut.String(), "port "+strconv.Itoa(port)+" on 127.0.0.1 is taken") || !strings.Contains(errOut.String(), variable+"=") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line naming the port and %s", code, out.String(), errOut.String(), variable)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,8 @@ import (
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
-// TestQuickstart runs the README's quickstart as a reader would: scripts/local-sqs (what make
-// emulator runs) in one shell, then the quickstart's block in another, in a fresh directory
-// holding only bin/watchbot, in a user's environment built from nothing (testenv.CleanEnv).
-// The one change to the block is the emulator's port, which the test picks free, and the
-// Ctrl-C the reader gives listen once both messages ran, which the test sends when the queue
-// is empty and the DLQ holds the rejected message.
+// TestQuickstart runs the README's quickstart as a reader would: make emulator's
+// scripts/local-sqs in one shell, then the quickstart's block in another (runLocalBlock).
 func TestQuickstart(t *testing.T) {
 	root, err := testenv.Root()
 	if err != nil {
@@ -33,32 +30,83 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := quickstartBlock(t, string(readme))
+	block := markedBlocks(t, string(readme), "quickstart")[0]
+	emu := startLocalEmulator(t)
+	_, out := emu.runLocalBlock(t, block)
+	for _, want := range []string{
+		"delete [exit code 0]",                  // try, on a good message
+		"dead-letter: worker rejected",          // try, on a bad one
+		"resizing photo-1.jpg (attempt 1 of 3)", // listen ran the worker
+		"bad-2.jpg",                             // peek shows the rejected message
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the quickstart's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// localEmulator is scripts/local-sqs (make emulator) running on free ports.
+type localEmulator struct {
+	sqsPort, dynamoPort string
+	// queues are the work queues' URLs, by name.
+	queues map[string]string
+}
+
+var localAnnounce = regexp.MustCompile(`SQS and S3 on http://127\.0\.0\.1:(\d+), DynamoDB on http://127\.0\.0\.1:(\d+)`)
+
+// startLocalEmulator runs scripts/local-sqs with vars (the page's make emulator VAR=VALUE) in a
+// user's environment, on free ports, until the test ends.
+func startLocalEmulator(t *testing.T, vars ...string) *localEmulator {
+	t.Helper()
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
 	script := filepath.Join(root, "scripts", "local-sqs")
 	if out, err := exec.Command(script, "--install").CombinedOutput(); err != nil {
-		testenv.Require(t, "SQS emulator did not install", fmt.Errorf("%w\n%s", err, out))
+		testenv.Require(t, "the emulators did not install", fmt.Errorf("%w\n%s", err, out))
 	}
-
-	clean := testenv.CleanEnv(t)
-	emulator := exec.Command(script)
-	emulator.Env = append(slices.Clip(clean), "FAUXQS_PORT=0")
-	var emuOut testenv.Buffer
-	emulator.Stdout, emulator.Stderr = &emuOut, &emuOut
-	testenv.Spawn(t, emulator)
-	announce := regexp.MustCompile(`SQS emulator on http://127\.0\.0\.1:(\d+)`)
-	var port string
-	testenv.Eventually(t, "local-sqs to start the emulator", 60*time.Second, func() bool {
-		m := announce.FindStringSubmatch(emuOut.String())
-		if m != nil && strings.Contains(emuOut.String(), " peek\n") {
-			port = m[1]
-			return true
+	cmd := exec.Command(script)
+	cmd.Env = append(testenv.CleanEnv(t, vars...), "FAUXQS_PORT=0", "DYNALITE_PORT=0")
+	var out testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	run := testenv.Spawn(t, cmd)
+	emu := &localEmulator{queues: map[string]string{}}
+	testenv.Eventually(t, "local-sqs to start the emulators", 60*time.Second, func() bool {
+		select {
+		case <-run.Done():
+			t.Fatalf("local-sqs exited:\n%s", out.String())
+		default:
 		}
-		return false
-	}, emuOut.String)
-	block = strings.ReplaceAll(block, ":4566", ":"+port)
+		m := localAnnounce.FindStringSubmatch(out.String())
+		if m == nil || !strings.Contains(out.String(), "  export ") {
+			return false
+		}
+		emu.sqsPort, emu.dynamoPort = m[1], m[2]
+		return true
+	}, out.String)
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "queue" {
+			emu.queues[f[1]] = f[2]
+		}
+	}
+	return emu
+}
 
-	// The reader's second shell: a fresh directory with the binary make emulator built.
-	dir := t.TempDir()
+var localListen = regexp.MustCompile(`(?m)^(bin/watchbot listen [^#\n]*?)\s*(#.*)?$`)
+
+// runLocalBlock runs a docs block as its reader would in a second shell: in a fresh directory
+// holding only bin/watchbot, in a user's environment built from nothing (testenv.CleanEnv),
+// with bash -euo pipefail. The one change to the block is the emulators' ports, which the
+// test picks free, and the Ctrl-C the reader gives each bin/watchbot listen once its work is
+// done, which the test sends when every work queue is empty (whatever went to a DLQ went
+// there). It returns the directory and what the block printed, and fails the test unless the
+// block exits 0.
+func (emu *localEmulator) runLocalBlock(t *testing.T, block string) (dir, out string) {
+	t.Helper()
+	block = strings.ReplaceAll(block, ":4566", ":"+emu.sqsPort)
+	block = strings.ReplaceAll(block, ":4567", ":"+emu.dynamoPort)
+	dir = t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -66,70 +114,80 @@ func TestQuickstart(t *testing.T) {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(dir, "listen.pid")
-	listen := regexp.MustCompile(`(?m)^(bin/watchbot listen [^#\n]*?)\s*(#.*)?$`)
-	if !listen.MatchString(block) {
-		t.Fatalf("the quickstart runs no bin/watchbot listen:\n%s", block)
-	}
 	// Ctrl-C reaches listen alone; the shell waits for it as it would in the foreground.
-	block = listen.ReplaceAllString(block, "$1 & echo $$! > "+pidFile+"; wait $$!")
+	block = localListen.ReplaceAllString(block, "$1 & echo $$! > "+pidFile+"; wait $$!; rm "+pidFile)
 	shell := exec.Command("bash", "-euo", "pipefail", "-c", block)
-	shell.Dir, shell.Env = dir, clean
-	var out testenv.Buffer
-	shell.Stdout, shell.Stderr = &out, &out
+	shell.Dir, shell.Env = dir, testenv.CleanEnv(t)
+	var output testenv.Buffer
+	shell.Stdout, shell.Stderr = &output, &output
 	run := testenv.Spawn(t, shell)
-
-	sqs := testenv.ClientFor("http://127.0.0.1:" + port)
-	queue := "http://sqs.us-east-1.localhost:" + port + "/000000000000/jobs"
-	dlq := queue + "-dead-letter"
-	testenv.Eventually(t, "both messages to run: the queue empty, the rejected one in the DLQ", 90*time.Second, func() bool {
+	ended := func() bool {
 		select {
 		case <-run.Done():
-			t.Fatalf("the quickstart ended before listen was stopped:\n%s", out.String())
+			return true
 		default:
-		}
-		if _, err := os.Stat(pidFile); err != nil {
 			return false
 		}
-		return testenv.Depth(t, sqs, queue).Total() == 0 && testenv.Depth(t, sqs, dlq).Visible == 1
-	}, out.String)
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if code := run.Wait(t, 60*time.Second, out.String); code != 0 {
-		t.Fatalf("the quickstart exited %d:\n%s", code, out.String())
-	}
-	for _, want := range []string{
-		"delete [exit code 0]",                  // try, on a good message
-		"dead-letter: worker rejected",          // try, on a bad one
-		"resizing photo-1.jpg (attempt 1 of 3)", // listen ran the worker
-		"bad-2.jpg",                             // peek shows the rejected message
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the quickstart's output lacks %q:\n%s", want, out.String())
+	sqs := testenv.ClientFor("http://127.0.0.1:" + emu.sqsPort)
+	for {
+		var pid int
+		testenv.Eventually(t, "the block to start a listen or end", 90*time.Second, func() bool {
+			if ended() {
+				return true
+			}
+			b, err := os.ReadFile(pidFile)
+			if err != nil || !strings.HasSuffix(string(b), "\n") {
+				return false
+			}
+			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil
+		}, output.String)
+		if pid == 0 {
+			break
 		}
+		testenv.Eventually(t, "every work queue to empty", 90*time.Second, func() bool {
+			return !slices.ContainsFunc(slices.Collect(maps.Values(emu.queues)), func(url string) bool {
+				return testenv.Depth(t, sqs, url).Total() != 0
+			})
+		}, output.String)
+		if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, "the listen to stop", 60*time.Second, func() bool {
+			_, err := os.Stat(pidFile)
+			return ended() || os.IsNotExist(err)
+		}, output.String)
 	}
+	if code := run.Wait(t, 60*time.Second, output.String); code != 0 {
+		t.Fatalf("the block exited %d:\n%s", code, output.String())
+	}
+	return dir, output.String()
 }
 
-// quickstartBlock returns the shell block between the README's quickstart markers.
-func quickstartBlock(t *testing.T, readme string) string {
+// markedBlocks returns the ```sh blocks of text between the markers <!-- NAME: start --> and
+// <!-- NAME: end -->.
+func markedBlocks(t *testing.T, text, name string) []string {
 	t.Helper()
-	_, rest, ok := strings.Cut(readme, "<!-- quickstart: start -->")
-	section, _, ok2 := strings.Cut(rest, "<!-- quickstart: end -->")
+	_, rest, ok := strings.Cut(text, "<!-- "+name+": start -->")
+	section, _, ok2 := strings.Cut(rest, "<!-- "+name+": end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no quickstart markers")
+		t.Fatalf("no %s markers", name)
 	}
-	_, body, ok := strings.Cut(section, "```sh\n")
-	block, _, ok2 := strings.Cut(body, "```")
-	if !ok || !ok2 {
-		t.Fatal("the README's quickstart has no ```sh block")
+	var blocks []string
+	for {
+		_, body, ok := strings.Cut(section, "```sh\n")
+		if !ok {
+			break
+		}
+		block, after, ok := strings.Cut(body, "```")
+		if !ok {
+			t.Fatalf("the %s section has an unclosed ```sh block", name)
+		}
+		blocks, section = append(blocks, block), after
 	}
-	return block
+	if len(blocks) == 0 {
+		t.Fatalf("the %s section has no ```sh block", name)
+	}
+	return blocks
 }

@@ -1,8 +1,9 @@
 // Starts the pinned dynalite DynamoDB emulator, in memory, on 127.0.0.1:DYNALITE_PORT (0 = any free
 // port) with tables that become ACTIVE at once, and prints one line, "dynalite listening on port N",
-// once it accepts requests. DYNALITE_TABLES may hold a JSON array of CreateTable requests (as the
+// once it accepts requests; a port already taken is one line on stderr and exit status 3, as for
+// fauxqs-server.mjs. DYNALITE_TABLES may hold a JSON array of CreateTable requests (as the
 // DynamoDB API takes them) to create at start; each is announced as "table NAME" after the first
-// line. Used by scripts/demo-mapreduce and by the Go test environment (dynamo.go, beside it). Exits
+// line. Used by scripts/local-sqs, scripts/demo-mapreduce and by the Go test environment (dynamo.go, beside it). Exits
 // when stdin closes or on SIGTERM, so a parent that dies never leaves it behind: dynalite's own
 // cli.js has no such exit, and it keeps everything in memory, so there is nothing to flush.
 import dynalite from "dynalite";
@@ -13,10 +14,17 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(2);
 }
 const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-await new Promise((resolve, reject) => {
-  server.once("error", reject);
-  server.listen(port, "127.0.0.1", resolve);
-});
+try {
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
+} catch (err) {
+  if (err?.code !== "EADDRINUSE") throw err;
+  console.error(`dynalite-server: port ${port} on 127.0.0.1 is taken (another emulator?): ` +
+    `pick another with DYNALITE_PORT, such as make emulator DYNALITE_PORT=4568, or DYNALITE_PORT=0 for any free port`);
+  process.exit(3);
+}
 const endpoint = `http://127.0.0.1:${server.address().port}`;
 console.log(`dynalite listening on port ${server.address().port}`);
 

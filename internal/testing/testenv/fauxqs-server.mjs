@@ -3,7 +3,9 @@
 // is one line on stderr saying how to pick another, and exit status 3. FAUXQS_QUEUES may hold a
 // JSON array of {"name": ..., "attributes": {...}, "deadLetter": {"name": ..., "maxReceiveCount": N,
 // "attributes": {...}}} to create at start (a FIFO queue's DLQ needs "FifoQueue": "true" too);
-// each is announced as "queue NAME URL" after the first line. Used by scripts/local-sqs, scripts/demo
+// each is announced as "queue NAME URL" after the first line. FAUXQS_BUCKETS may hold a JSON array
+// of S3 bucket names to create (fauxqs serves S3 on the same port), each announced as
+// "bucket NAME" after the queues. Used by scripts/local-sqs, scripts/demo
 // and by the Go test environment (testenv.go, beside it). Exits when stdin closes or on SIGTERM, so
 // a parent that dies never leaves it behind.
 import net from "node:net";
@@ -44,6 +46,9 @@ for (const q of JSON.parse(process.env.FAUXQS_QUEUES ?? "[]")) {
   }
   const created = server.createQueue(q.name, { attributes });
   console.log(`queue ${created.queueName} ${created.queueUrl}`);
+}
+for (const name of JSON.parse(process.env.FAUXQS_BUCKETS ?? "[]")) {
+  console.log(`bucket ${server.createBucket(name).bucketName}`);
 }
 
 const stop = async () => {
