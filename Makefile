@@ -113,6 +113,12 @@ soak: build node_modules/.package-lock.json
 emulator: build node_modules/.package-lock.json
 	scripts/local-sqs
 
+## lint-template: lint CloudFormation templates, TEMPLATES=stack.yaml (several, space-separated),
+## with the linter and the current resource specification the tests use (scripts/lint-template)
+.PHONY: lint-template
+lint-template: node_modules/.package-lock.json
+	scripts/lint-template $(TEMPLATES)
+
 clean:
 	rm -rf bin
 

@@ -27,9 +27,9 @@ import (
 // otherwise. Parameters without a value or default are guessed from their type.
 //
 // The resource specification it bundles is from 2019 (2.29.0) and lacks properties the
-// template uses. The tests replace it whole: Node preloads testdata/cfn-lint-current-spec.js
-// (NODE_OPTIONS=--require), which reads the current CloudFormation resource specification
-// from the npm package @aws-cdk/aws-service-spec (pinned beside cfn-lint, 0.1.216), writes it
+// template uses. The tests replace it whole, as users do with scripts/lint-template: Node
+// preloads scripts/cfn-lint-current-spec.js (--require), which reads the current
+// CloudFormation resource specification from the npm package @aws-cdk/aws-service-spec (pinned beside cfn-lint, 0.1.216), writes it
 // in the old format the linter reads (ResourceTypes, PropertyTypes) and makes it the linter's
 // awsData.awsResources before the linter starts. So every property of every resource is
 // checked against today's types; that file lists where the old format cannot say what the
@@ -41,7 +41,8 @@ import (
 // with the bundled specification, 1.1 s when the document has to be written first), nearly
 // all of it starting Node and loading the linter and the specification; so the tests lint
 // their templates in one Node process each, through testdata/cfn-lint-batch.js (the
-// function the CLI calls, with its defaults), and run the CLI itself once, as a user does.
+// function the CLI calls, with its defaults), and run the CLI itself once, as a user does:
+// through scripts/lint-template.
 //
 // The linter cannot evaluate Fn::And nor read a Rules section, which is why the template has
 // neither (see conditions and alarmTargetCheck). No warning is accepted: lint requires
@@ -112,7 +113,7 @@ func (r lintResult) clean() bool {
 type specification int
 
 const (
-	currentSpec specification = iota // the current one, see testdata/cfn-lint-current-spec.js
+	currentSpec specification = iota // the current one, see scripts/cfn-lint-current-spec.js
 	bundledSpec                      // the one cfn-lint ships, from 2019
 )
 
@@ -120,24 +121,29 @@ const (
 func nodeEnv(t *testing.T, spec specification) []string {
 	t.Helper()
 	if spec == currentSpec {
-		preload, err := filepath.Abs(filepath.Join("testdata", "cfn-lint-current-spec.js"))
+		root, err := testenv.Root()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return testenv.CleanEnv(t, "NODE_OPTIONS=--require "+preload)
+		return testenv.CleanEnv(t, "NODE_OPTIONS=--require "+filepath.Join(root, "scripts", "cfn-lint-current-spec.js"))
 	}
 	return testenv.CleanEnv(t)
 }
 
-// runLinter lints the file at path against spec.
-func runLinter(t *testing.T, path string, spec specification, params ...string) lintResult {
+// runLinter lints the file at path as users do, with scripts/lint-template: the CLI against
+// the current specification, failing on a warning too.
+func runLinter(t *testing.T, path string, params ...string) lintResult {
 	t.Helper()
-	args := []string{"validate", path}
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
 	if len(params) > 0 {
 		args = append(args, "--parameters", strings.Join(params, ","))
 	}
-	cmd := exec.CommandContext(t.Context(), linter(t), args...)
-	cmd.Env = nodeEnv(t, spec)
+	cmd := exec.CommandContext(t.Context(), filepath.Join(root, "scripts", "lint-template"), append(args, path)...)
+	cmd.Env = testenv.CleanEnv(t)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	code := 0
@@ -298,7 +304,7 @@ func TestTemplatesPassTheLinter(t *testing.T) {
 	// The CLI, as a user runs it, passes a template with parameters too.
 	t.Run("command line", func(t *testing.T) {
 		last := jobs[len(jobs)-1]
-		if r := runLinter(t, last.path, currentSpec, last.params...); !r.clean() {
+		if r := runLinter(t, last.path, last.params...); !r.clean() {
 			t.Errorf("cfn-lint exit %d:%s", r.exitCode, r.output)
 		}
 	})
@@ -380,7 +386,7 @@ func TestLinterCatchesBrokenTemplates(t *testing.T) {
 	})
 	// The CLI, as a user runs it, refuses a broken template too, with exit 1.
 	t.Run("command line", func(t *testing.T) {
-		r := runLinter(t, jobs[0].path, currentSpec)
+		r := runLinter(t, jobs[0].path)
 		if r.exitCode != 1 || !strings.Contains(r.output, "Template invalid!") || !strings.Contains(r.output, cases[0].want) {
 			t.Errorf("cfn-lint exit %d, want 1 with %q:%s", r.exitCode, cases[0].want, r.output)
 		}

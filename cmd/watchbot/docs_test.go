@@ -326,7 +326,7 @@ func subshells(s string) [][]string {
 }
 
 // otherProgramsFlags are flags of other programs the docs name in backquotes, by program.
-var otherProgramsFlags = map[string]string{"init": "docker run", "tmpfs": "docker run", "shm-size": "docker run"}
+var otherProgramsFlags = map[string]string{"init": "docker run", "tmpfs": "docker run", "shm-size": "docker run", "parameters": "scripts/lint-template"}
 
 var backquotedFlag = regexp.MustCompile("`--([a-z0-9][a-z0-9-]*)")
 

@@ -1,5 +1,6 @@
-// Preloaded into the pinned cfn-lint (node --require) by lint_test.go: replaces the linter's
-// bundled resource specification with the current one.
+// Preloaded into the pinned cfn-lint (node --require) by scripts/lint-template, which users and
+// cloudformation/lint_test.go lint with: replaces the linter's bundled resource specification
+// with the current one.
 //
 // cfn-lint 1.9.7 bundles CloudFormation resource specification 2.29.0 (2019) and reads it,
 // once, as require('cfn-lint/lib/awsData').awsResources; every check looks it up there at the
