@@ -34,4 +34,6 @@ func matches(rec map[string]any, attrs map[string]string) bool {
 }
 
 // listening says whether listen has logged its start: the record of what it serves.
-func listening(out string) bool { return logged(out, map[string]string{"level": "INFO", "max_attempts": "*"}) }
+func listening(out string) bool {
+	return logged(out, map[string]string{"level": "INFO", "max_attempts": "*"})
+}
