@@ -6,16 +6,6 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 )
 
-// sqsMetric is an AWS/SQS metric of the work queue q.
-func sqsMetric(q workQueue, name string) Metric {
-	return Metric{Namespace: alarms.SQSNamespace, MetricName: name, Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
-}
-
-// ownMetric is one of watchbot's metrics of the work queue q, in the metrics namespace.
-func (g *generator) ownMetric(q workQueue, m alarms.Metric) Metric {
-	return Metric{Namespace: g.o.MetricsNamespace, MetricName: string(m), Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
-}
-
 // autoscaling adds the service's scalable target and its policies: backlog scaling when the
 // tasks publish watchbot's metrics, visible scaling when they do not.
 func (g *generator) autoscaling() {
@@ -35,6 +25,17 @@ func (g *generator) autoscaling() {
 	g.backlogScaling()
 }
 
+// sqsMetric is an AWS/SQS metric of the work queue q.
+func sqsMetric(q workQueue, name string) Metric {
+	return Metric{Namespace: alarms.SQSNamespace, MetricName: name, Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
+}
+
+// ownMetric is one of watchbot's metrics of the work queue q, in the metrics namespace.
+func (g *generator) ownMetric(q workQueue, m alarms.Metric) Metric {
+	return Metric{Namespace: g.o.MetricsNamespace, MetricName: string(m), Dimensions: []Dimension{{Name: "QueueName", Value: GetAtt(q.id, "QueueName")}}}
+}
+
+// ptr is v for the optional bounds of a step.
 func ptr(v float64) *float64 { return &v }
 
 // ScaleOutSteps are the task-count increases of visible scaling while messages are visible,
