@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,13 +28,15 @@ type queueInfo struct {
 	dlqURL          string
 	// command is cfg.Command with its path resolved; nil for an HTTP worker.
 	command []string
+	// dedupeTTL is how long a completed dedupe key is remembered (0 without a dedupe table).
+	dedupeTTL time.Duration
 }
 
 // checkQueue runs the startup checks of cfg's queue, before anything is received: the
 // command, the directories, the queue and its redrive policy, the dedupe table (dedupe, nil
 // without one) and last the HTTP worker (http, nil for a command), which may come up while
 // the rest was checked. It returns what they learned.
-func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, dedupe *deduper, http *httpWorker) (queueInfo, error) {
+func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, dedupe DedupeAPI, http *httpWorker) (queueInfo, error) {
 	var command []string
 	if http == nil {
 		var err error
@@ -58,7 +61,7 @@ func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, d
 		return queueInfo{}, err
 	}
 	info.command = command
-	if err := dedupe.check(ctx, cfg.Dedupe, attrs); err != nil {
+	if info.dedupeTTL, err = checkDedupe(ctx, dedupe, cfg.Dedupe, attrs, log); err != nil {
 		return queueInfo{}, err
 	}
 	if http != nil {

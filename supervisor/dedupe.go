@@ -93,7 +93,7 @@ const defaultRetention = 4 * 24 * time.Hour
 type deduper struct {
 	api    DedupeAPI
 	source dedupe.KeySource
-	// ttl is how long a completed key is remembered, known once check has read the queue.
+	// ttl is how long a completed key is remembered.
 	ttl time.Duration
 	// lease is how long a claim or an extension leases a key: --visibility-timeout, the
 	// longest lease its message can have then, plus margin (a heartbeat interval,
@@ -130,49 +130,51 @@ type keyClaim struct {
 	unsure bool
 }
 
-// newDeduper returns the deduper of cfg on api, its calls cut at a stop's last moment, or nil
-// when duplicate suppression is off.
-func newDeduper(cfg Config, api DedupeAPI, metrics alarms.Recorder, log *slog.Logger, random func() float64, cut *cutoff) *deduper {
+// newDeduper returns the deduper of cfg on api for the queue the startup checks described
+// (info: FIFO or not, how long a completed key is remembered), its calls cut at a stop's
+// last moment, or nil when duplicate suppression is off.
+func newDeduper(cfg Config, api DedupeAPI, info queueInfo, metrics alarms.Recorder, log *slog.Logger, random func() float64, cut *cutoff) *deduper {
 	if api == nil {
 		return nil
 	}
 	source, _ := dedupe.ParseKeySource(cfg.Dedupe.Key) // checked by Validate
 	host, _ := os.Hostname()
-	return &deduper{api: api, source: source,
+	return &deduper{api: api, source: source, fifo: info.fifo, ttl: info.dedupeTTL,
 		lease:    cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		margin:   cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		instance: host + ":" + strconv.Itoa(os.Getpid()) + ":" + rand.Text()[:8],
 		metrics:  metrics, log: log.With("component", "dedupe"), random: random, cut: cut, claims: map[*job]*keyClaim{}}
 }
 
-// check is the startup check: the table exists with the right key. It learns from the
-// queue's attributes whether it is FIFO, and the TTL: --dedupe-ttl, or the queue's
-// retention period.
-func (d *deduper) check(ctx context.Context, cfg DedupeConfig, info queueattr.Info) error {
-	if d == nil {
-		return nil
+// checkDedupe is the dedupe table's startup check (api nil: duplicate suppression is off):
+// the table exists with the right key. It returns how long a completed key is remembered:
+// --dedupe-ttl, or the queue's retention period (attrs).
+func checkDedupe(ctx context.Context, api DedupeAPI, cfg DedupeConfig, attrs queueattr.Info, log *slog.Logger) (ttl time.Duration, err error) {
+	if api == nil {
+		return 0, nil
 	}
-	d.fifo = info.FIFO
-	ttlStatus, err := d.api.Check(ctx)
+	ttlStatus, err := api.Check(ctx)
 	switch {
 	case errors.Is(err, dedupe.ErrTableNotFound), errors.Is(err, dedupe.ErrKeySchema):
-		return setting.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
+		return 0, setting.Refuse(listenspec.SettingDedupeTable, nil, err.Error())
 	case err != nil:
-		return setting.Error{Setting: listenspec.SettingDedupeTable, Reason: "table not reachable", Err: err}
+		return 0, setting.Error{Setting: listenspec.SettingDedupeTable, Reason: "table not reachable", Err: err}
 	}
-	retention := cmpOr(info.RetentionPeriod, defaultRetention)
-	d.ttl = cmpOr(cfg.TTL, retention)
-	d.log.Info("duplicate suppression on: each key runs once; a message whose key another run holds, or whose check fails, is retried, never run beside it or unchecked",
-		"dedupe_table", cfg.Table, "dedupe_key", d.source.String(), "dedupe_ttl", d.ttl.String())
-	if d.ttl < retention {
-		d.log.Warn("--dedupe-ttl is shorter than the queue's message retention: a message delivered again after its key is forgotten runs again",
-			"dedupe_ttl", d.ttl.String(), "retention", retention.String())
+	retention := cmpOr(attrs.RetentionPeriod, defaultRetention)
+	ttl = cmpOr(cfg.TTL, retention)
+	log = log.With("component", "dedupe")
+	source, _ := dedupe.ParseKeySource(cfg.Key) // checked by Validate
+	log.Info("duplicate suppression on: each key runs once; a message whose key another run holds, or whose check fails, is retried, never run beside it or unchecked",
+		"dedupe_table", cfg.Table, "dedupe_key", source.String(), "dedupe_ttl", ttl.String())
+	if ttl < retention {
+		log.Warn("--dedupe-ttl is shorter than the queue's message retention: a message delivered again after its key is forgotten runs again",
+			"dedupe_ttl", ttl.String(), "retention", retention.String())
 	}
 	if ttlStatus == dedupe.TTLOff {
-		d.log.Warn("the table's time to live is not on "+dedupe.TTLAttribute+": expired records are ignored but never deleted, and the table grows",
+		log.Warn("the table's time to live is not on "+dedupe.TTLAttribute+": expired records are ignored but never deleted, and the table grows",
 			"dedupe_table", cfg.Table)
 	}
-	return nil
+	return ttl, nil
 }
 
 // cmpOr returns d, or def when d is zero.

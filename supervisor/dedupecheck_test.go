@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
@@ -116,12 +115,12 @@ func TestDedupeTTL(t *testing.T) {
 			logs := &testenv.Buffer{}
 			cfg := DefaultConfig()
 			cfg.Dedupe = DedupeConfig{Table: "t", Key: "message-id", TTL: tt.ttl}
-			d := newDeduper(cfg, newFakeDedupe(), alarms.Discard, slog.New(slog.NewJSONHandler(logs, nil)), func() float64 { return 0 }, nil)
-			if err := d.check(t.Context(), cfg.Dedupe, queueattr.Info{RetentionPeriod: tt.retention}); err != nil {
+			ttl, err := checkDedupe(t.Context(), newFakeDedupe(), cfg.Dedupe, queueattr.Info{RetentionPeriod: tt.retention}, slog.New(slog.NewJSONHandler(logs, nil)))
+			if err != nil {
 				t.Fatal(err)
 			}
-			if d.ttl != tt.want {
-				t.Errorf("ttl = %v, want %v", d.ttl, tt.want)
+			if ttl != tt.want {
+				t.Errorf("ttl = %v, want %v", ttl, tt.want)
 			}
 			if warned := strings.Contains(logs.String(), "--dedupe-ttl is shorter than the queue's message retention"); warned != tt.warns {
 				t.Errorf("warned %v, want %v:\n%s", warned, tt.warns, logs)

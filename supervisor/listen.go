@@ -43,8 +43,10 @@ type listen struct {
 	queues  []*Supervisor
 	limiter *limits.Limiter
 	// wakes are the queues' copies of the limiter's Changed, which wakes one receiver only.
-	wakes     []chan struct{}
-	protector *protector // nil without Deps.Protection
+	wakes []chan struct{}
+	// protector, nil without Deps.Protection, follows loads.
+	protector *protector
+	loads     loadSet
 	cut       *cutoff
 	log       *slog.Logger
 }
@@ -79,7 +81,12 @@ func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 		l.queues, l.wakes = append(l.queues, s), append(l.wakes, wake)
 	}
 	if deps.Protection != nil {
-		l.protector = newProtector(cfg, deps, l.activity(), l.healthy, l.cut)
+		loads := make([]*Load, len(l.queues))
+		for i, s := range l.queues {
+			loads[i] = s.load
+		}
+		l.loads = newLoadSet(loads)
+		l.protector = newProtector(cfg, deps, l.loads, l.healthy, l.cut)
 	}
 	return l, nil
 }
@@ -120,6 +127,7 @@ func (l *listen) run(ctx context.Context, abort <-chan struct{}) error {
 	if p := l.protector; p != nil {
 		l.log.Info("ECS task scale-in protection: on while messages are held", "idle_hold", p.policy.idle.String(),
 			"expires_in", p.policy.expiry.String())
+		l.loads.relay(shared, &owned)
 		owned.Go(func() { p.run(shared) })
 	}
 	errs := make([]error, len(l.queues))
@@ -132,16 +140,6 @@ func (l *listen) run(ctx context.Context, abort <-chan struct{}) error {
 	owned.Wait()
 	l.cut.release()
 	return errors.Join(errs...)
-}
-
-// activity is what the protector follows: whether any queue holds or runs a message.
-func (l *listen) activity() activity {
-	loads := make(loadSet, len(l.queues))
-	for i, s := range l.queues {
-		loads[i] = s.load
-	}
-	loads.shareChanged()
-	return loads
 }
 
 // healthy reports whether every queue makes progress.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
@@ -133,19 +134,26 @@ type protector struct {
 
 // activity is what the protector follows: whether watchbot holds or runs any message, and a
 // channel that receives when that may have changed. A *Load is one queue's; a loadSet, the
-// queues' of a listen that serves several.
+// queues' of a listen.
 type activity interface {
 	Active() bool
 	Changed() <-chan struct{}
 }
 
-// loadSet is the activity of several queues' loads, which share one Changed channel
-// (shareChanged).
-type loadSet []*Load
+// loadSet is the activity of a listen's queues' loads. Its own channel receives what relay
+// copies from theirs.
+type loadSet struct {
+	loads   []*Load
+	changed chan struct{}
+}
+
+func newLoadSet(loads []*Load) loadSet {
+	return loadSet{loads: loads, changed: make(chan struct{}, 1)}
+}
 
 // Active reports whether any of the queues holds or runs a message.
 func (ls loadSet) Active() bool {
-	for _, l := range ls {
+	for _, l := range ls.loads {
 		if l.Active() {
 			return true
 		}
@@ -154,13 +162,14 @@ func (ls loadSet) Active() bool {
 }
 
 // Changed receives when any of the queues' Active may have changed.
-func (ls loadSet) Changed() <-chan struct{} { return ls[0].Changed() }
+func (ls loadSet) Changed() <-chan struct{} { return ls.changed }
 
-// shareChanged makes every load of ls signal on the first's channel; it is called before
-// any of them is written.
-func (ls loadSet) shareChanged() {
-	for _, l := range ls[1:] {
-		l.changed = ls[0].changed
+// relay copies each load's changes to the set's channel until ctx ends, in goroutines that
+// owned waits for.
+func (ls loadSet) relay(ctx context.Context, owned *sync.WaitGroup) {
+	to := []chan struct{}{ls.changed}
+	for _, l := range ls.loads {
+		owned.Go(func() { fanOut(ctx, l.Changed(), to) })
 	}
 }
 

@@ -85,15 +85,15 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 	if cfg.Once {
 		slots = 1
 	}
-	dedupe := newDeduper(cfg, deps.Dedupe, deps.Metrics, deps.Logger, deps.Random, sh.cut)
 	var http *httpWorker
 	if cfg.HTTP.URL != "" {
 		http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
 	}
-	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, dedupe, http)
+	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, deps.Dedupe, http)
 	if err != nil {
 		return nil, err
 	}
+	dedupe := newDeduper(cfg, deps.Dedupe, info, deps.Metrics, deps.Logger, deps.Random, sh.cut)
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, fifo: info.fifo,
 		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.Health, sh.cut), cut: sh.cut,
 		load: deps.Load, health: deps.Health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
