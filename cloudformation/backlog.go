@@ -2,11 +2,14 @@ package cloudformation
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
 )
 
 // Backlog scaling, the policy of every stack whose tasks publish watchbot's metrics. One
@@ -187,4 +190,51 @@ func ScaleFromZeroSteps(perTask float64, maxTasks int) []StepAdjustment {
 		}
 	}
 	return steps
+}
+
+// Bounds of the backlog target.
+const (
+	// MinTargetLatency is CloudWatch's period: a latency finer than the metrics means nothing.
+	MinTargetLatency = time.Minute
+	// MaxExpectedJobDuration is SQS's longest lease: no job runs longer on one receive.
+	MaxExpectedJobDuration = 12 * time.Hour
+)
+
+func (o Options) validateBacklogTarget() error {
+	if o.Metrics == MetricsNone {
+		// Backlog scaling counts the slots watchbot's metrics report; without them the stack
+		// scales on the visible messages alone, and these would silently do nothing.
+		def := DefaultOptions()
+		for _, unused := range []struct {
+			name         setting.Name
+			value, unset time.Duration
+		}{{setting.TargetLatency, o.TargetLatency, def.TargetLatency}, {setting.ExpectedJobDuration, o.ExpectedJobDuration, def.ExpectedJobDuration}} {
+			if unused.value != unused.unset {
+				return setting.Refuse("", nil, fmt.Sprintf("%s needs watchbot's metrics (%s emf or cloudwatch): with %[2]s none the stack scales on the visible messages alone",
+					setting.Ref(unused.name), setting.Ref(listenspec.SettingMetrics)))
+			}
+		}
+		return nil
+	}
+	switch {
+	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
+		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be a whole number of seconds, at least %v", MinTargetLatency))
+	case o.TargetLatency >= o.QueueRetention:
+		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be shorter than %s (%v): messages would expire while they wait", setting.Ref(setting.QueueRetention), o.QueueRetention))
+	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
+		return setting.Refuse(setting.ExpectedJobDuration, o.ExpectedJobDuration, fmt.Sprintf("must be a whole number of seconds between 1s and %v", MaxExpectedJobDuration))
+	}
+	return nil
+}
+
+// BacklogPerSlot is the target of backlog scaling, after AWS's "backlog per instance"
+// guidance (acceptable latency ÷ average processing time): the messages one worker slot may
+// have waiting for it, TargetLatency ÷ ExpectedJobDuration, rounded to three decimals. It is
+// at least 1: a message cannot start sooner than when a slot is free for it, so a latency
+// shorter than a job asks for a free slot for every waiting message, and no more.
+//
+// With the defaults, 5m ÷ 1m = 5; for 30 s jobs, 5m ÷ 30s = 10.
+func (o Options) BacklogPerSlot() float64 {
+	k := o.TargetLatency.Seconds() / o.ExpectedJobDuration.Seconds()
+	return max(1, math.Round(k*1000)/1000)
 }

@@ -2,7 +2,6 @@ package cloudformation
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -292,6 +291,19 @@ var reservedEnvironment = []string{
 // become listen's flags are checked by listen's own rules (package listenspec), so the
 // template never generates a command listen refuses.
 func (o Options) Validate() error {
+	for _, check := range []func() error{
+		o.validateNames, o.validateQueues, o.validateListen, o.validateQueue, o.validateTask,
+		o.validateMetrics, o.validateEnvironment, o.validateExtras, o.validateStop,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateNames checks the name prefix and the queue's name.
+func (o Options) validateNames() error {
 	if o.NamePrefix != "" {
 		if !namePattern.MatchString(o.NamePrefix) {
 			return setting.Refuse(setting.NamePrefix, o.NamePrefix, "may contain only letters, digits, - and _")
@@ -313,9 +325,11 @@ func (o Options) Validate() error {
 			return setting.Refuse(setting.QueueName, o.QueueName, fmt.Sprintf("must be at most %d characters before .fifo, so that the dead-letter queue's name fits SQS's 80", maxQueueName-len(deadLetterPart+fifoSuffix)))
 		}
 	}
-	if err := o.validateQueues(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateListen checks the settings that become listen's flags, by listen's rules.
+func (o Options) validateListen() error {
 	if o.MaxAttempts < 1 || o.MaxAttempts > listenspec.MaxAttempts {
 		// Also the redrive policy's maxReceiveCount, so listen's 0 (the queue's) has no meaning.
 		return setting.Refuse(listenspec.SettingMaxAttempts, o.MaxAttempts, fmt.Sprintf("must be between 1 and %d", listenspec.MaxAttempts))
@@ -335,6 +349,11 @@ func (o Options) Validate() error {
 	if o.VisibilityTimeout%time.Second != 0 {
 		return setting.Refuse(listenspec.SettingVisibilityTimeout, o.VisibilityTimeout, "must be a whole number of seconds")
 	}
+	return nil
+}
+
+// validateQueue checks the work queue's retention and the worker command.
+func (o Options) validateQueue() error {
 	if o.QueueRetention < time.Minute || o.QueueRetention >= DeadLetterRetention {
 		return setting.Refuse(setting.QueueRetention, o.QueueRetention, "must be at least 1m and shorter than 14 days (336h), the dead-letter queue's retention")
 	}
@@ -344,6 +363,11 @@ func (o Options) Validate() error {
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		return setting.Refuse("", nil, "the worker command is required: watchbot template [options] -- COMMAND [ARG...]")
 	}
+	return nil
+}
+
+// validateTask checks the Fargate task's size and the service's task counts.
+func (o Options) validateTask() error {
 	memories, ok := FargateSizes[o.CPU]
 	if !ok {
 		return setting.Refuse(setting.CPU, o.CPU, "must be one of Fargate's sizes: 256, 512, 1024, 2048, 4096, 8192, 16384")
@@ -357,6 +381,12 @@ func (o Options) Validate() error {
 	if o.MinTasks < 0 || o.MinTasks > o.MaxTasks {
 		return setting.Refuse(setting.MinTasks, o.MinTasks, fmt.Sprintf("must be between 0 and %s (%d)", setting.Ref(setting.MaxTasks), o.MaxTasks))
 	}
+	return nil
+}
+
+// validateMetrics checks the metrics, the backlog target they scale on, tracing and the
+// payload bucket.
+func (o Options) validateMetrics() error {
 	switch o.Metrics {
 	case MetricsEMF, MetricsCloudWatch, MetricsNone:
 	default:
@@ -371,9 +401,11 @@ func (o Options) Validate() error {
 	if err := o.validateOTel(); err != nil {
 		return err
 	}
-	if err := o.PayloadBucket.validate(); err != nil {
-		return err
-	}
+	return o.PayloadBucket.validate()
+}
+
+// validateEnvironment checks --env's variables against those the template sets itself.
+func (o Options) validateEnvironment() error {
 	for name := range o.Environment {
 		if !envNamePattern.MatchString(name) {
 			return setting.Refuse(setting.Environment, name, "is not a variable name: letters, digits and _, not starting with a digit")
@@ -387,6 +419,11 @@ func (o Options) Validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// validateExtras checks the extra IAM statements, the alarms and the log retention.
+func (o Options) validateExtras() error {
 	for i, s := range o.ExtraStatements {
 		if err := s.validate(); err != nil {
 			return setting.Refuse(setting.ExtraStatements, nil, fmt.Sprintf("statement %d: %v", i+1, err))
@@ -398,6 +435,12 @@ func (o Options) Validate() error {
 	if !slices.Contains(LogRetentionDaysAllowed, o.LogRetentionDays) {
 		return setting.Refuse(setting.LogRetentionDays, o.LogRetentionDays, "must be one of CloudWatch Logs' periods: "+joinInts(LogRetentionDaysAllowed))
 	}
+	return nil
+}
+
+// validateStop checks listen's stop, its health address and the schedules, and that the
+// stop fits Fargate's.
+func (o Options) validateStop() error {
 	if o.ShutdownTimeout < 0 || o.ShutdownTimeout%time.Second != 0 {
 		return setting.Refuse(listenspec.SettingShutdownTimeout, o.ShutdownTimeout, "must be a whole, non-negative number of seconds")
 	}
@@ -415,38 +458,6 @@ func (o Options) Validate() error {
 			setting.Ref(listenspec.SettingShutdownTimeout), o.ShutdownTimeout, setting.Ref(listenspec.SettingKillGrace), o.KillGrace, StopMargin, MaxStopTimeout))
 	}
 	return nil
-}
-
-// Bounds of the backlog target.
-const (
-	// MinTargetLatency is CloudWatch's period: a latency finer than the metrics means nothing.
-	MinTargetLatency = time.Minute
-	// MaxExpectedJobDuration is SQS's longest lease: no job runs longer on one receive.
-	MaxExpectedJobDuration = 12 * time.Hour
-)
-
-func (o Options) validateBacklogTarget() error {
-	switch {
-	case o.TargetLatency%time.Second != 0 || o.TargetLatency < MinTargetLatency:
-		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be a whole number of seconds, at least %v", MinTargetLatency))
-	case o.TargetLatency >= o.QueueRetention && o.Metrics != MetricsNone:
-		return setting.Refuse(setting.TargetLatency, o.TargetLatency, fmt.Sprintf("must be shorter than %s (%v): messages would expire while they wait", setting.Ref(setting.QueueRetention), o.QueueRetention))
-	case o.ExpectedJobDuration%time.Second != 0 || o.ExpectedJobDuration < time.Second || o.ExpectedJobDuration > MaxExpectedJobDuration:
-		return setting.Refuse(setting.ExpectedJobDuration, o.ExpectedJobDuration, fmt.Sprintf("must be a whole number of seconds between 1s and %v", MaxExpectedJobDuration))
-	}
-	return nil
-}
-
-// BacklogPerSlot is the target of backlog scaling, after AWS's "backlog per instance"
-// guidance (acceptable latency ÷ average processing time): the messages one worker slot may
-// have waiting for it, TargetLatency ÷ ExpectedJobDuration, rounded to three decimals. It is
-// at least 1: a message cannot start sooner than when a slot is free for it, so a latency
-// shorter than a job asks for a free slot for every waiting message, and no more.
-//
-// With the defaults, 5m ÷ 1m = 5; for 30 s jobs, 5m ÷ 30s = 10.
-func (o Options) BacklogPerSlot() float64 {
-	k := o.TargetLatency.Seconds() / o.ExpectedJobDuration.Seconds()
-	return max(1, math.Round(k*1000)/1000)
 }
 
 // volumes returns the directories Watchbot's Volumes variable names (listen's --volumes).

@@ -28,6 +28,24 @@ type PayloadBucket struct {
 	Existing bool
 }
 
+// ChoosePayloadBucket returns the bucket of the one name given: created, the name of a bucket
+// the stack creates, or existing, one it uses; nil is a name not given. Both given is refused,
+// as is a bucket to create without a name.
+func ChoosePayloadBucket(created, existing *string) (PayloadBucket, error) {
+	switch {
+	case created != nil && existing != nil:
+		return PayloadBucket{}, setting.Refuse("", nil, setting.Ref(listenspec.SettingPayloadBuckets)+" and "+setting.Ref(setting.ExistingPayloadBucket)+
+			": give one, the bucket the stack creates or the one it uses")
+	case existing != nil:
+		return PayloadBucket{Name: *existing, Existing: true}, nil
+	case created != nil && *created == "":
+		return PayloadBucket{}, setting.Refuse(listenspec.SettingPayloadBuckets, nil, "give the name of the bucket to create")
+	case created != nil:
+		return PayloadBucket{Name: *created}, nil
+	}
+	return PayloadBucket{}, nil
+}
+
 // Logical ids of the payload bucket's resources.
 const (
 	ResPayloadBucket         = "PayloadBucket"

@@ -151,3 +151,34 @@ func TestPayloadBucket(t *testing.T) {
 		})
 	}
 }
+
+func TestChoosePayloadBucket(t *testing.T) {
+	name, empty := "acme-payloads", ""
+	tests := []struct {
+		name              string
+		created, existing *string
+		want              PayloadBucket
+		wantErr           string
+	}{
+		{name: "none", want: PayloadBucket{}},
+		{name: "created", created: &name, want: PayloadBucket{Name: name}},
+		{name: "existing", existing: &name, want: PayloadBucket{Name: name, Existing: true}},
+		{name: "existing empty", existing: &empty, want: PayloadBucket{Existing: true}},
+		{name: "both", created: &name, existing: &name, wantErr: "Payload.Buckets and Payload.ExistingBucket: give one"},
+		{name: "created empty", created: &empty, wantErr: "Payload.Buckets: give the name of the bucket to create"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ChoosePayloadBucket(tt.created, tt.existing)
+			if tt.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Fatalf("ChoosePayloadBucket = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ChoosePayloadBucket = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}

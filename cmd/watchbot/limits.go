@@ -17,86 +17,19 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/limits"
-	"github.com/watchbot/watchbot/supervisor"
 )
-
-// limitFlags are listen's limit flags (docs/limits.md) but --limits-table, which `watchbot
-// template` offers too and passes on to the listen command it generates.
-func limitFlags(def supervisor.Config) []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "rate-limit", Usage: "at most `N/s` (or N/m) job starts, with a burst of one second's worth", DefaultText: "none"},
-		&cli.IntFlag{Name: "fleet-concurrency", Usage: "at most `N` jobs running at once (across the fleet with --limits-table)", DefaultText: "none"},
-		&cli.StringFlag{Name: "limit-key", Usage: "a message's key for the per-key limits: attr:NAME or group (its MessageGroupId)"},
-		&cli.StringFlag{Name: "rate-limit-per-key", Usage: "at most `N/s` (or N/m) job starts per key", DefaultText: "none"},
-		&cli.IntFlag{Name: "concurrency-per-key", Usage: "at most `N` jobs of one key running at once", DefaultText: "none"},
-		durationFlag("limit-wait", def.Limits.Wait, "how long a message whose key is full waits in place before it is released"),
-		durationFlag("max-pause", def.Limits.Fleet.MaxPause, "the longest pause a worker may ask for (docs/limits.md)"),
-	}
-}
-
-// limitsConfig reads listen's limit flags (docs/limits.md) into the supervisor's settings;
-// Validate checks how they combine.
-func limitsConfig(c *cli.Context) (supervisor.LimitsConfig, error) {
-	cfg, err := readLimits(c)
-	if err != nil {
-		return cfg, err
-	}
-	table, err := stateTable(c.String("limits-table"), listenspec.SettingLimitsTable)
-	if err != nil {
-		return cfg, err
-	}
-	if table.Name != "" {
-		cfg.Fleet.Table, cfg.Fleet.Task = table.Name, taskName()
-	}
-	if v := os.Getenv(limitsLeaseEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return cfg, setting.Refuse("", nil, fmt.Sprintf("%s (%q) is not a duration", limitsLeaseEnv, v))
-		}
-		cfg.Fleet.Lease = d
-	}
-	return cfg, nil
-}
 
 // limitsLeaseEnv sets the lease of the fleet's concurrency slots (docs/limits.md): how soon the
 // slots of a task that died are free again. The tests shorten it; the default suits a fleet.
 const limitsLeaseEnv = "WATCHBOT_LIMITS_LEASE"
 
-// readLimits reads limitFlags.
-func readLimits(c *cli.Context) (supervisor.LimitsConfig, error) {
-	cfg := supervisor.DefaultLimits()
-	var err error
-	if cfg.Fleet.Rate, err = rateOf(c, "rate-limit", listenspec.SettingRateLimit); err != nil {
-		return cfg, err
+// bindRate reads a rate flag (N/s or N/m) into field; unset is no limit.
+func bindRate(field func(*listenArgs) *float64) func(listenSetting, *cli.Context, *listenArgs) error {
+	return func(s listenSetting, c *cli.Context, a *listenArgs) error {
+		r, err := rateOf(c, s.name, s.setting)
+		*field(a) = r
+		return err
 	}
-	if cfg.Fleet.RatePerKey, err = rateOf(c, "rate-limit-per-key", listenspec.SettingRatePerKey); err != nil {
-		return cfg, err
-	}
-	cfg.Fleet.Concurrency = c.Int("fleet-concurrency")
-	cfg.Fleet.ConcurrencyPerKey = c.Int("concurrency-per-key")
-	cfg.Key = strings.TrimSpace(c.String("limit-key"))
-	cfg.Wait = durationOf(c, "limit-wait")
-	cfg.Fleet.MaxPause = durationOf(c, "max-pause")
-	return cfg, nil
-}
-
-// templateLimitArgs checks the template's limit flags by listen's rules, and returns those
-// set, with their values, for the listen command it generates.
-func templateLimitArgs(c *cli.Context) ([]string, error) {
-	cfg, err := readLimits(c)
-	if err == nil {
-		err = supervisor.CheckLimits(cfg, readTuning(c).BatchSize)
-	}
-	if err != nil {
-		return nil, usageError{withFlags(err, nil)}
-	}
-	var args []string
-	for _, f := range limitFlags(supervisor.DefaultConfig()) {
-		if name := f.Names()[0]; c.IsSet(name) {
-			args = append(args, "--"+name, c.String(name))
-		}
-	}
-	return args, nil
 }
 
 // rateOf reads a rate flag (N/s or N/m); unset is no limit.

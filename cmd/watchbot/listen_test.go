@@ -29,9 +29,8 @@ func parseListen(t *testing.T, args ...string) (supervisor.Config, string, error
 	var cfg supervisor.Config
 	var format string
 	cmd.Action = func(c *cli.Context) error {
-		var err error
-		cfg, _, err = listenConfig(c)
-		format = logFormat(c)
+		a, err := listenConfig(c)
+		cfg, format = a.Listen, a.logFormat
 		return err
 	}
 	app := &cli.App{Name: "watchbot", Commands: []*cli.Command{cmd}, Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,52 @@ func TestWithFlags(t *testing.T) {
 			}
 			if !errors.Is(got, tt.err) {
 				t.Errorf("withFlags(%v) does not wrap it", tt.err)
+			}
+		})
+	}
+}
+
+// Each row of listenSettings that names a field sets that field, and no other, from its flag.
+func TestListenSettingsSetTheirFields(t *testing.T) {
+	for _, s := range listenSettings {
+		if s.field == nil {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) {
+			want := defaultListenArgs()
+			field := reflect.ValueOf(s.field(&want)).Elem()
+			const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+			want.Listen.QueueURL = queue
+			args := []string{"--queue-url", queue, "--" + s.name}
+			switch {
+			case field.Type() == durationType:
+				args = append(args, "17s")
+				field.SetInt(int64(17 * time.Second))
+			case field.Kind() == reflect.Int:
+				args = append(args, "7")
+				field.SetInt(7)
+			case field.Kind() == reflect.Float64:
+				args = append(args, "0.7")
+				field.SetFloat(0.7)
+			case field.Kind() == reflect.Bool:
+				field.SetBool(true)
+			case field.Kind() == reflect.String:
+				args = append(args, " x ")
+				field.SetString(" x ")
+				if s.trim {
+					field.SetString("x")
+				}
+			}
+			cmd := &cli.Command{Name: "listen", Flags: cliFlags(listenSettings)}
+			got := defaultListenArgs()
+			cmd.Action = func(c *cli.Context) error { return readListenArgs(c, listenSettings, &got) }
+			if err := parseCommand(cmd, append([]string{"listen"}, args...)); err != nil {
+				t.Fatal(err)
+			}
+			// --log-format's own row reads the terminal; a function is never DeepEqual.
+			want.logFormat, got.Metrics.Now, want.Metrics.Now = got.logFormat, nil, nil
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%v did not set its field (%v) alone", args, field)
 			}
 		})
 	}

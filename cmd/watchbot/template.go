@@ -64,7 +64,7 @@ func templateCommand() *cli.Command {
 			&cli.StringFlag{Name: "existing-payload-bucket", Usage: "use the existing S3 bucket `NAME` for large bodies, not created"},
 			&cli.StringFlag{Name: "otel-endpoint", Usage: "export traces to the OTLP endpoint `URL` (OTEL_EXPORTER_OTLP_ENDPOINT)"},
 			&cli.StringFlag{Name: "otel-protocol", Usage: "OTLP `PROTOCOL` of --otel-endpoint: " + strings.Join(cloudformation.OTelProtocols, " or "), DefaultText: cloudformation.OTelProtocols[0]},
-		}, append(append(thresholdFlags(d.Alarms), tuningFlags(supervisor.DefaultConfig(), false)...), limitFlags(supervisor.DefaultConfig())...)...),
+		}, append(thresholdFlags(d.Alarms), templateListenFlags()...)...),
 		Action: func(c *cli.Context) error {
 			format, err := cloudformation.ParseFormat(c.String("format"))
 			if err != nil {
@@ -121,22 +121,12 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.TargetLatency = durationOf(c, "target-latency")
 	o.ExpectedJobDuration = durationOf(c, "expected-job-duration")
 	o.Metrics = cloudformation.MetricsMode(c.String("metrics"))
-	if o.Metrics == cloudformation.MetricsNone {
-		// Backlog scaling counts the slots watchbot's metrics report; without them the stack
-		// scales on the visible messages alone, and these would silently do nothing.
-		for _, name := range []string{"target-latency", "expected-job-duration"} {
-			if c.IsSet(name) {
-				return o, usagef("--%s needs watchbot's metrics (--metrics emf or cloudwatch): with --metrics none the stack scales on the visible messages alone", name)
-			}
-		}
-	}
 	o.MetricsNamespace = c.String("metrics-namespace")
-	alarmThresholds, err := readThresholds(c)
-	if err != nil {
+	var err error
+	if o.Alarms, err = readThresholds(c); err != nil {
 		return o, err
 	}
-	o.Alarms = alarmThresholds
-	if o.Brake, err = brakeOn(c); err != nil {
+	if o.Brake, err = brakeOn(c.String("brake")); err != nil {
 		return o, err
 	}
 	o.LogRetentionDays = c.Int("log-retention-days")
@@ -147,68 +137,126 @@ func templateOptions(c *cli.Context) (cloudformation.Options, error) {
 	o.Reduce = c.Bool("reduce")
 	o.Dedupe = c.Bool("dedupe")
 	o.Limits = c.Bool("limits")
-	if o.LimitArgs, err = templateLimitArgs(c); err != nil {
-		return o, err
-	}
 	o.OTelEndpoint, o.OTelProtocol = c.String("otel-endpoint"), c.String("otel-protocol")
-	switch created, existing := c.String("payload-bucket"), c.String("existing-payload-bucket"); {
-	case c.IsSet("payload-bucket") && c.IsSet("existing-payload-bucket"):
-		return o, usagef("--payload-bucket and --existing-payload-bucket: give one, the bucket the stack creates or the one it uses")
-	case c.IsSet("existing-payload-bucket"):
-		o.PayloadBucket = cloudformation.PayloadBucket{Name: existing, Existing: true}
-	case c.IsSet("payload-bucket"):
-		if created == "" {
-			return o, usagef("--payload-bucket: give the name of the bucket to create")
-		}
-		o.PayloadBucket = cloudformation.PayloadBucket{Name: created}
+	if o.PayloadBucket, err = cloudformation.ChoosePayloadBucket(givenString(c, "payload-bucket"), givenString(c, "existing-payload-bucket")); err != nil {
+		return o, usageError{withFlags(err, nil)}
 	}
+	for _, read := range []func(*cli.Context, *cloudformation.Options) error{readTemplateListen, readTemplateSchedules, readTemplateEnv, readExtraPolicy} {
+		if err := read(c, &o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// givenString is the string flag's value, or nil when it is not given.
+func givenString(c *cli.Context, name string) *string {
+	if !c.IsSet(name) {
+		return nil
+	}
+	v := c.String(name)
+	return &v
+}
+
+// templateListenFlags are listen's flags that `watchbot template` offers too (listenSettings'
+// rows with a template use), with listen's defaults: only listen reads them from the
+// environment.
+func templateListenFlags() []cli.Flag {
+	rows := templateListenSettings()
+	for i := range rows {
+		rows[i].env = nil
+	}
+	return cliFlags(rows)
+}
+
+func templateListenSettings() []listenSetting {
+	var rows []listenSetting
+	for _, s := range listenSettings {
+		if s.template != listenOnly {
+			rows = append(rows, s)
+		}
+	}
+	return rows
+}
+
+// readTemplateListen reads listen's flags of the template by listen's own rows, and checks the
+// limits by listen's rules: the tuning goes into the options' fields of the same names, the
+// limits that are set into LimitArgs, as given.
+func readTemplateListen(c *cli.Context, o *cloudformation.Options) error {
+	rows := templateListenSettings()
+	a := defaultListenArgs()
+	err := readListenArgs(c, rows, &a)
+	if err == nil {
+		err = supervisor.CheckLimits(a.Listen.Limits, a.Listen.BatchSize)
+	}
+	if err != nil {
+		return usageError{withFlags(err, nil)}
+	}
+	l := a.Listen
+	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = l.Backoff, l.HeartbeatInterval, l.MaxJobDuration, l.BatchSize, l.BatchWindow
+	for _, s := range rows {
+		if s.template == templateArg && c.IsSet(s.name) {
+			o.LimitArgs = append(o.LimitArgs, "--"+s.name, c.String(s.name))
+		}
+	}
+	return nil
+}
+
+// readTemplateSchedules reads --cron-yaml's schedules, then --schedule's.
+func readTemplateSchedules(c *cli.Context, o *cloudformation.Options) error {
 	if path := c.String("cron-yaml"); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return o, usagef("--cron-yaml: %v", err)
+			return usagef("--cron-yaml: %v", err)
 		}
 		schedules, err := cloudformation.ParseCronYAML(data)
 		if err != nil {
-			return o, usagef("--cron-yaml %s: %w", path, err)
+			return usagef("--cron-yaml %s: %w", path, err)
 		}
 		o.Schedules = schedules
 	}
 	for _, v := range repeatedValues(c, "schedule") {
 		sc, err := cloudformation.ParseSchedule(v)
 		if err != nil {
-			return o, usageError{err}
+			return usageError{err}
 		}
 		o.Schedules = append(o.Schedules, sc)
 	}
-	t := readTuning(c)
-	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = t.Backoff, t.HeartbeatInterval, t.MaxJobDuration, t.BatchSize, t.BatchWindow
+	return nil
+}
 
+// readTemplateEnv reads --env's NAME=VALUE pairs.
+func readTemplateEnv(c *cli.Context, o *cloudformation.Options) error {
 	for _, kv := range repeatedValues(c, "env") {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
-			return o, usagef("--env %q: expected NAME=VALUE", kv)
+			return usagef("--env %q: expected NAME=VALUE", kv)
 		}
 		if o.Environment == nil {
 			o.Environment = map[string]string{}
 		}
 		if _, dup := o.Environment[name]; dup {
-			return o, usagef("--env %s: given twice", name)
+			return usagef("--env %s: given twice", name)
 		}
 		o.Environment[name] = value
 	}
+	return nil
+}
 
-	if path := c.String("extra-policy"); path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return o, usagef("--extra-policy: %v", err)
-		}
-		statements, err := cloudformation.ParseStatements(data)
-		if err != nil {
-			return o, usagef("--extra-policy %s: %v", path, err)
-		}
-		o.ExtraStatements = statements
+// readExtraPolicy reads --extra-policy's IAM statements.
+func readExtraPolicy(c *cli.Context, o *cloudformation.Options) error {
+	path := c.String("extra-policy")
+	if path == "" {
+		return nil
 	}
-	return o, nil
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usagef("--extra-policy: %v", err)
+	}
+	if o.ExtraStatements, err = cloudformation.ParseStatements(data); err != nil {
+		return usagef("--extra-policy %s: %v", path, err)
+	}
+	return nil
 }
 
 // writeOutput writes the template to --output's path and says on stderr what it wrote, and
