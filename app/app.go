@@ -37,12 +37,13 @@ import (
 
 // Options are everything a listen process is told.
 type Options struct {
-	// Listen is the supervisor's configuration, validated by Run.
+	// Listen is the supervisor's configuration, which Run trusts: the caller validates it
+	// (supervisor.Config.Validate), as listen does when it reads its flags.
 	Listen supervisor.Config
 	// Logger receives every log line; Run adds the queue's name to it. nil discards them.
 	Logger *slog.Logger
-	// Metrics configures the publisher (--metrics*), from alarms.DefaultPublisherConfig. Run
-	// adds the samplers of the supervisor's load, the dead-letter queue's depth and the
+	// Metrics configures the publisher (--metrics*), from alarms.DefaultPublisherConfig,
+	// validated by the caller as Listen is. Run adds the samplers of the supervisor's load, the dead-letter queue's depth and the
 	// CloudWatch client.
 	Metrics alarms.PublisherConfig
 	// HTTPAddr, when set, serves /healthz, /readyz and /metrics there (--http-addr).
@@ -62,15 +63,9 @@ type Options struct {
 }
 
 // Run runs listen until ctx is done and the drain has ended, then stops the publisher after
-// its last flush and the server last. Its errors are the supervisor's (a setting.Error
-// for a refused setting or a failed startup check).
+// its last flush and the server last. o comes validated, and Run checks it no more. Its errors
+// are the supervisor's (a setting.Error for a failed startup check).
 func Run(ctx context.Context, o Options) error {
-	if err := o.Listen.Validate(); err != nil {
-		return err
-	}
-	if err := o.Metrics.Validate(); err != nil {
-		return err
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -276,7 +271,7 @@ func newLimiter(ctx context.Context, cfg supervisor.LimitsConfig, table progress
 			return nil, err
 		}
 	}
-	return limits.New(cfg.Fleet, store, time.Now, log.With("component", "limits"))
+	return limits.New(cfg.Fleet, store, time.Now, log.With("component", "limits")), nil
 }
 
 // writeLimitSettings records the task's limits in the table for status, within

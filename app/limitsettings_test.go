@@ -31,10 +31,7 @@ func TestFallbackSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := limits.DefaultConfig()
 		cfg.Concurrency, cfg.Table, cfg.Task = 4, "limits", "task-a"
-		lim, err := limits.New(cfg, downStore{}, time.Now, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lim := limits.New(cfg, downStore{}, time.Now, nil)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { _ = lim.Run(ctx); close(done) }()

@@ -11,10 +11,7 @@ import (
 // runningLimiter is a limiter of cfg in process, its Run going until tb ends.
 func runningLimiter(tb testing.TB, cfg Config) *Limiter {
 	tb.Helper()
-	l, err := New(cfg, nil, time.Now, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	l := New(cfg, nil, time.Now, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.Run(ctx) })

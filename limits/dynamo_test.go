@@ -38,10 +38,7 @@ func fleetOnTable(t *testing.T, store Store, table string, cfg Config, tasks ...
 		c := cfg
 		c.Task = name
 		f := &flaky{Store: store}
-		l, err := New(c, f, time.Now, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := New(c, f, time.Now, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 		tk := &task{Limiter: l, store: f, stop: cancel, done: make(chan struct{})}
 		go func() {

@@ -358,10 +358,7 @@ func TestPauseIsCappedAndHoldsTheFleet(t *testing.T) {
 
 func TestLocalPauseHoldsTheTaskAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, err := New(DefaultConfig(), nil, time.Now, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := New(DefaultConfig(), nil, time.Now, nil)
 		l.Pause(2 * time.Second)
 		if _, ok := l.TryStart("", 1); ok {
 			t.Fatal("started in a pause")

@@ -69,13 +69,11 @@ type Limiter struct {
 	running       int
 }
 
-// New returns a Limiter of cfg. With a nil store the limits hold in process (cfg.Table is
-// then ignored); otherwise store is the fleet's (NewDynamoStore). clock is the time the
-// limiter judges by (time.Now outside tests).
-func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) (*Limiter, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// New returns a Limiter of cfg, which comes validated (Config.Validate, which listen's
+// configuration calls when it is read) and is trusted. With a nil store the limits hold in
+// process (cfg.Table is then ignored); otherwise store is the fleet's (NewDynamoStore). clock
+// is the time the limiter judges by (time.Now outside tests).
+func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) *Limiter {
 	l := &Limiter{cfg: cfg, store: store, now: clock, log: log,
 		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		tokens: map[string]*tokens{}, slots: map[string]*slots{}}
@@ -92,7 +90,7 @@ func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) (*Li
 	if l.now == nil {
 		l.now = time.Now
 	}
-	return l, nil
+	return l
 }
 
 // Changed receives when a start that TryStart refused may now succeed: tokens or slots

@@ -135,10 +135,7 @@ func TestLocalRateHoldsEveryWindowAndKeepsUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate = 20
-		l, err := New(cfg, nil, time.Now, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := New(cfg, nil, time.Now, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup

@@ -78,10 +78,7 @@ func newLimitsRig(t *testing.T, o rigOptions, edit func(*LimitsConfig)) *dedupeR
 
 func startLimitsRig(r *dedupeRig) *limits.Limiter {
 	r.t.Helper()
-	lim, err := limits.New(r.cfg.Limits.Fleet, nil, time.Now, nil)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	lim := limits.New(r.cfg.Limits.Fleet, nil, time.Now, nil)
 	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
 		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Metrics: r.metrics, spawn: r.spawn, Limiter: lim})

@@ -14,13 +14,11 @@ import (
 
 // Run checks the queues and the command, then receives and supervises until ctx is done, and
 // drains: running workers may finish within cfg.ShutdownTimeout, then they are stopped and
-// their messages released. It returns nil after a clean drain, a setting.Error when a startup
-// check fails (before any message is received), and ErrAborted when deps.Abort closed.
+// their messages released. cfg comes validated (Config.Validate, which listen calls when it
+// reads its flags); Run trusts it. It returns nil after a clean drain, a setting.Error when a
+// startup check fails (before any message is received), and ErrAborted when deps.Abort closed.
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := PlatformError("listen", runtime.GOOS); err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if err := deps.check(cfg); err != nil {
@@ -57,11 +55,7 @@ type listen struct {
 func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 	l := &listen{limiter: deps.Limiter, cut: newCutoff(), log: deps.Logger}
 	if l.limiter == nil {
-		lim, err := limits.New(cfg.Limits.Fleet, nil, time.Now, deps.Logger.With("component", "limits"))
-		if err != nil {
-			return l, err
-		}
-		l.limiter = lim
+		l.limiter = limits.New(cfg.Limits.Fleet, nil, time.Now, deps.Logger.With("component", "limits"))
 	}
 	urls := cfg.URLs()
 	pool := newQueuePool(cfg)

@@ -477,10 +477,7 @@ func TestStatusLimitsTable(t *testing.T) {
 	cfg := limits.DefaultConfig()
 	cfg.Concurrency, cfg.Table, cfg.Task = 3, f.table, "task-a"
 	store := limits.NewDynamoStore(testenv.DynamoClientFor(f.dynEndpoint()), f.table)
-	lim, err := limits.New(cfg, store, time.Now, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := limits.New(cfg, store, time.Now, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = lim.Run(ctx) })

@@ -65,10 +65,10 @@ func (b *bench) limitsCost(ctx context.Context, name string) (limitsRun, error) 
 func hotPathCPU() (time.Duration, error) {
 	cfg := limits.DefaultConfig()
 	cfg.Rate, cfg.Concurrency = limits.MaxRate, 1_000_000
-	l, err := limits.New(cfg, nil, time.Now, nil)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
+	l := limits.New(cfg, nil, time.Now, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.Run(ctx) })
