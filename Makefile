@@ -13,8 +13,9 @@ all: build
 ## old binary or the new one, never a half-written or missing one; builds run one at a time
 build:
 	@mkdir -p bin
-	flock bin/.build.lock sh -c "CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/.watchbot.build ./cmd/watchbot && \
-	  cp bin/.watchbot.build bin/.watchbot.new && mv -f bin/.watchbot.new bin/watchbot"
+	exec 9>bin/.build.lock && flock 9 && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/.watchbot.build ./cmd/watchbot && \
+	  cp bin/.watchbot.build bin/.watchbot.new && mv -f bin/.watchbot.new bin/watchbot
 
 node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
