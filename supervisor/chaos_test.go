@@ -24,6 +24,7 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // This file is the rig of the tests that put the whole supervisor (Run) in a testing/synctest
@@ -300,10 +301,10 @@ func (r *chaosRig) start(deps Deps) (stop func() (time.Duration, error)) {
 
 // spawn stands in for runWorker: it reads the message (or the batch) as a worker would,
 // records the run, and ends after took, or as runWorker would when ctx ends.
-func (r *chaosRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) workerRun {
+func (r *chaosRig) spawn(ctx context.Context, spec worker.Spec, _ *slog.Logger) worker.Result {
 	_, msgs, err := workerInput(r.t, spec)
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return worker.Result{End: worker.NotStarted, Err: err}
 	}
 	var took time.Duration
 	exit := 0
@@ -326,27 +327,35 @@ func (r *chaosRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) w
 	}()
 	if spec.MaxDuration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, errTimedOut)
+		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, worker.ErrTimedOut)
 		defer cancel()
 	}
 	if spec.Started != nil {
-		spec.Started(0)
+		spec.Started(func() {})
 	}
 	start := time.Now()
-	run := workerRun{}
+	run := worker.Result{}
 	select {
 	case <-time.After(took):
-		run.ExitCode = exit
+		run.Code = exit
 	case <-ctx.Done():
-		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+		run.End, run.Err = worker.Stopped, context.Cause(ctx)
 	}
 	run.Duration = time.Since(start)
 	return run
 }
 
+// batchLine is a message of a batch as a stand-in worker reads it: the fields it uses.
+type batchLine struct {
+	ID      string `json:"id"`
+	Body    string `json:"body"`
+	Attempt int    `json:"attempt"`
+	GroupID string `json:"groupId,omitempty"`
+}
+
 // workerInput reads what a stand-in worker is given: its environment, and the messages of
 // its run as batch lines (one, built from the environment, in per-message mode).
-func workerInput(t *testing.T, spec workerSpec) (map[string]string, []batchLine, error) {
+func workerInput(t *testing.T, spec worker.Spec) (map[string]string, []batchLine, error) {
 	env := map[string]string{}
 	for _, kv := range spec.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {

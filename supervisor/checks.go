@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 	"github.com/watchbot/watchbot/internal/setting"
 )
 
-// queueInfo is what the startup checks learn of a queue and its worker, from which the
-// queue's supervisor is built.
+// queueInfo is what the startup checks learn of a queue, from which the queue's supervisor
+// is built.
 type queueInfo struct {
 	fifo bool
 	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
@@ -26,29 +25,14 @@ type queueInfo struct {
 	maxAttempts     int
 	maxReceiveCount int
 	dlqURL          string
-	// command is cfg.Command with its path resolved; nil for an HTTP worker.
-	command []string
 	// dedupeTTL is how long a completed dedupe key is remembered (0 without a dedupe table).
 	dedupeTTL time.Duration
 }
 
-// checkQueue runs the startup checks of cfg's queue, before anything is received: the
-// command, the directories, the queue and its redrive policy, the dedupe table (dedupe, nil
-// without one) and last the HTTP worker (http, nil for a command), which may come up while
-// the rest was checked. It returns what they learned.
-func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, dedupe DedupeAPI, http *httpWorker) (queueInfo, error) {
-	var command []string
-	if http == nil {
-		var err error
-		if command, err = resolveCommand(cfg.Command); err != nil {
-			return queueInfo{}, err
-		}
-	}
-	for _, v := range cfg.Volumes {
-		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
-			return queueInfo{}, setting.Refuse(listenspec.SettingVolumes, v, "is not a directory")
-		}
-	}
+// checkQueue runs the startup checks of cfg's queue, before anything is received: the queue
+// and its redrive policy, and the dedupe table (dedupe, nil without one). It returns what
+// they learned. The worker is checked after them, as its kind starts.
+func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, dedupe DedupeAPI) (queueInfo, error) {
 	attrs, err := queueattr.Describe(ctx, api, cfg.QueueURL)
 	if err := queueRefusal(err, cfg.QueueURL); err != nil {
 		return queueInfo{}, err
@@ -60,12 +44,8 @@ func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, d
 	if err != nil {
 		return queueInfo{}, err
 	}
-	info.command = command
 	if info.dedupeTTL, err = checkDedupe(ctx, dedupe, cfg.Dedupe, attrs, log); err != nil {
 		return queueInfo{}, err
-	}
-	if http != nil {
-		return info, http.waitReady(ctx, log)
 	}
 	return info, nil
 }

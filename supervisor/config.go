@@ -11,6 +11,7 @@ import (
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // RejectAction is what exit code 3 does (--on-reject).
@@ -94,7 +95,7 @@ type Config struct {
 	Brake BrakeConfig
 	// HTTP, when its URL is set, POSTs each message to an application instead of running
 	// Command (--http-worker and --http-*).
-	HTTP HTTPWorker
+	HTTP worker.HTTPWorker
 	// HealthGrace is how long receives may fail without a break before Health reports
 	// watchbot unhealthy (--health-grace).
 	HealthGrace time.Duration
@@ -128,7 +129,7 @@ func DefaultConfig() Config {
 		ProtectionIdle:    10 * time.Second,
 		Brake:             DefaultBrake(),
 		HealthGrace:       time.Minute,
-		HTTP:              DefaultHTTPWorker(),
+		HTTP:              worker.DefaultHTTPWorker(),
 		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
 		Limits:            DefaultLimits(),
 		Queues:            Queues{Policy: PolicyWeighted},
@@ -149,7 +150,7 @@ func (c Config) Validate() error {
 	case c.HTTP.URL != "" && len(c.Command) > 0:
 		return refuse(listenspec.SettingHTTPWorker, nil, "cannot be combined with a worker command after --: give one or the other")
 	case c.HTTP.URL != "":
-		if err := c.HTTP.check(); err != nil {
+		if err := c.HTTP.Check(); err != nil {
 			return err
 		}
 	case len(c.Command) == 0 || c.Command[0] == "":

@@ -185,7 +185,7 @@ func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
 			t.Fatal("the settle did not wait for the renewal under way")
 		default:
 		}
-		j.setProcessGroup(7) // the job's lock is free while the settle waits
+		j.setKill(func() {}) // the job's lock is free while the settle waits
 		j.endRenewal(done)
 		if d := <-settled; d.receipt != "rh-2" {
 			t.Errorf("settled %q, want the new delivery rh-2", d.receipt)

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // Deps are what Run needs from outside: the SQS client, the logger, the metrics recorder,
@@ -58,8 +58,8 @@ type Deps struct {
 	// keeps private ones and records to Metrics.
 	PerQueue map[string]QueueDeps
 
-	// spawn stands in for runWorker in tests; nil runs real processes.
-	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
+	// spawn stands in for worker processes in tests; nil runs real ones.
+	spawn worker.Spawn
 }
 
 // QueueDeps are one queue's own gauges and recorder, when listen serves several queues.
@@ -91,7 +91,7 @@ func (d Deps) check(cfg Config) error {
 }
 
 // withDefaults returns d with what was left nil filled in: no logs, no metrics,
-// math/rand/v2, real worker processes.
+// math/rand/v2.
 func (d Deps) withDefaults() Deps {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -101,9 +101,6 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.Random == nil {
 		d.Random = rand.Float64
-	}
-	if d.spawn == nil {
-		d.spawn = runWorker
 	}
 	return d
 }

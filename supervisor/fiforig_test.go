@@ -19,6 +19,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // fifoRig is one test's queue, worker and supervisor.
@@ -171,15 +172,15 @@ func (r *fifoRig) callsOf(body string) []workerCall {
 
 // spawn stands in for runWorker: it reads the message (or the batch) as a worker would, asks
 // behave what to do, and ends as runWorker would, stopped by ctx with its cause.
-func (r *fifoRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) workerRun {
+func (r *fifoRig) spawn(ctx context.Context, spec worker.Spec, _ *slog.Logger) worker.Result {
 	if spec.MaxDuration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, errTimedOut)
+		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, worker.ErrTimedOut)
 		defer cancel()
 	}
 	env, lines, err := workerInput(r.t, spec)
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return worker.Result{End: worker.NotStarted, Err: err}
 	}
 	var calls []workerCall
 	for _, l := range lines {
@@ -211,12 +212,12 @@ func (r *fifoRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) wo
 		}
 	}
 	start := time.Now()
-	run := workerRun{}
+	run := worker.Result{}
 	select {
 	case <-time.After(took):
-		run.ExitCode = exit
+		run.Code = exit
 	case <-ctx.Done():
-		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+		run.End, run.Err = worker.Stopped, context.Cause(ctx)
 	}
 	run.Duration = time.Since(start)
 	r.end(calls)

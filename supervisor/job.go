@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watchbot/watchbot/payload"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // job is one message held by the supervisor, from its receive until it is settled: where it
@@ -35,7 +36,7 @@ type job struct {
 	// (docs/payloads.md); fetched is that object in a file, for the run under way. Both are
 	// written and read by the message's runs alone.
 	payload *payload.Pointer
-	fetched *fetched
+	fetched *worker.Payload
 
 	// stopMu guards cause, cancel and span. cause is the first reason the heartbeat gave to stop
 	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one
@@ -58,7 +59,7 @@ type job struct {
 	// renewing, while a renewal's call is under way, is closed when the call returns: a
 	// settle waits for it, so no renewal can land after the outcome's own visibility change.
 	renewing chan struct{}
-	pgid     int // the running worker's process group, 0 when none runs
+	kill     func() // kills the running worker at once, nil when none runs
 	// receipt and receivedAt are the current delivery's: a new delivery of the same message
 	// replaces them (takeOver).
 	receipt    string
@@ -181,18 +182,18 @@ func (j *job) resumed() {
 	j.mu.Unlock()
 }
 
-// setProcessGroup records the process group of the job's running worker, 0 when none runs.
-func (j *job) setProcessGroup(pgid int) {
+// setKill records how to kill the job's running worker at once, nil when none runs.
+func (j *job) setKill(kill func()) {
 	j.mu.Lock()
-	j.pgid = pgid
+	j.kill = kill
 	j.mu.Unlock()
 }
 
-// processGroup returns the process group of the job's running worker, 0 when none runs.
-func (j *job) processGroup() int {
+// killer returns how to kill the job's running worker at once, nil when none runs.
+func (j *job) killer() func() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.pgid
+	return j.kill
 }
 
 // stopped returns the reason the heartbeat gave to stop, or nil.
@@ -221,7 +222,7 @@ func (j *job) detach() {
 	j.stopMu.Lock()
 	j.cancel, j.shared = nil, false
 	j.stopMu.Unlock()
-	j.setProcessGroup(0)
+	j.setKill(nil)
 }
 
 // takeOver gives a held message's job the receipt handle of a new delivery of the same

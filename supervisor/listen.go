@@ -25,7 +25,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return err
 	}
 	l, err := newListen(ctx, cfg, deps.withDefaults())
-	defer l.removeWorkDirs()
+	defer l.close()
 	if err != nil {
 		return err
 	}
@@ -50,8 +50,8 @@ type listen struct {
 }
 
 // newListen builds the listen of cfg and runs every queue's startup checks, in order; the
-// first that fails stops the start. The listen it returns, with an error or not, has work
-// directories to remove.
+// first that fails stops the start. The listen it returns, with an error or not, has runners
+// to close.
 func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 	l := &listen{limiter: deps.Limiter, cut: newCutoff(), log: deps.Logger}
 	if l.limiter == nil {
@@ -146,10 +146,10 @@ func (l *listen) healthy() bool {
 	return true
 }
 
-// removeWorkDirs removes the queues' work directories.
-func (l *listen) removeWorkDirs() {
+// close closes the queues' runners: their worker kinds and work directories.
+func (l *listen) close() {
 	for _, s := range l.queues {
-		s.runner.removeWorkDirs()
+		s.runner.close()
 	}
 }
 

@@ -1,12 +1,10 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/watchbot/watchbot/internal/sqsspec"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // Exit codes with a meaning of their own (docs/outcomes.md).
@@ -37,7 +35,7 @@ const (
 type result struct {
 	End       runEnd
 	ExitCode  int
-	Directive *directive // from WATCHBOT_RESULT_FILE, nil when absent
+	Directive *worker.Directive // the worker's decision, nil when it made none
 	Attempt   int
 	// MaxAttempts is the effective --max-attempts.
 	MaxAttempts int
@@ -138,7 +136,7 @@ func outcomeFor(r result) outcome {
 		}
 	case r.Directive != nil:
 		// What the worker wrote stands, even when it was stopped afterwards.
-		o = r.Directive.outcome()
+		o = directiveOutcome(r.Directive)
 		if o.Action == actDelete {
 			o.Success = true
 			return o
@@ -243,24 +241,12 @@ func behind(inPlace bool, o outcome) outcome {
 		WorkerError: o.WorkerError, SpawnError: o.SpawnError}
 }
 
-// directive is a worker's outcome override, written as JSON to WATCHBOT_RESULT_FILE.
-type directive struct {
-	Action       string   `json:"action"`
-	DelaySeconds *float64 `json:"delaySeconds,omitempty"`
-	Reason       string   `json:"reason,omitempty"`
-	// Pause asks that no job start for this long (a Go duration, "30s"), across the fleet
-	// with --limits-table (docs/limits.md). Without an action the message waits in place,
-	// leased, and runs again once the pause ends.
-	Pause string `json:"pause,omitempty"`
-	// pause is Pause read, by validate (or set by an HTTP worker's Retry-After).
-	pause time.Duration
-}
-
-func (d *directive) outcome() outcome {
+// directiveOutcome is the outcome a worker's directive asks for.
+func directiveOutcome(d *worker.Directive) outcome {
 	switch d.Action {
 	case "":
 		// Only a pause: the message runs again when it ends, not counted as an attempt.
-		return outcome{Action: actRetryInPlace, Paused: true, Reason: "worker asked for a pause of " + d.pause.String()}
+		return outcome{Action: actRetryInPlace, Paused: true, Reason: "worker asked for a pause of " + d.PauseFor.String()}
 	case "ack":
 		return outcome{Action: actDelete, Reason: "worker wrote ack"}
 	case "retry":
@@ -268,66 +254,11 @@ func (d *directive) outcome() outcome {
 			return outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker asked for a retry"}
 		}
 		return outcome{Action: actRetry, Delay: time.Duration(*d.DelaySeconds * float64(time.Second)), Reason: "worker asked for a retry"}
-	default: // "dead-letter", checked by readDirective
+	default: // "dead-letter", checked as the directive was read
 		reason := d.Reason
 		if reason == "" {
 			reason = "worker asked to dead-letter the message"
 		}
 		return outcome{Action: actDeadLetter, Reason: reason, WorkerError: true}
 	}
-}
-
-// maxDirectiveSize bounds how much of a result file is read.
-const maxDirectiveSize = 64 * 1024
-
-// readDirective reads the result file, and says whether there was one. A missing or empty
-// file is no directive; a malformed one is an error that the caller logs before following
-// the exit code.
-func readDirective(path string) (d *directive, found bool, err error) {
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, true, fmt.Errorf("read result file: %w", err)
-	}
-	if len(data) == 0 {
-		return nil, true, nil
-	}
-	if len(data) > maxDirectiveSize {
-		return nil, true, fmt.Errorf("result file is %d bytes, more than %d", len(data), maxDirectiveSize)
-	}
-	d = new(directive)
-	if err := json.Unmarshal(data, d); err != nil {
-		return nil, true, fmt.Errorf("result file is not a JSON object: %w", err)
-	}
-	if err := d.validate(); err != nil {
-		return nil, true, fmt.Errorf("result file: %w", err)
-	}
-	return d, true, nil
-}
-
-// validate checks the action, the delay and the pause.
-func (d *directive) validate() error {
-	if d.Pause != "" {
-		p, err := time.ParseDuration(d.Pause)
-		if err != nil || p <= 0 || p > sqsspec.MaxInFlight {
-			return fmt.Errorf("pause %q must be a duration between 1ms and 12h, such as \"30s\"", d.Pause)
-		}
-		d.pause = p
-	}
-	switch d.Action {
-	case "":
-		if d.pause == 0 {
-			return fmt.Errorf("unknown action %q (want ack, retry or dead-letter)", d.Action)
-		}
-	case "ack", "dead-letter":
-	case "retry":
-		if most := sqsspec.MaxInFlight.Seconds(); d.DelaySeconds != nil && (*d.DelaySeconds < 0 || *d.DelaySeconds > most) {
-			return fmt.Errorf("delaySeconds %v must be between 0 and %v", *d.DelaySeconds, most)
-		}
-	default:
-		return fmt.Errorf("unknown action %q (want ack, retry or dead-letter)", d.Action)
-	}
-	return nil
 }

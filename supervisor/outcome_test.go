@@ -1,12 +1,12 @@
 package supervisor
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/watchbot/watchbot/worker"
 )
 
 // outcomeCase is a row of the outcome table's tests.
@@ -59,6 +59,8 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actDelete, Reason: "worker rejected the message (exit 3, --on-reject delete)", WorkerError: true}},
 		{"exit 4 releases without a worker error", with(mid, func(r *result) { r.ExitCode = 4 }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}},
+		{"an HTTP failure status retries with backoff, a worker error", with(mid, func(r *result) { r.End = endHTTPStatus; r.ExitCode = 500 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker answered HTTP 500", WorkerError: true}},
 		{"killed by a signal", with(mid, func(r *result) { r.End = endSignaled; r.ExitCode = 9 }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker killed by signal 9", WorkerError: true}},
 		{"timed out", with(mid, func(r *result) { r.End = endTimedOut }),
@@ -93,17 +95,17 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "payload fetch failed: SlowDown on the last attempt (3 of 3)", DeadLetter: true}},
 		{"payload fetch failure at the redrive count is left to the redrive policy", with(last, func(r *result) { r.End, r.Payload = endPayloadError, "payload fetch failed: SlowDown" }),
 			outcome{Action: actRedrive, DelayFromBackoff: true, Reason: "payload fetch failed: SlowDown on the last attempt (5 of 5)", DeadLetter: true}},
-		{"directive ack beats exit 1", with(mid, func(r *result) { r.ExitCode = 1; r.Directive = &directive{Action: "ack"} }),
+		{"directive ack beats exit 1", with(mid, func(r *result) { r.ExitCode = 1; r.Directive = &worker.Directive{Action: "ack"} }),
 			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
-		{"directive retry with delay", with(mid, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(30)} }),
+		{"directive retry with delay", with(mid, func(r *result) { r.Directive = &worker.Directive{Action: "retry", DelaySeconds: delay(30)} }),
 			outcome{Action: actRetry, Delay: 30 * time.Second, Reason: "worker asked for a retry"}},
-		{"directive retry without delay uses backoff", with(mid, func(r *result) { r.Directive = &directive{Action: "retry"} }),
+		{"directive retry without delay uses backoff", with(mid, func(r *result) { r.Directive = &worker.Directive{Action: "retry"} }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker asked for a retry"}},
-		{"directive retry on the last attempt is a dead letter", with(last, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(0)} }),
+		{"directive retry on the last attempt is a dead letter", with(last, func(r *result) { r.Directive = &worker.Directive{Action: "retry", DelaySeconds: delay(0)} }),
 			outcome{Action: actRedrive, Reason: "worker asked for a retry on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
-		{"directive dead-letter beats exit 0", with(mid, func(r *result) { r.Directive = &directive{Action: "dead-letter", Reason: "bad tenant"} }),
+		{"directive dead-letter beats exit 0", with(mid, func(r *result) { r.Directive = &worker.Directive{Action: "dead-letter", Reason: "bad tenant"} }),
 			outcome{Action: actDeadLetter, Reason: "bad tenant", WorkerError: true, DeadLetter: true}},
-		{"directive ack from a timed-out worker still acks", with(mid, func(r *result) { r.End = endTimedOut; r.Directive = &directive{Action: "ack"} }),
+		{"directive ack from a timed-out worker still acks", with(mid, func(r *result) { r.End = endTimedOut; r.Directive = &worker.Directive{Action: "ack"} }),
 			outcome{Action: actDelete, Reason: "worker wrote ack", Success: true}},
 
 		// Not run: the duplicate check did not claim the message's key (claimDecision). A
@@ -137,7 +139,7 @@ func TestOutcomeForUnclaimed(t *testing.T) {
 			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}},
 		{"FIFO: could not start retries in place", with(fifoMid, func(r *result) { r.End = endSpawnError }),
 			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}},
-		{"FIFO: directive retry with delay retries in place", with(fifoMid, func(r *result) { r.Directive = &directive{Action: "retry", DelaySeconds: delay(30)} }),
+		{"FIFO: directive retry with delay retries in place", with(fifoMid, func(r *result) { r.Directive = &worker.Directive{Action: "retry", DelaySeconds: delay(30)} }),
 			outcome{Action: actRetryInPlace, Delay: 30 * time.Second, Reason: "worker asked for a retry"}},
 		{"FIFO: exit 4 hands the message back", with(fifoMid, func(r *result) { r.ExitCode = 4 }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}},
@@ -204,47 +206,3 @@ func TestInGroupOrder(t *testing.T) {
 		})
 	}
 }
-
-func TestReadDirective(t *testing.T) {
-	tests := []struct {
-		name    string
-		content *string
-		want    *directive
-		wantErr bool
-	}{
-		{"missing file", nil, nil, false},
-		{"empty file", ptr(""), nil, false},
-		{"ack", ptr(`{"action":"ack"}`), &directive{Action: "ack"}, false},
-		{"retry with delay", ptr(`{"action":"retry","delaySeconds":12}`), &directive{Action: "retry", DelaySeconds: f64(12)}, false},
-		{"dead-letter", ptr(`{"action":"dead-letter","reason":"nope"}` + "\n"), &directive{Action: "dead-letter", Reason: "nope"}, false},
-		{"unknown action", ptr(`{"action":"maybe"}`), nil, true},
-		{"negative delay", ptr(`{"action":"retry","delaySeconds":-1}`), nil, true},
-		{"delay above 12h", ptr(`{"action":"retry","delaySeconds":43201}`), nil, true},
-		{"not json", ptr(`ack`), nil, true},
-		{"truncated", ptr(`{"action":"ack"`), nil, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "result.json")
-			if tt.content != nil {
-				if err := os.WriteFile(p, []byte(*tt.content), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, found, err := readDirective(p)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-			if found != (tt.content != nil) {
-				t.Fatalf("found = %v with a file %v", found, tt.content != nil)
-			}
-			if (got == nil) != (tt.want == nil) || got != nil && (got.Action != tt.want.Action || got.Reason != tt.want.Reason ||
-				(got.DelaySeconds == nil) != (tt.want.DelaySeconds == nil) || got.DelaySeconds != nil && *got.DelaySeconds != *tt.want.DelaySeconds) {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func ptr(s string) *string   { return &s }
-func f64(v float64) *float64 { return &v }

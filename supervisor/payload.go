@@ -6,9 +6,7 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -18,6 +16,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/payload"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // PayloadConfig is how listen treats SQS Extended Client pointers (--payload-bucket,
@@ -75,13 +74,6 @@ type PayloadAPI interface {
 	payload.Deleter
 }
 
-// fetched is a pointer's object in a file of the job's own for one run: the message file of
-// a run of one message, or the source of the message's line in a batch's.
-type fetched struct {
-	files *jobFiles // message: the object, open at its start as stdin
-	size  int64
-}
-
 // payloadFailure is why a pointer message cannot run: rejected (dead-lettered at once) or
 // not (retried after the backoff), with its reason.
 type payloadFailure struct {
@@ -127,7 +119,7 @@ func (r *runner) passThrough(live []*job) {
 
 // resolve reads a message's pointer, if it has one, and fetches its object; (nil, nil) is a
 // message without one.
-func (r *runner) resolve(ctx context.Context, j *job) (*fetched, *payloadFailure) {
+func (r *runner) resolve(ctx context.Context, j *job) (*worker.Payload, *payloadFailure) {
 	p, ok, err := payload.Detect(j.msg.Body, payload.SizeOf(j.msg.Attributes))
 	switch {
 	case err != nil:
@@ -141,10 +133,10 @@ func (r *runner) resolve(ctx context.Context, j *job) (*fetched, *payloadFailure
 	log := j.log.With("payload", p.URI())
 	f, err := r.fetch(ctx, p)
 	if err == nil {
-		if want := payload.SizeOf(j.msg.Attributes); want.Present() && want.Bytes != f.size {
-			log.Warn("the payload's size differs from what its message says", "bytes", f.size, want.Name, want.Bytes)
+		if want := payload.SizeOf(j.msg.Attributes); want.Present() && want.Bytes != f.Size() {
+			log.Warn("the payload's size differs from what its message says", "bytes", f.Size(), want.Name, want.Bytes)
 		}
-		log.Debug("payload fetched", "bytes", f.size)
+		log.Debug("payload fetched", "bytes", f.Size())
 		return f, nil
 	}
 	if cause := context.Cause(ctx); cause != nil {
@@ -160,10 +152,8 @@ func (r *runner) resolve(ctx context.Context, j *job) (*fetched, *payloadFailure
 	return nil, &payloadFailure{endPayloadError, "payload fetch failed: " + err.Error()}
 }
 
-// fetch streams p's object into a message file of the job's own. Payloads are large by
-// nature: the file goes where a message file spills (on disk), not into the work directory's
-// shared memory, whose pages count against the container's memory.
-func (r *runner) fetch(ctx context.Context, p payload.Pointer) (*fetched, error) {
+// fetch streams p's object into a file of the job's own, which the worker reads.
+func (r *runner) fetch(ctx context.Context, p payload.Pointer) (*worker.Payload, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A stop ends the fetch with the run; the stop's last moment ends it whatever S3 does.
@@ -172,47 +162,14 @@ func (r *runner) fetch(ctx context.Context, p payload.Pointer) (*fetched, error)
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.MaxJobDuration)
 		defer cancel()
 	}
-	files, err := r.payloadFiles()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(files.message, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("payload file: %w", err)
-	}
-	files.stdin = f
-	n, err := payload.Fetch(ctx, r.s3, p, f)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		files.remove()
-		return nil, err
-	}
-	files.size = n
-	return &fetched{files: files, size: n}, nil
-}
-
-// payloadFiles names the files of a fetched payload: in the spill directory when there is
-// one, else in the work directory.
-func (r *runner) payloadFiles() (*jobFiles, error) {
-	if r.dirs == nil {
-		return nil, errors.New("no directory for the payload")
-	}
-	dir := r.dirs.work
-	if r.dirs.spillParent != "" {
-		if spill, err := r.dirs.spillDir(); err == nil {
-			dir = spill
-		}
-	}
-	return r.newJobFiles(dir), nil
+	return r.dirs.Payload(p.URI(), func(f *os.File) (int64, error) { return payload.Fetch(ctx, r.s3, p, f) })
 }
 
 // dropFetched removes the payload files of a run's jobs.
 func dropFetched(jobs []*job) {
 	for _, j := range jobs {
 		if j.fetched != nil {
-			j.fetched.files.remove()
+			j.fetched.Remove()
 			j.fetched = nil
 		}
 	}

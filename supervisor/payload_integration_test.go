@@ -133,7 +133,8 @@ func TestPayloadFixtures(t *testing.T) {
 		if !ok || stdin != want || file != want || uri != s.p.URI() {
 			t.Errorf("%s: worker saw stdin %s file %s uri %s; want %s and %s", s.p.Key, stdin, file, uri, want, s.p.URI())
 		}
-		if wantMsg := map[bool]string{true: want, false: "unset"}[len(s.body) <= maxEnvMessage]; msg != wantMsg {
+		// The Message variable holds a body of up to 64 KiB.
+		if wantMsg := map[bool]string{true: want, false: "unset"}[len(s.body) <= 64*1024]; msg != wantMsg {
 			t.Errorf("%s: Message %s, want %s", s.p.Key, msg, wantMsg)
 		}
 		if testenv.ObjectExists(t, s3c, s.p.Bucket, s.p.Key) {

@@ -13,6 +13,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // queuesRig runs one listen on several queues of the emulator, with a stand-in worker that
@@ -91,10 +92,10 @@ func (r *queuesRig) start() {
 	}, r.logs.String)
 }
 
-func (r *queuesRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) workerRun {
+func (r *queuesRig) spawn(ctx context.Context, spec worker.Spec, _ *slog.Logger) worker.Result {
 	env, _, err := workerInput(r.t, spec)
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return worker.Result{End: worker.NotStarted, Err: err}
 	}
 	q := env["WATCHBOT_QUEUE_NAME"]
 	if want := r.urls[indexOf(r.names, q)]; env["WATCHBOT_QUEUE_URL"] != want {
@@ -113,11 +114,11 @@ func (r *queuesRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) 
 		r.mu.Unlock()
 	}()
 	start := time.Now()
-	run := workerRun{}
+	run := worker.Result{}
 	select {
 	case <-time.After(r.took(q)):
 	case <-ctx.Done():
-		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+		run.End, run.Err = worker.Stopped, context.Cause(ctx)
 	}
 	run.Duration = time.Since(start)
 	return run

@@ -24,6 +24,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // These tests run a listen on several queues in a testing/synctest bubble against fakesqs,
@@ -143,10 +144,10 @@ func (r *modelRig) start() {
 	}, r.logs.String)
 }
 
-func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) workerRun {
+func (r *modelRig) spawn(ctx context.Context, spec worker.Spec, _ *slog.Logger) worker.Result {
 	env, lines, err := workerInput(r.t, spec)
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return worker.Result{End: worker.NotStarted, Err: err}
 	}
 	q, body, group := env["WATCHBOT_QUEUE_NAME"], lines[0].Body, env["WATCHBOT_GROUP_ID"]
 	keys := []string{q}
@@ -174,15 +175,15 @@ func (r *modelRig) spawn(ctx context.Context, spec workerSpec, _ *slog.Logger) w
 		r.mu.Unlock()
 	}()
 	took, exit := r.behave(q, body)
-	run := workerRun{}
+	run := worker.Result{}
 	select {
 	case <-time.After(took):
-		run.ExitCode = exit
+		run.Code = exit
 		if err := r.writeResult(env["WATCHBOT_RESULT_FILE"], body); err != nil {
-			return workerRun{End: endSpawnError, Err: err}
+			return worker.Result{End: worker.NotStarted, Err: err}
 		}
 	case <-ctx.Done():
-		run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
+		run.End, run.Err = worker.Stopped, context.Cause(ctx)
 	}
 	run.Duration = took
 	return run

@@ -4,22 +4,26 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
+	"github.com/watchbot/watchbot/worker"
 )
 
-// runner runs workers: one path for one message or a batch. It writes the message file,
-// builds the worker's environment, runs the worker, reads its result, decides each
-// message's outcome with outcomeFor, and settles each message through settle.
+// runner runs workers: one path for one message or a batch. It has the worker kind run the
+// job, decides each message's outcome with outcomeFor from what the run gave, and settles
+// each message through settle.
 type runner struct {
-	cfg     Config
-	command []string // cfg.Command with its path resolved
-	baseEnv []string // the supervisor's environment, which every worker inherits
-	fifo    bool
+	cfg  Config
+	kind worker.Kind
+	// dirs hold the fetched payloads' files (nil when there is nothing to hold).
+	dirs *worker.Dirs
+	fifo bool
 	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
 	// redrive policy's (0 and "" without one).
 	maxAttempts     int
@@ -35,10 +39,6 @@ type runner struct {
 	metrics alarms.Recorder
 	log     *slog.Logger
 	random  func() float64
-	// spawn runs one worker process: runWorker, or a stand-in in tests.
-	spawn func(context.Context, workerSpec, *slog.Logger) workerRun
-	// http, when set, takes the place of the worker command (--http-worker).
-	http *httpWorker
 	// dedupe, when set, claims each message's key before it runs (--dedupe-table).
 	dedupe *deduper
 	// s3, when set, fetches and deletes payloads (--payload-bucket); passThroughWarned: the
@@ -50,13 +50,28 @@ type runner struct {
 	queueName string
 	// tenants counts each tenant's runs and waits as they start (nil: none).
 	tenants *Tenants
+}
 
-	// dirs hold the jobs' message and result files (nil for an HTTP worker); jobSeq names
-	// those of a spill.
-	dirs   *workDirs
-	jobSeq atomic.Uint64
-	// slots name the work directory's job files.
-	slots slotFiles
+// Causes of a worker being stopped by watchbot, carried as context causes.
+var (
+	errShutdown  = errors.New("shutdown window closed")
+	errSecond    = errors.New("second signal: stopped at once")
+	errLeaseLost = errors.New("lease lost")
+	errCeiling   = errors.New("12h in-flight limit reached")
+)
+
+// endFor is the end of a run that watchbot stopped, from the cause it stopped it for.
+func endFor(cause error) runEnd {
+	switch {
+	case errors.Is(cause, worker.ErrTimedOut):
+		return endTimedOut
+	case errors.Is(cause, errLeaseLost):
+		return endLeaseLost
+	case errors.Is(cause, errCeiling):
+		return endCeiling
+	default:
+		return endShutdown
+	}
 }
 
 // run runs the worker once for jobs (one message, or a batch) and settles each message.
@@ -192,7 +207,7 @@ func (r *runner) pause(results []result) {
 	var d time.Duration
 	for _, res := range results {
 		if res.Directive != nil {
-			d = max(d, res.Directive.pause)
+			d = max(d, res.Directive.PauseFor)
 		}
 	}
 	if d == 0 || r.limiter == nil {
@@ -274,4 +289,59 @@ func (r *runner) count(o outcome) {
 	add(o.SpawnError, alarms.WorkerSpawnErrors)
 	add(o.DeadLetter, alarms.DeadLetter)
 	add(o.Duplicate, alarms.DuplicatesSkipped)
+}
+
+// runnerParts are the pieces of a listen a runner uses, shared with the rest of it.
+type runnerParts struct {
+	api     sqsAPI
+	acks    *acker
+	cut     *cutoff
+	brake   *brake
+	limiter *limits.Limiter
+	metrics alarms.Recorder
+	log     *slog.Logger
+	random  func() float64
+	tracer  *tracing.Provider
+	tenants *Tenants
+	s3      PayloadAPI
+	dedupe  *deduper
+	// spawn stands in for worker processes in tests; nil runs real ones.
+	spawn worker.Spawn
+	// slots is how many runs go on at once.
+	slots int
+}
+
+// newRunner returns the runner of cfg's queue, whose rules q holds and whose runs keep their
+// files in dirs (openDirs), with the worker kind cfg names, not yet started. listen and try
+// build their runners here alike.
+func newRunner(cfg Config, q queueInfo, dirs *worker.Dirs, p runnerParts) *runner {
+	return &runner{cfg: cfg, kind: newKind(cfg, dirs, p), dirs: dirs,
+		fifo: q.fifo, maxAttempts: q.maxAttempts, maxReceiveCount: q.maxReceiveCount, dlqURL: q.dlqURL,
+		api: p.api, acks: p.acks, cut: p.cut, brake: p.brake, limiter: p.limiter, metrics: p.metrics, log: p.log, random: p.random,
+		dedupe: p.dedupe, s3: p.s3, tracer: p.tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: p.tenants}
+}
+
+// newKind builds the worker kind cfg names: an application over HTTP (--http-worker), or a
+// command run per job.
+func newKind(cfg Config, dirs *worker.Dirs, p runnerParts) worker.Kind {
+	if cfg.HTTP.URL != "" {
+		return worker.NewHTTP(cfg.HTTP, p.slots, cfg.MaxJobDuration, dirs, p.log)
+	}
+	return worker.NewProcess(worker.ProcessConfig{Command: cfg.Command, Environ: os.Environ(), MaxDuration: cfg.MaxJobDuration,
+		KillGrace: cfg.KillGrace, Volumes: cfg.Volumes, Dirs: dirs, Spawn: p.spawn})
+}
+
+// openDirs makes the directories of the runs' files: a command's message and result files,
+// and fetched payloads; none for an HTTP worker without payloads.
+func openDirs(cfg Config, log *slog.Logger) (*worker.Dirs, error) {
+	if cfg.HTTP.URL != "" && !cfg.Payload.enabled() {
+		return nil, nil
+	}
+	return worker.OpenDirs(cfg.TempDir, log)
+}
+
+// close stops the worker kind and removes the runs' directories, once no run is under way.
+func (r *runner) close() {
+	r.kind.Stop()
+	r.dirs.Remove()
 }

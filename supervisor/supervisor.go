@@ -3,9 +3,7 @@ package supervisor
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -85,11 +83,11 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 	if cfg.Once {
 		slots = 1
 	}
-	var http *httpWorker
-	if cfg.HTTP.URL != "" {
-		http = newHTTPWorker(cfg.HTTP, cfg.QueueURL, slots)
+	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, deps.Dedupe)
+	if err != nil {
+		return nil, err
 	}
-	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, deps.Dedupe, http)
+	dirs, err := openDirs(cfg, deps.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +98,12 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, shared: sh.slots,
 		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
-	s.runner = &runner{cfg: cfg, command: info.command, baseEnv: inheritedEnv(os.Environ()), fifo: info.fifo,
-		maxAttempts: info.maxAttempts, maxReceiveCount: info.maxReceiveCount, dlqURL: info.dlqURL,
-		api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter, metrics: deps.Metrics, log: deps.Logger,
-		random: deps.Random, spawn: deps.spawn, http: http, dedupe: dedupe, s3: deps.S3,
-		tracer: deps.Tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: deps.Tenants}
-	if err := s.runner.makeWorkDirs(); err != nil {
+	s.runner = newRunner(cfg, info, dirs, runnerParts{api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter,
+		metrics: deps.Metrics, log: deps.Logger, random: deps.Random, tracer: deps.Tracer, tenants: deps.Tenants, s3: deps.S3,
+		dedupe: dedupe, spawn: deps.spawn, slots: slots})
+	// Last: an application may come up while the queue was checked.
+	if err := s.runner.kind.Start(ctx); err != nil {
+		s.runner.close()
 		return nil, err
 	}
 	return s, nil
@@ -122,7 +120,7 @@ func newProtector(cfg Config, deps Deps, load activity, healthy func() bool, cut
 func (s *Supervisor) start(ctx context.Context, abort <-chan struct{}) error {
 	r := s.runner
 	s.log.Info("watchbot listening", "queue_url", s.cfg.QueueURL, "fifo", s.fifo, "concurrency", s.cfg.Concurrency,
-		"max_attempts", r.maxAttempts, "dead_letter_queue", r.dlqURL, worker(s.cfg, r.command))
+		"max_attempts", r.maxAttempts, "dead_letter_queue", r.dlqURL, workerAttr(s.cfg))
 	if s.fifo {
 		s.log.Info("FIFO queue: messages of one group run one at a time, in order; groups run side by side; failed messages are retried in place")
 	}
@@ -130,12 +128,12 @@ func (s *Supervisor) start(ctx context.Context, abort <-chan struct{}) error {
 	return s.run(ctx, abort)
 }
 
-// worker is the log attribute naming the worker: its command, or its URL.
-func worker(cfg Config, command []string) slog.Attr {
+// workerAttr is the log attribute naming the worker: its command, or its URL.
+func workerAttr(cfg Config) slog.Attr {
 	if cfg.HTTP.URL != "" {
 		return slog.String("http_worker", cfg.HTTP.URL)
 	}
-	return slog.Any("command", command)
+	return slog.Any("command", cfg.Command)
 }
 
 // run starts the acknowledger, the heartbeat, the receive loop and the loop, and then goes
@@ -227,8 +225,8 @@ func (s *Supervisor) drain(abort <-chan struct{}, stopWork func(cause error)) (a
 	s.cut.set(time.Now().Add(releaseSlack))
 	stopWork(errSecond)
 	for _, j := range s.leaser.list() {
-		if pgid := j.processGroup(); pgid != 0 {
-			_ = signalGroup(pgid, syscall.SIGKILL)
+		if kill := j.killer(); kill != nil {
+			kill()
 		}
 	}
 	<-s.loopDone

@@ -25,8 +25,6 @@ const (
 	attrReason     = attribute.Key("watchbot.reason")
 	attrRetryDelay = attribute.Key("watchbot.retry_delay") // seconds
 	attrQueueWait  = attribute.Key("watchbot.queue_wait")  // seconds
-	attrExitCode   = attribute.Key("watchbot.exit_code")
-	attrSignal     = attribute.Key("watchbot.signal")
 )
 
 // noteTrace logs at debug and counts the trace context carriers of a received message that
@@ -86,8 +84,9 @@ func (r *runner) startSpan(ctx context.Context, jobs []*job) (context.Context, t
 	return ctx, span
 }
 
-// endSpan records how the run went on its span and ends it: each message's outcome, the
-// worker's exit code, and status Error when the run failed.
+// endSpan records how the run went on its span and ends it: each message's outcome, and
+// status Error when the run failed. The worker kind notes its own details (an exit code, an
+// HTTP status) on the span as the run ends.
 func (r *runner) endSpan(span trace.Span, jobs []*job, results []result, outs []outcome) {
 	if !span.IsRecording() {
 		return
@@ -98,7 +97,7 @@ func (r *runner) endSpan(span trace.Span, jobs []*job, results []result, outs []
 	batch := len(jobs) > 1 || r.cfg.BatchSize > 1
 	failed := ""
 	for i, j := range jobs {
-		o, res := outs[i], results[i]
+		o := outs[i]
 		if o.WorkerError || o.SpawnError {
 			failed = o.Reason
 		}
@@ -108,20 +107,6 @@ func (r *runner) endSpan(span trace.Span, jobs []*job, results []result, outs []
 			continue
 		}
 		span.SetAttributes(attrOutcome.String(o.Action.String()), attrReason.String(o.Reason))
-		switch res.End {
-		case endExited:
-			if r.http == nil {
-				span.SetAttributes(attrExitCode.Int(res.ExitCode))
-			}
-		case endSignaled:
-			span.SetAttributes(attrSignal.Int(res.ExitCode))
-		}
-	}
-	if batch && len(jobs) > 0 {
-		res := results[0]
-		if res.End == endExited && r.http == nil {
-			span.SetAttributes(attrExitCode.Int(res.ExitCode))
-		}
 	}
 	for _, res := range results {
 		if res.End == endTimedOut {

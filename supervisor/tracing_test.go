@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/watchbot/watchbot/internal/tracing"
+	"github.com/watchbot/watchbot/worker"
 )
 
 func tracedJob(attrs map[string]string) *job {
@@ -114,9 +116,9 @@ func TestHTTPWorkerGetsTheTraceHeaders(t *testing.T) {
 	var header http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { header = r.Header.Clone() }))
 	defer srv.Close()
-	cfg := DefaultHTTPWorker()
+	cfg := worker.DefaultHTTPWorker()
 	cfg.URL = srv.URL
-	w := newHTTPWorker(cfg, "http://127.0.0.1:1/000000000000/jobs", 1)
+	w := worker.NewHTTP(cfg, 1, 0, nil, slog.New(slog.DiscardHandler))
 	j := tracedJob(map[string]string{"traceparent": producerTP, "tracestate": "vendor=x", "baggage": "tenant=acme"})
 	for _, tc := range []struct {
 		name   string
@@ -125,7 +127,8 @@ func TestHTTPWorkerGetsTheTraceHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &runner{cfg: Config{BatchSize: 1}, queueName: "jobs", tracer: tc.tracer}
 			ctx, span := r.startSpan(t.Context(), []*job{j})
-			if run, _ := w.post(ctx, []*job{j}, false, 1, nil); run.End != endExited {
+			job := worker.Job{QueueURL: "http://127.0.0.1:1/000000000000/jobs", Messages: []worker.Message{workerMessage(j)}, Log: slog.New(slog.DiscardHandler)}
+			if run := w.Run(ctx, job); run.End != worker.Succeeded {
 				t.Fatalf("run %+v", run)
 			}
 			want := "00-" + producerTrace + "-" + span.SpanContext().SpanID().String() + "-01"

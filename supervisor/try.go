@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"strconv"
 	"time"
@@ -78,8 +77,61 @@ const tryQueueURL = "https://sqs.us-east-1.amazonaws.com/000000000000/watchbot-t
 // fetched with payloads exactly as listen fetches it (nil: pointers pass through, as in listen
 // without a bucket); no object is deleted, as no message is.
 func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloads PayloadAPI, log *slog.Logger) ([]Decision, error) {
-	if err := PlatformError("try", runtime.GOOS); err != nil {
+	cfg, err := tryConfig(cfg, msgs, attempt)
+	if err != nil {
 		return nil, err
+	}
+	var s3 PayloadAPI
+	if cfg.Payload.enabled() {
+		if payloads == nil {
+			return nil, errors.New("try: --payload-bucket needs an S3 client")
+		}
+		s3 = payloads
+	}
+	dirs, err := openDirs(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// The queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's does.
+	q := queueInfo{maxAttempts: cfg.MaxAttempts, maxReceiveCount: cfg.MaxAttempts}
+	r := newRunner(cfg, q, dirs, runnerParts{metrics: alarms.Discard, log: log, random: rand.Float64, s3: s3, slots: 1})
+	defer r.close()
+	if err := r.kind.Start(ctx); err != nil {
+		return nil, err
+	}
+	jobs := tryJobs(msgs, attempt, log)
+	// try records no span; the worker still gets the message's context (a traceparent --attr).
+	traceCtx, _ := r.startSpan(ctx, jobs)
+	runCtx, cancel := context.WithCancelCause(traceCtx)
+	defer cancel(nil)
+	tried := r.attempt(runCtx, cancel, jobs)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, ctx.Err()
+	}
+	out := make([]Decision, len(jobs))
+	for i, j := range jobs {
+		res := tried.results[i]
+		o := outcomeFor(res)
+		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
+			DecidedBy: decidedBy(res)}
+		switch {
+		case o.Action == actRetry:
+			d.Delay = r.delay(o, attempt)
+			d.DelaySeconds = d.Delay.Seconds()
+		case o.Paused:
+			d.Action, d.Delay = tryPause, min(res.Directive.PauseFor, cfg.Limits.Fleet.MaxPause)
+			d.DelaySeconds = d.Delay.Seconds()
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// tryConfig is cfg as Try runs it, with the queue and the attempts it takes when they are not
+// given, once it and the messages to try are found valid.
+func tryConfig(cfg Config, msgs []TryMessage, attempt int) (Config, error) {
+	if err := PlatformError("try", runtime.GOOS); err != nil {
+		return cfg, err
 	}
 	if cfg.QueueURL == "" {
 		cfg.QueueURL = tryQueueURL
@@ -88,38 +140,24 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 		cfg.MaxAttempts = 10
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	switch {
 	case len(msgs) == 0:
-		return nil, setting.Refuse("", nil, "no message to try")
+		return cfg, setting.Refuse("", nil, "no message to try")
 	case len(msgs) > 1 && len(msgs) > cfg.BatchSize:
-		return nil, setting.Refuse(listenspec.SettingBatchSize, cfg.BatchSize, fmt.Sprintf("is smaller than the %d messages given", len(msgs)))
+		return cfg, setting.Refuse(listenspec.SettingBatchSize, cfg.BatchSize, fmt.Sprintf("is smaller than the %d messages given", len(msgs)))
 	case attempt < 1 || attempt > cfg.MaxAttempts:
-		return nil, setting.Refuse(listenspec.SettingAttempt, attempt, fmt.Sprintf("must be between 1 and %s (%d)", setting.Ref(listenspec.SettingMaxAttempts), cfg.MaxAttempts))
+		return cfg, setting.Refuse(listenspec.SettingAttempt, attempt, fmt.Sprintf("must be between 1 and %s (%d)", setting.Ref(listenspec.SettingMaxAttempts), cfg.MaxAttempts))
+	case cfg.HTTP.URL != "":
+		return cfg, setting.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
 	}
-	if cfg.HTTP.URL != "" {
-		return nil, setting.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
-	}
-	command, err := resolveCommand(cfg.Command)
-	if err != nil {
-		return nil, err
-	}
-	r := &runner{cfg: cfg, command: command, maxAttempts: cfg.MaxAttempts,
-		maxReceiveCount: cfg.MaxAttempts, metrics: alarms.Discard, log: log,
-		random: rand.Float64, spawn: runWorker}
-	if cfg.Payload.enabled() {
-		if payloads == nil {
-			return nil, errors.New("try: --payload-bucket needs an S3 client")
-		}
-		r.s3 = payloads
-	}
-	if err := r.makeWorkDirs(); err != nil {
-		return nil, err
-	}
-	defer r.removeWorkDirs()
-	r.baseEnv = inheritedEnv(os.Environ())
+	return cfg, nil
+}
 
+// tryJobs are the jobs of msgs, as listen would hold them had SQS just delivered them at
+// attempt.
+func tryJobs(msgs []TryMessage, attempt int, log *slog.Logger) []*job {
 	now := time.Now()
 	jobs := make([]*job, len(msgs))
 	for i, m := range msgs {
@@ -143,31 +181,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 		noteTrace(msg, log, alarms.Discard)
 		jobs[i] = &job{msg: msg, attempt: attempt, log: log.With(append([]any{"message_id", id}, msg.Trace.LogAttrs()...)...)}
 	}
-	// try records no span; the worker still gets the message's context (a traceparent --attr).
-	traceCtx, _ := r.startSpan(ctx, jobs)
-	runCtx, cancel := context.WithCancelCause(traceCtx)
-	defer cancel(nil)
-	tried := r.attempt(runCtx, cancel, jobs)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return nil, ctx.Err()
-	}
-	out := make([]Decision, len(jobs))
-	for i, j := range jobs {
-		res := tried.results[i]
-		o := outcomeFor(res)
-		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
-			DecidedBy: decidedBy(res)}
-		switch {
-		case o.Action == actRetry:
-			d.Delay = r.delay(o, attempt)
-			d.DelaySeconds = d.Delay.Seconds()
-		case o.Paused:
-			d.Action, d.Delay = tryPause, min(res.Directive.pause, cfg.Limits.Fleet.MaxPause)
-			d.DelaySeconds = d.Delay.Seconds()
-		}
-		out[i] = d
-	}
-	return out, nil
+	return jobs
 }
 
 // decidedBy names what decided a run's outcome.

@@ -88,6 +88,8 @@ func TestImportsPointOneWay(t *testing.T) {
 		// dead-letter tools read them.
 		{"supervisor", []string{"deadletter", "cloudformation", "cmd/watchbot"}},
 		{"deadletter", []string{"supervisor"}},
+		// The worker kinds sit below the supervisor, which drives them through worker.Kind.
+		{"worker", []string{"supervisor", "cloudformation", "cmd/watchbot"}},
 		{"alarms", []string{"supervisor", "cloudformation"}},
 	}
 	for _, tt := range tests {

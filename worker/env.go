@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 // The worker's environment: the per-message contract's variables (Watchbot's names and
 // WATCHBOT_*), or a batch's.
@@ -16,19 +16,19 @@ import (
 
 // env returns the worker's variables: the message's (Watchbot's names and WATCHBOT_*), or a
 // batch's.
-func (r *runner) env(jobs []*job, files jobFiles, deadline time.Time) []string {
-	if r.cfg.BatchSize == 1 {
-		j := jobs[0]
-		return buildEnv(j.msg, jobEnv{Attempt: j.attempt, QueueURL: r.cfg.QueueURL, MaxAttempts: r.maxAttempts,
-			MessageFile: files.message, ResultFile: files.result, Deadline: deadline, Payload: payloadEnv(j, files)})
+func (p *Process) env(job Job, files jobFiles, deadline time.Time) []string {
+	if !job.Batch {
+		m := job.Messages[0]
+		return buildEnv(m, jobEnv{QueueURL: job.QueueURL, MaxAttempts: job.MaxAttempts,
+			MessageFile: files.message, ResultFile: files.result, Deadline: deadline, Payload: payloadEnv(m, files)})
 	}
 	env := []string{
 		"WATCHBOT_MESSAGE_FILE=" + files.message,
 		"WATCHBOT_RESULT_FILE=" + files.result,
-		"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(jobs)),
-		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(r.maxAttempts),
-		"WATCHBOT_QUEUE_URL=" + r.cfg.QueueURL,
-		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(r.cfg.QueueURL),
+		"WATCHBOT_BATCH_SIZE=" + strconv.Itoa(len(job.Messages)),
+		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(job.MaxAttempts),
+		"WATCHBOT_QUEUE_URL=" + job.QueueURL,
+		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(job.QueueURL),
 	}
 	if !deadline.IsZero() {
 		env = append(env, "WATCHBOT_DEADLINE="+deadline.UTC().Format(time.RFC3339))
@@ -42,9 +42,6 @@ const maxEnvMessage = 64 * 1024
 
 // jobEnv is what a worker's environment is built from, beyond the message itself.
 type jobEnv struct {
-	// Attempt is the attempt number: the receive count, plus the runs watchbot gave the
-	// message in place on a FIFO queue.
-	Attempt     int
 	QueueURL    string
 	MaxAttempts int
 	MessageFile string
@@ -62,12 +59,12 @@ type envPayload struct {
 	Fits   bool
 }
 
-// payloadEnv is the payload of j's run, whose message file is files; nil without one.
-func payloadEnv(j *job, files jobFiles) *envPayload {
-	if j.payload == nil {
+// payloadEnv is the payload of m's run, whose message file is files; nil without one.
+func payloadEnv(m Message, files jobFiles) *envPayload {
+	if m.Payload == nil {
 		return nil
 	}
-	p := &envPayload{URI: j.payload.URI()}
+	p := &envPayload{URI: m.Payload.URI}
 	if files.size <= maxEnvMessage {
 		b, err := os.ReadFile(files.message)
 		p.Inline, p.Fits = string(b), err == nil && envSafe(string(b))
@@ -77,13 +74,13 @@ func payloadEnv(j *job, files jobFiles) *envPayload {
 
 // buildEnv returns the worker's variables (docs/worker-contract.md), to be appended to
 // the supervisor's own environment. Values never pass through a shell.
-func buildEnv(m message, j jobEnv) []string {
+func buildEnv(m Message, j jobEnv) []string {
 	env := []string{
 		"MessageId=" + m.ID,
-		"ApproximateReceiveCount=" + strconv.Itoa(m.Attempt),
+		"ApproximateReceiveCount=" + strconv.Itoa(m.Receives),
 		"WATCHBOT_MESSAGE_FILE=" + j.MessageFile,
 		"WATCHBOT_RESULT_FILE=" + j.ResultFile,
-		"WATCHBOT_ATTEMPT=" + strconv.Itoa(j.Attempt),
+		"WATCHBOT_ATTEMPT=" + strconv.Itoa(m.Attempt),
 		"WATCHBOT_MAX_ATTEMPTS=" + strconv.Itoa(j.MaxAttempts),
 		"WATCHBOT_QUEUE_URL=" + j.QueueURL,
 		"WATCHBOT_QUEUE_NAME=" + queueattr.NameFromURL(j.QueueURL),

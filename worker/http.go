@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"bytes"
@@ -48,8 +48,8 @@ func DefaultHTTPWorker() HTTPWorker {
 	return HTTPWorker{ContentType: "application/json", Timeout: 180 * time.Second, ConnectTimeout: 5 * time.Second, StartupTimeout: time.Minute}
 }
 
-// check validates an HTTP worker's settings.
-func (h HTTPWorker) check() error {
+// Check validates an HTTP worker's settings.
+func (h HTTPWorker) Check() error {
 	u, err := url.Parse(h.URL)
 	switch {
 	case err != nil:
@@ -70,16 +70,25 @@ func (h HTTPWorker) check() error {
 	return nil
 }
 
-// httpWorker POSTs messages to the application.
-type httpWorker struct {
+// HTTP is the HTTP kind: it POSTs each job to the application.
+type HTTP struct {
 	cfg    HTTPWorker
 	base   *url.URL
-	queue  string
 	client *http.Client
+	// maxDuration stops a run that lasts longer (--max-job-duration; 0: never).
+	maxDuration time.Duration
+	// dirs hold the bodies of runs with fetched payloads (nil without --payload-bucket).
+	dirs *Dirs
+	log  *slog.Logger
 }
 
-func newHTTPWorker(cfg HTTPWorker, queueURL string, concurrency int) *httpWorker {
-	base, _ := url.Parse(cfg.URL) // checked by Validate
+var _ Kind = (*HTTP)(nil)
+
+// NewHTTP returns the HTTP kind of cfg, which Check has accepted, for concurrency runs at
+// once; runs longer than maxDuration (0: no limit) are stopped. dirs hold the bodies of runs
+// with fetched payloads (nil without them); log tells of the wait for the application.
+func NewHTTP(cfg HTTPWorker, concurrency int, maxDuration time.Duration, dirs *Dirs, log *slog.Logger) *HTTP {
+	base, _ := url.Parse(cfg.URL) // checked by Check
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
 		DialContext:         dialer.DialContext,
@@ -88,16 +97,22 @@ func newHTTPWorker(cfg HTTPWorker, queueURL string, concurrency int) *httpWorker
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: cfg.ConnectTimeout,
 	}
-	return &httpWorker{cfg: cfg, base: base, queue: queueattr.NameFromURL(queueURL), client: &http.Client{
+	return &HTTP{cfg: cfg, base: base, maxDuration: maxDuration, dirs: dirs, log: log, client: &http.Client{
 		Transport: transport,
 		// A redirect is the application's answer, not an instruction to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
+// Start waits for the application to accept requests.
+func (w *HTTP) Start(ctx context.Context) error { return w.waitReady(ctx, w.log) }
+
+// Stop closes the idle connections to the application.
+func (w *HTTP) Stop() { w.client.CloseIdleConnections() }
+
 // waitReady waits, until StartupTimeout, for the application: HealthPath answering 2xx, or
 // its host accepting connections.
-func (w *httpWorker) waitReady(ctx context.Context, log *slog.Logger) error {
+func (w *HTTP) waitReady(ctx context.Context, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartupTimeout)
 	defer cancel()
 	var last error
@@ -122,7 +137,7 @@ func (w *httpWorker) waitReady(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
-func (w *httpWorker) ready(ctx context.Context) error {
+func (w *HTTP) ready(ctx context.Context) error {
 	if w.cfg.HealthPath == "" {
 		host := w.base.Host
 		if w.base.Port() == "" {
@@ -156,109 +171,163 @@ func (w *httpWorker) ready(ctx context.Context) error {
 // maxHTTPAnswer bounds how much of an answer is read for directives.
 const maxHTTPAnswer = maxBatchResults
 
-// post sends jobs (one message, or a batch as a JSON array) and turns the answer into a run
-// and directives, as a worker process's exit code and result file would be.
-// A run with a fetched payload streams its body from the file from (httpBody).
-func (w *httpWorker) post(ctx context.Context, jobs []*job, batch bool, attempt int, from *jobFiles) (workerRun, map[string]*directive) {
+// Run POSTs job (one message, or a batch as a JSON array) and turns the answer into a
+// result, as a worker process's exit code and result file would be.
+func (w *HTTP) Run(ctx context.Context, job Job) Result {
+	if w.maxDuration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.maxDuration, ErrTimedOut)
+		defer cancel()
+	}
+	var res Result
+	body, err := w.body(job)
+	if err != nil {
+		res = Result{End: NotStarted, Err: err}
+	} else {
+		res = w.post(ctx, job, body)
+		if body != nil {
+			body.remove()
+		}
+	}
+	logEnd(job.Log, res, w.maxDuration)
+	return res
+}
+
+// body is the file the POST streams its body from, when the run has a fetched payload: the
+// payload, or the batch written with it; nil otherwise, when the body is in memory.
+func (w *HTTP) body(job Job) (*jobFiles, error) {
+	switch {
+	case !hasPayload(job.Messages):
+		return nil, nil
+	case job.Batch:
+		files, err := w.dirs.batchFile(job.Messages, true)
+		if err != nil {
+			return nil, fmt.Errorf("write the request body: %w", err)
+		}
+		return files, nil
+	}
+	return job.Messages[0].Payload.take(), nil
+}
+
+// post sends the job's request, its body streamed from the file from when set, and reads
+// the answer.
+func (w *HTTP) post(ctx context.Context, job Job, from *jobFiles) Result {
 	start := time.Now()
+	rctx, cancel := context.WithTimeoutCause(ctx, w.cfg.Timeout, errHTTPTimeout)
+	defer cancel()
+	req, err := w.request(rctx, job, from)
+	if err != nil {
+		return Result{End: NotStarted, Err: err, Duration: time.Since(start)}
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		res := Result{Err: err, Duration: time.Since(start)}
+		switch cause := context.Cause(rctx); {
+		case errors.Is(cause, errHTTPTimeout):
+			res.End, res.Err = TimedOut, fmt.Errorf("no answer within --http-timeout (%v)", w.cfg.Timeout)
+		case ctx.Err() != nil:
+			res.End, res.Err = stoppedBy(context.Cause(ctx)), context.Cause(ctx)
+		default:
+			res.End = NotStarted // not delivered: refused, reset, unreachable
+		}
+		return res
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer))
+	res := Result{End: Succeeded, Duration: time.Since(start)}
+	if err != nil {
+		res.End, res.Err = Failed, fmt.Errorf("reading the answer: %w", err)
+		if errors.Is(context.Cause(rctx), errHTTPTimeout) {
+			res.End = TimedOut
+		}
+		return res
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
+	res.Directives = w.directives(job, resp, answer)
+	switch code := resp.StatusCode; {
+	case code/100 == 2:
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		// "Slow down": a pause of Retry-After for every message (docs/limits.md); a message
+		// the answer decided nothing for waits in place until it ends.
+		if delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && delay > 0 {
+			res.Directives = slowDown(res.Directives, job.Messages, delay, code)
+			break
+		}
+		fallthrough
+	default:
+		res.End, res.Code = Failed, code
+	}
+	return res
+}
+
+// request builds the job's POST: its body (the message as received, or the batch), and its
+// headers, sqsd's for one message.
+func (w *HTTP) request(ctx context.Context, job Job, from *jobFiles) (*http.Request, error) {
 	target := *w.base
 	var body []byte
 	header := http.Header{}
 	header.Set("Content-Type", w.cfg.ContentType)
 	header.Set("User-Agent", "watchbot")
 	switch {
-	case from != nil && batch:
-		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(jobs)))
-	case batch:
+	case from != nil && job.Batch:
+		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(job.Messages)))
+	case job.Batch:
 		var lines []json.RawMessage
-		for _, l := range bytes.Split(bytes.TrimSpace(encodeBatch(jobs)), []byte("\n")) {
+		for _, l := range bytes.Split(bytes.TrimSpace(encodeBatch(job.Messages)), []byte("\n")) {
 			lines = append(lines, l)
 		}
 		body, _ = json.Marshal(lines) // raw JSON objects always encode
-		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(jobs)))
+		header.Set("X-Watchbot-Batch-Size", strconv.Itoa(len(job.Messages)))
 	default:
-		m := jobs[0].msg
+		m := job.Messages[0]
 		body = []byte(m.Raw)
-		if p := jobs[0].payload; from != nil && p != nil {
-			header.Set("X-Watchbot-Payload-S3-Uri", p.URI())
+		if p := m.Payload; from != nil && p != nil {
+			header.Set("X-Watchbot-Payload-S3-Uri", p.URI)
 		}
-		w.sqsdHeaders(header, m)
-		header.Set("X-Watchbot-Attempt", strconv.Itoa(attempt))
+		w.sqsdHeaders(header, queueattr.NameFromURL(job.QueueURL), m)
+		header.Set("X-Watchbot-Attempt", strconv.Itoa(m.Attempt))
 		if p := stringAttributes(m)[listenspec.AttrTaskPath]; p != "" {
 			if ref, err := url.Parse(p); err == nil && strings.HasPrefix(p, "/") {
 				target = *w.base.ResolveReference(ref)
 			}
 		}
 	}
-	rctx, cancel := context.WithTimeoutCause(ctx, w.cfg.Timeout, errHTTPTimeout)
-	defer cancel()
 	var reader io.Reader = bytes.NewReader(body)
 	if from != nil {
 		reader = io.NewSectionReader(from.stdin, 0, from.size)
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, target.String(), reader)
-	if from != nil && err == nil {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), reader)
+	if err != nil {
+		return nil, err
+	}
+	if from != nil {
 		req.ContentLength = from.size
 		req.GetBody = func() (io.ReadCloser, error) {
 			return io.NopCloser(io.NewSectionReader(from.stdin, 0, from.size)), nil
 		}
 	}
-	if err != nil {
-		return workerRun{End: endSpawnError, Err: err, Duration: time.Since(start)}, nil
-	}
 	tracing.InjectHeaders(ctx, header)
 	req.Header = header
-	resp, err := w.client.Do(req)
-	if err != nil {
-		run := workerRun{Err: err, Duration: time.Since(start)}
-		switch cause := context.Cause(rctx); {
-		case errors.Is(cause, errHTTPTimeout):
-			run.End, run.Err = endTimedOut, fmt.Errorf("no answer within --http-timeout (%v)", w.cfg.Timeout)
-		case ctx.Err() != nil:
-			run.End, run.Err = endFor(context.Cause(ctx)), context.Cause(ctx)
-		default:
-			run.End = endSpawnError // not delivered: refused, reset, unreachable
-		}
-		return run, nil
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer))
-	run := workerRun{End: endExited, Duration: time.Since(start)}
-	if err != nil {
-		run.End, run.Err = endHTTPStatus, fmt.Errorf("reading the answer: %w", err)
-		if errors.Is(context.Cause(rctx), errHTTPTimeout) {
-			run.End = endTimedOut
-		}
-		return run, nil
-	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	}
-	directives := w.directives(jobs, batch, resp, answer)
-	switch code := resp.StatusCode; {
-	case code/100 == 2:
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
-		// "Slow down": a pause of Retry-After for every job (docs/limits.md); a message the
-		// answer decided nothing for waits in place until it ends.
-		if delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && delay > 0 {
-			for _, j := range jobs {
-				switch d := directives[j.msg.ID]; {
-				case d == nil:
-					if directives == nil {
-						directives = map[string]*directive{}
-					}
-					directives[j.msg.ID] = &directive{Pause: delay.String(), pause: delay, Reason: "HTTP " + strconv.Itoa(code) + " with Retry-After"}
-				case d.pause == 0:
-					d.Pause, d.pause = delay.String(), delay
-				}
+	return req, nil
+}
+
+// slowDown gives every message of a "slow down" answer a pause of delay: added to the
+// directive the answer gave it, or alone, so that it waits in place until the pause ends.
+func slowDown(directives map[string]*Directive, msgs []Message, delay time.Duration, code int) map[string]*Directive {
+	for _, m := range msgs {
+		switch d := directives[m.ID]; {
+		case d == nil:
+			if directives == nil {
+				directives = map[string]*Directive{}
 			}
-			break
+			directives[m.ID] = &Directive{Pause: delay.String(), PauseFor: delay, Reason: "HTTP " + strconv.Itoa(code) + " with Retry-After"}
+		case d.PauseFor == 0:
+			d.Pause, d.PauseFor = delay.String(), delay
 		}
-		fallthrough
-	default:
-		run.End, run.ExitCode = endHTTPStatus, code
 	}
-	return run, directives
+	return directives
 }
 
 // errHTTPTimeout ends a request that outlived --http-timeout.
@@ -268,10 +337,10 @@ var errHTTPTimeout = errors.New("the HTTP worker did not answer within --http-ti
 // environments", Amazon Elastic Beanstalk Developer Guide): the message id, receive count,
 // queue, first-received and sent times, sender, one per message attribute, and a scheduled
 // task's name, time and path; and the message group id.
-func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
+func (w *HTTP) sqsdHeaders(h http.Header, queue string, m Message) {
 	h.Set("X-Aws-Sqsd-Msgid", m.ID)
-	h.Set("X-Aws-Sqsd-Receive-Count", strconv.Itoa(m.Attempt))
-	h.Set("X-Aws-Sqsd-Queue", w.queue)
+	h.Set("X-Aws-Sqsd-Receive-Count", strconv.Itoa(m.Receives))
+	h.Set("X-Aws-Sqsd-Queue", queue)
 	if !m.FirstReceive.IsZero() {
 		h.Set("X-Aws-Sqsd-First-Received-At", m.FirstReceive.UTC().Format(time.RFC3339))
 	}
@@ -303,7 +372,7 @@ func (w *httpWorker) sqsdHeaders(h http.Header, m message) {
 // stringAttributes are the message's own String and Number attributes, as SQS delivered
 // them. The body is POSTed as received (an SNS envelope stays one), so its headers are the SQS
 // message's too, not those of an unwrapped notification.
-func stringAttributes(m message) map[string]string {
+func stringAttributes(m Message) map[string]string {
 	out := make(map[string]string, len(m.SQSAttributes))
 	for name, v := range m.SQSAttributes {
 		if v.StringValue != nil {
@@ -316,8 +385,8 @@ func stringAttributes(m message) map[string]string {
 // directives reads the answer's directives: the X-Watchbot-Result header or a JSON object
 // body with an "action" for one message; a JSON array (or JSON lines) of {"id","action",...}
 // for a batch. An answer that is not one of these is no directive: the status decides.
-func (w *httpWorker) directives(jobs []*job, batch bool, resp *http.Response, answer []byte) map[string]*directive {
-	if batch {
+func (w *HTTP) directives(job Job, resp *http.Response, answer []byte) map[string]*Directive {
+	if job.Batch {
 		trimmed := bytes.TrimSpace(answer)
 		if len(trimmed) == 0 || (trimmed[0] != '[' && trimmed[0] != '{') {
 			return nil
@@ -333,22 +402,18 @@ func (w *httpWorker) directives(jobs []*job, batch bool, resp *http.Response, an
 			}
 			trimmed = bytes.Join(lines, []byte("\n"))
 		}
-		ids := make(map[string]bool, len(jobs))
-		for _, j := range jobs {
-			ids[j.msg.ID] = true
-		}
-		out, _ := parseBatchResults(bytes.NewReader(append(trimmed, '\n')), ids)
+		out, _ := parseBatchResults(bytes.NewReader(append(trimmed, '\n')), batchIDs(job.Messages))
 		return out
 	}
 	raw := []byte(resp.Header.Get("X-Watchbot-Result"))
 	if len(raw) == 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		raw = answer
 	}
-	var d directive
+	var d Directive
 	if len(raw) == 0 || json.Unmarshal(raw, &d) != nil || d.Action == "" && d.Pause == "" || d.validate() != nil {
 		return nil
 	}
-	return map[string]*directive{jobs[0].msg.ID: &d}
+	return map[string]*Directive{job.Messages[0].ID: &d}
 }
 
 // retryAfter reads a Retry-After header: delay-seconds or an HTTP-date (RFC 9110, 10.2.3).

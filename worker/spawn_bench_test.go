@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package worker
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func BenchmarkRunWorker(b *testing.B) {
 	env := testenv.CleanEnv(b)
 	cpu := ownCPU()
 	for b.Loop() {
-		runWorker(context.Background(), workerSpec{Command: []string{"/usr/bin/true"}, Env: env, StdinPath: p, KillGrace: 5 * time.Second}, log)
+		spawn(context.Background(), Spec{Command: []string{"/usr/bin/true"}, Env: env, StdinPath: p, KillGrace: 5 * time.Second}, log)
 	}
 	b.ReportMetric(float64(ownCPU()-cpu)/float64(b.N)/1e3, "own-cpu-µs/op")
 }

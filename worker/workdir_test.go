@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package worker
 
 import (
 	"bytes"
@@ -23,19 +23,17 @@ import (
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
-// workDirsRunner is a runner whose job files go where openWorkDirs puts them with shm and tmp
-// standing for /dev/shm and $TMPDIR; log is what it logged.
-func workDirsRunner(t *testing.T, shm, tmp string) (*runner, *bytes.Buffer, error) {
+// workDirs are the directories openWorkDirs makes with shm and tmp standing for /dev/shm and
+// $TMPDIR; log is what it logged.
+func workDirs(t *testing.T, shm, tmp string) (*Dirs, *bytes.Buffer, error) {
 	t.Helper()
 	var log bytes.Buffer
-	r := &runner{log: slog.New(slog.NewTextHandler(&log, nil))}
-	dirs, err := openWorkDirs("", shm, tmp, r.log)
+	dirs, err := openWorkDirs("", shm, tmp, slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
 		return nil, &log, err
 	}
-	r.dirs, r.slots.dir = dirs, dirs.work
-	t.Cleanup(r.removeWorkDirs)
-	return r, &log, nil
+	t.Cleanup(dirs.Remove)
+	return dirs, &log, nil
 }
 
 // workDirsIn lists the work directories in parent.
@@ -88,32 +86,32 @@ func TestWorkDirsRefused(t *testing.T) {
 	})
 	t.Run("no /dev/shm: the work directory is in $TMPDIR", func(t *testing.T) {
 		tmp := t.TempDir()
-		r, _, err := workDirsRunner(t, missing, tmp)
+		r, _, err := workDirs(t, missing, tmp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if filepath.Dir(r.dirs.work) != tmp || r.dirs.spillParent != "" {
-			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.dirs.work, r.dirs.spillParent, tmp)
+		if filepath.Dir(r.work) != tmp || r.spillParent != "" {
+			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.work, r.spillParent, tmp)
 		}
 	})
 	t.Run("TMPDIR=/dev/shm: no spill", func(t *testing.T) {
 		shm := t.TempDir()
-		r, _, err := workDirsRunner(t, shm, shm+"/")
+		r, _, err := workDirs(t, shm, shm+"/")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if filepath.Dir(r.dirs.work) != shm || r.dirs.spillParent != "" {
-			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.dirs.work, r.dirs.spillParent, shm)
+		if filepath.Dir(r.work) != shm || r.spillParent != "" {
+			t.Errorf("work directory %s, spill in %q; want one in %s and no spill", r.work, r.spillParent, shm)
 		}
 	})
 	t.Run("no $TMPDIR: no spill directory is made", func(t *testing.T) {
 		shm := t.TempDir()
-		r, log, err := workDirsRunner(t, shm, missing)
+		r, log, err := workDirs(t, shm, missing)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if filepath.Dir(r.dirs.work) != shm {
-			t.Errorf("work directory %s, want one in %s", r.dirs.work, shm)
+		if filepath.Dir(r.work) != shm {
+			t.Errorf("work directory %s, want one in %s", r.work, shm)
 		}
 		if !strings.Contains(log.String(), "$TMPDIR cannot be written") {
 			t.Errorf("log = %q, want a warning that nothing can spill", log)
@@ -191,7 +189,7 @@ func TestWorkDirsOfGoneOwnersAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer next.remove()
+	defer next.Remove()
 	if _, err := os.Stat(killedDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed watchbot's directory is still there (%v)", err)
 	}
@@ -258,7 +256,7 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 
 	t.Run("a 64 MiB /dev/shm spills 1 MiB messages at concurrency 100 to the writable volume", func(t *testing.T) {
 		shm, volume := tmpfs(t, "64m", 0), t.TempDir()
-		r, _, err := workDirsRunner(t, shm, volume)
+		r, _, err := workDirs(t, shm, volume)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,9 +277,9 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 				t.Fatalf("job %d: %v", i, errs[i])
 			}
 			switch filepath.Dir(f.message) {
-			case r.dirs.work:
+			case r.work:
 				inShm++
-			case r.dirs.spill:
+			case r.spill:
 				spilled++
 			default:
 				t.Fatalf("job %d's message file %s is neither in /dev/shm nor spilled", i, f.message)
@@ -291,13 +289,13 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 			}
 		}
 		t.Logf("%d message files in a 64 MiB /dev/shm, %d spilled", inShm, spilled)
-		if inShm < 50 || spilled < 30 || filepath.Dir(r.dirs.spill) != volume {
-			t.Errorf("%d in /dev/shm, %d spilled to %s; want /dev/shm used to the full and the rest in %s", inShm, spilled, r.dirs.spill, volume)
+		if inShm < 50 || spilled < 30 || filepath.Dir(r.spill) != volume {
+			t.Errorf("%d in /dev/shm, %d spilled to %s; want /dev/shm used to the full and the rest in %s", inShm, spilled, r.spill, volume)
 		}
 		for _, f := range files {
 			f.remove()
 		}
-		r.removeWorkDirs()
+		r.Remove()
 		if d := append(workDirsIn(t, shm), workDirsIn(t, volume)...); len(d) != 0 {
 			t.Errorf("left behind: %v", d)
 		}
@@ -305,7 +303,7 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 
 	t.Run("a read-only $TMPDIR stops nothing while /dev/shm has room", func(t *testing.T) {
 		shm, readOnly := tmpfs(t, "8m", 0), tmpfs(t, "1m", unix.MS_RDONLY)
-		r, log, err := workDirsRunner(t, shm, readOnly)
+		r, log, err := workDirs(t, shm, readOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,12 +337,12 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 	t.Run("a full /dev/shm: the jobs' files go to $TMPDIR", func(t *testing.T) {
 		shm, volume := tmpfs(t, "1m", 0), t.TempDir()
 		full(t, shm)
-		r, log, err := workDirsRunner(t, shm, volume)
+		r, log, err := workDirs(t, shm, volume)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if filepath.Dir(r.dirs.work) != volume || r.dirs.spillParent != "" {
-			t.Errorf("work directory %s, spill in %q; want one in %s", r.dirs.work, r.dirs.spillParent, volume)
+		if filepath.Dir(r.work) != volume || r.spillParent != "" {
+			t.Errorf("work directory %s, spill in %q; want one in %s", r.work, r.spillParent, volume)
 		}
 		if !strings.Contains(log.String(), "no space left on device") {
 			t.Errorf("log = %q, want why /dev/shm is not used", log)
@@ -356,7 +354,7 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 
 	t.Run("read-only root and no /dev/shm: refused, naming --temp-dir", func(t *testing.T) {
 		readOnly := tmpfs(t, "1m", unix.MS_RDONLY)
-		_, _, err := workDirsRunner(t, filepath.Join(readOnly, "shm"), readOnly)
+		_, _, err := workDirs(t, filepath.Join(readOnly, "shm"), readOnly)
 		tempDirRefusal(t, err, "read-only file system")
 	})
 

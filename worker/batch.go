@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"bufio"
@@ -23,12 +23,12 @@ type batchLine struct {
 
 // encodeBatch writes a batch as the worker reads it, in the order the batch was built (a
 // FIFO group's messages in their order).
-func encodeBatch(jobs []*job) []byte {
+func encodeBatch(msgs []Message) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	for _, j := range jobs {
-		_ = enc.Encode(batchLineOf(j)) // strings and maps of strings always encode
+	for _, m := range msgs {
+		_ = enc.Encode(batchLineOf(m)) // strings and maps of strings always encode
 	}
 	return buf.Bytes()
 }
@@ -40,8 +40,8 @@ const maxBatchResults = 16 << 20
 // {"id":…,"action":"ack"|"retry"|"dead-letter","delaySeconds":…,"reason":…}. The first valid
 // line for a message wins. Lines that are malformed, name a message not in the batch, or
 // repeat one already decided are returned as warnings and otherwise ignored.
-func parseBatchResults(r io.Reader, ids map[string]bool) (map[string]*directive, []string) {
-	results := map[string]*directive{}
+func parseBatchResults(r io.Reader, ids map[string]bool) (map[string]*Directive, []string) {
+	results := map[string]*Directive{}
 	var warnings []string
 	br := bufio.NewReaderSize(io.LimitReader(r, maxBatchResults), 64*1024)
 	for n := 1; ; n++ {
@@ -68,15 +68,15 @@ func parseBatchResults(r io.Reader, ids map[string]bool) (map[string]*directive,
 	return results, warnings
 }
 
-func addBatchResult(results map[string]*directive, ids map[string]bool, line []byte) string {
+func addBatchResult(results map[string]*Directive, ids map[string]bool, line []byte) string {
 	var res struct {
 		ID string `json:"id"`
-		directive
+		Directive
 	}
 	if err := json.Unmarshal(line, &res); err != nil {
 		return fmt.Sprintf("not a JSON object (%v); ignored", err)
 	}
-	d := res.directive
+	d := res.Directive
 	if err := d.validate(); err != nil {
 		return fmt.Sprintf("%v; ignored", err)
 	}

@@ -1,28 +1,24 @@
 //go:build !linux
 
-package supervisor
+package worker
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"syscall"
 )
 
 // Workers run on Linux only: their process groups, the kill of a worker whose supervisor
 // died and the exit watch use Linux calls. Elsewhere the package builds for the operator
-// tools, and listen and try refuse to start (PlatformError); what follows is never
-// reached from them.
+// tools, and listen and try refuse to start; what follows is never reached from them.
 
 // errNotLinux is what running a worker gives on another OS.
 var errNotLinux = errors.New("worker processes run on Linux only")
 
-func runWorker(context.Context, workerSpec, *slog.Logger) workerRun {
-	return workerRun{End: endSpawnError, Err: errNotLinux}
+func spawn(context.Context, Spec, *slog.Logger) Result {
+	return Result{End: NotStarted, Err: errNotLinux}
 }
-
-func signalGroup(int, syscall.Signal) error { return errNotLinux }
 
 func (f *jobFiles) write(string) error { return errNotLinux }
 

@@ -1,21 +1,22 @@
-package supervisor
+package worker
 
 import (
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// newFilesRunner is a runner with only its work directory, in a test's temporary directory.
-func newFilesRunner(t *testing.T) *runner {
+// newFilesDirs is a work directory in a test's temporary directory.
+func newFilesDirs(t *testing.T) *Dirs {
 	t.Helper()
-	r := &runner{cfg: Config{TempDir: t.TempDir()}}
-	if err := r.makeWorkDirs(); err != nil {
+	d, err := OpenDirs(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.removeWorkDirs)
-	return r
+	t.Cleanup(d.Remove)
+	return d
 }
 
 // stdinOf reads what the worker would read on stdin.
@@ -35,7 +36,7 @@ func stdinOf(t *testing.T, f *jobFiles) string {
 // more, a result file is looked for per job and removed once read, and a slot in use is never
 // handed out twice.
 func TestJobFilesReuse(t *testing.T) {
-	r := newFilesRunner(t)
+	r := newFilesDirs(t)
 	first, err := r.writeJobFiles("a longer body than the next")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestJobFilesReplaced(t *testing.T) {
 			if err := os.WriteFile(outside, []byte("keep me"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r := newFilesRunner(t)
+			r := newFilesDirs(t)
 			f, err := r.writeJobFiles("first")
 			if err != nil {
 				t.Fatal(err)
@@ -147,7 +148,7 @@ func TestJobFilesReplaced(t *testing.T) {
 
 // A large body does not stay in memory once its job is over; a small one is written over.
 func TestJobFilesLargeBodyEmptied(t *testing.T) {
-	r := newFilesRunner(t)
+	r := newFilesDirs(t)
 	for _, body := range []string{string(make([]byte, keptBody+1)), "small"} {
 		f, err := r.writeJobFiles(body)
 		if err != nil {
@@ -171,7 +172,7 @@ func TestJobFilesLargeBodyEmptied(t *testing.T) {
 
 // A slot whose result file cannot be removed is not used again.
 func TestJobFilesStuckResult(t *testing.T) {
-	r := newFilesRunner(t)
+	r := newFilesDirs(t)
 	f, err := r.writeJobFiles("x")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 // The job files: the message and result files of each run, from a pool of slots in the work
 // directory, or of their own in the spill directory.
@@ -6,7 +6,6 @@ package supervisor
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,53 +59,32 @@ func (m *slotFiles) put(slot int) {
 }
 
 // slotJobFiles names a job's files: a slot's of the pool, for the job's time.
-func (r *runner) slotJobFiles() *jobFiles {
-	slot := r.slots.take()
-	n := filepath.Join(r.slots.dir, strconv.Itoa(slot))
-	return &jobFiles{message: n + ".message", result: n + ".result.json", kept: &r.slots, slot: slot}
+func (d *Dirs) slotJobFiles() *jobFiles {
+	slot := d.slots.take()
+	n := filepath.Join(d.slots.dir, strconv.Itoa(slot))
+	return &jobFiles{message: n + ".message", result: n + ".result.json", kept: &d.slots, slot: slot}
 }
 
 // newJobFiles names files of a job's own in dir: unique, created by no one yet.
-func (r *runner) newJobFiles(dir string) *jobFiles {
-	n := filepath.Join(dir, strconv.FormatUint(r.jobSeq.Add(1), 10))
+func (d *Dirs) newJobFiles(dir string) *jobFiles {
+	n := filepath.Join(dir, strconv.FormatUint(d.seq.Add(1), 10))
 	return &jobFiles{message: n + ".message", result: n + ".result.json"}
 }
-
-// makeWorkDirs makes the directories that hold the jobs' files (openWorkDirs), unless the
-// worker is an HTTP application, which gets no files.
-func (r *runner) makeWorkDirs() error {
-	if r.http != nil && r.s3 == nil {
-		return nil
-	}
-	log := r.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	dirs, err := openWorkDirs(r.cfg.TempDir, sharedMemory, os.TempDir(), log)
-	if err != nil {
-		return err
-	}
-	r.dirs = dirs
-	r.slots.dir = dirs.work
-	return nil
-}
-
-func (r *runner) removeWorkDirs() { r.dirs.remove() }
 
 // writeJobFiles writes the message file, one of the pool's in the work directory, or one of
 // its own in the spill directory when the work directory is full, and leaves it open at its
 // start for the worker's stdin. When neither takes it, the error says so and names
 // --temp-dir: the job then fails its attempt, as a worker that could not start.
-func (r *runner) writeJobFiles(body string) (*jobFiles, error) {
-	files := r.slotJobFiles()
+func (d *Dirs) writeJobFiles(body string) (*jobFiles, error) {
+	files := d.slotJobFiles()
 	err := files.write(body)
-	if err != nil && r.dirs.spillParent != "" {
+	if err != nil && d.spillParent != "" {
 		files.remove()
-		spill, serr := r.dirs.spillDir()
+		spill, serr := d.spillDir()
 		if serr != nil {
 			return nil, fmt.Errorf("write message file: %w; %w (set --temp-dir to a writable volume)", err, serr)
 		}
-		files = r.newJobFiles(spill)
+		files = d.newJobFiles(spill)
 		err = files.write(body)
 	}
 	if err != nil {

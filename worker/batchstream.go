@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 // Batches with S3 payloads: a fetched payload's body goes into its line of the batch file
 // straight from its own file, escaped as a JSON string on the way, so no payload is ever held
@@ -26,18 +26,18 @@ type batchRest struct {
 // writeBatch writes a batch as the worker reads it, one JSON object per line, the bodies of
 // fetched payloads streamed from their files. asArray writes the lines as the elements of one
 // JSON array instead (an HTTP worker's batch).
-func writeBatch(w io.Writer, jobs []*job, asArray bool) error {
+func writeBatch(w io.Writer, msgs []Message, asArray bool) error {
 	bw := bufio.NewWriterSize(w, 64*1024)
 	sep := "\n"
 	if asArray {
 		bw.WriteString("[")
 		sep = ","
 	}
-	for i, j := range jobs {
+	for i, m := range msgs {
 		if i > 0 && asArray {
 			bw.WriteString(sep)
 		}
-		if err := writeBatchLine(bw, j); err != nil {
+		if err := writeBatchLine(bw, m); err != nil {
 			return err
 		}
 		if !asArray {
@@ -50,10 +50,9 @@ func writeBatch(w io.Writer, jobs []*job, asArray bool) error {
 	return bw.Flush()
 }
 
-func writeBatchLine(bw *bufio.Writer, j *job) error {
-	m := j.msg
-	if j.fetched == nil {
-		line, _ := json.Marshal(batchLineOf(j)) // strings and maps of strings always encode
+func writeBatchLine(bw *bufio.Writer, m Message) error {
+	if m.Payload == nil {
+		line, _ := json.Marshal(batchLineOf(m)) // strings and maps of strings always encode
 		_, err := bw.Write(line)
 		return err
 	}
@@ -62,12 +61,12 @@ func writeBatchLine(bw *bufio.Writer, j *job) error {
 	bw.Write(id)
 	bw.WriteString(`,"body":"`)
 	esc := &jsonEscaper{w: bw}
-	if _, err := io.Copy(esc, io.NewSectionReader(j.fetched.files.stdin, 0, j.fetched.size)); err != nil {
+	if _, err := io.Copy(esc, io.NewSectionReader(m.Payload.files.stdin, 0, m.Payload.files.size)); err != nil {
 		return err
 	}
 	esc.flush()
 	bw.WriteString(`"`)
-	rest := batchRest{Subject: m.Subject, Attributes: m.Attributes, Attempt: j.attempt, GroupID: m.GroupID, PayloadS3URI: j.payload.URI()}
+	rest := batchRest{Subject: m.Subject, Attributes: m.Attributes, Attempt: m.Attempt, GroupID: m.GroupID, PayloadS3URI: m.Payload.URI}
 	if !m.SentAt.IsZero() {
 		rest.SentTimestamp = m.SentAt.Format(time.RFC3339Nano)
 	}
@@ -77,10 +76,9 @@ func writeBatchLine(bw *bufio.Writer, j *job) error {
 	return err
 }
 
-// batchLineOf is j's line of a batch, its body in memory.
-func batchLineOf(j *job) batchLine {
-	m := j.msg
-	line := batchLine{ID: m.ID, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, Attempt: j.attempt, GroupID: m.GroupID}
+// batchLineOf is m's line of a batch, its body in memory.
+func batchLineOf(m Message) batchLine {
+	line := batchLine{ID: m.ID, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, Attempt: m.Attempt, GroupID: m.GroupID}
 	if !m.SentAt.IsZero() {
 		line.SentTimestamp = m.SentAt.Format(time.RFC3339Nano)
 	}
@@ -189,38 +187,11 @@ func (e *jsonEscaper) flush() {
 
 // batchFile writes a batch with fetched payloads into a file of its own for the run, open at
 // its start: the message file of a command worker, the body of an HTTP worker's POST.
-func (r *runner) batchFile(jobs []*job, asArray bool) (*jobFiles, error) {
-	files, err := r.payloadFiles()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(files.message, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	files.stdin = f
-	if err := writeBatch(f, jobs, asArray); err != nil {
-		files.remove()
-		return nil, err
-	}
-	size, err := f.Seek(0, io.SeekCurrent)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		files.remove()
-		return nil, err
-	}
-	files.size = size
-	return files, nil
-}
-
-// hasFetched reports whether any job of a run has a fetched payload.
-func hasFetched(jobs []*job) bool {
-	for _, j := range jobs {
-		if j.fetched != nil {
-			return true
+func (d *Dirs) batchFile(msgs []Message, asArray bool) (*jobFiles, error) {
+	return d.ownFiles(func(err error) error { return err }, func(f *os.File) (int64, error) {
+		if err := writeBatch(f, msgs, asArray); err != nil {
+			return 0, err
 		}
-	}
-	return false
+		return f.Seek(0, io.SeekCurrent)
+	})
 }

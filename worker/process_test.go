@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package worker
 
 import (
 	"context"
@@ -58,7 +58,14 @@ func goneSoon(pid int) bool {
 	return false
 }
 
-// TestRunWorker runs real processes through runWorker, with the child's pidfd and with the
+// Causes a test stops a run with, as the supervisor's stops carry theirs.
+var (
+	errShutdown  = errors.New("shutdown window closed")
+	errLeaseLost = errors.New("lease lost")
+	errSecond    = errors.New("second signal: stopped at once")
+)
+
+// TestRunWorker runs real processes through spawn, with the child's pidfd and with the
 // waiting goroutine kernels without pidfds get.
 func TestRunWorker(t *testing.T) {
 	stdin := filepath.Join(t.TempDir(), "message")
@@ -71,26 +78,26 @@ func TestRunWorker(t *testing.T) {
 		script   string
 		maxDur   time.Duration
 		cancel   error // cancels the run with this cause once it has started
-		end      runEnd
-		code     int      // with endExited and endSignaled
+		end      End
+		code     int      // with Exited and Signaled
 		lines    []string // exactly these output lines, when set
 		pidLines bool     // the first stdout line is a pid that must be gone afterwards
-		check    func(t *testing.T, run workerRun, lines []string)
+		check    func(t *testing.T, run Result, lines []string)
 	}{
-		{name: "exit code", script: "exit 7", end: endExited, code: 7},
-		{name: "success", script: "exit 0", end: endExited, code: 0, lines: []string{}},
-		{name: "signal", script: "kill -9 $$", end: endSignaled, code: 9},
-		{name: "stdin is the message file", script: "cat", end: endExited,
+		{name: "exit code", script: "exit 7", end: Exited, code: 7},
+		{name: "success", script: "exit 0", end: Exited, code: 0, lines: []string{}},
+		{name: "signal", script: "kill -9 $$", end: Signaled, code: 9},
+		{name: "stdin is the message file", script: "cat", end: Exited,
 			lines: []string{"stdout: the body", "stdout: second line"}},
-		{name: "both streams, a last line without newline", script: "echo out; echo err >&2; printf tail", end: endExited,
+		{name: "both streams, a last line without newline", script: "echo out; echo err >&2; printf tail", end: Exited,
 			lines: []string{"stdout: out", "stderr: err", "stdout: tail"}},
-		{name: "empty lines are lines", script: "printf 'a\\n\\nb\\n'", end: endExited,
+		{name: "empty lines are lines", script: "printf 'a\\n\\nb\\n'", end: Exited,
 			lines: []string{"stdout: a", "stdout: ", "stdout: b"}},
-		{name: "long lines are split", script: "printf '%s\\n' " + long, end: endExited,
+		{name: "long lines are split", script: "printf '%s\\n' " + long, end: Exited,
 			lines: []string{"stdout: " + long[:maxLogLine], "stdout: " + long[maxLogLine:]}},
-		{name: "a child left in the group is killed", script: "sleep 30 & echo $!; exit 0", end: endExited, pidLines: true},
+		{name: "a child left in the group is killed", script: "sleep 30 & echo $!; exit 0", end: Exited, pidLines: true},
 		{name: "a child that escaped the group is left, its pipe closed after the grace", script: "setsid sleep 30 & echo $!; exit 0",
-			end: endExited, check: func(t *testing.T, _ workerRun, lines []string) {
+			end: Exited, check: func(t *testing.T, _ Result, lines []string) {
 				pid, err := strconv.Atoi(strings.TrimPrefix(lines[0], "stdout: "))
 				if err != nil {
 					t.Fatalf("no pid in %q", lines)
@@ -98,15 +105,15 @@ func TestRunWorker(t *testing.T) {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}},
 		{name: "stopped: SIGTERM, then SIGKILL after the grace", script: `trap "" TERM; echo $$; sleep 30`,
-			cancel: errShutdown, end: endShutdown, pidLines: true},
-		{name: "stopped for a lost lease", script: "sleep 30", cancel: errLeaseLost, end: endLeaseLost},
-		{name: "stopped by a second signal", script: "sleep 30", cancel: errSecond, end: endShutdown,
-			check: func(t *testing.T, run workerRun, _ []string) {
+			cancel: errShutdown, end: Stopped, pidLines: true},
+		{name: "stopped for a lost lease", script: "sleep 30", cancel: errLeaseLost, end: Stopped},
+		{name: "stopped by a second signal", script: "sleep 30", cancel: errSecond, end: Stopped,
+			check: func(t *testing.T, run Result, _ []string) {
 				if !strings.Contains(fmt.Sprint(run.Err), "second signal") {
 					t.Errorf("reason %q does not say second signal", run.Err)
 				}
 			}},
-		{name: "max duration", script: "sleep 30", maxDur: 100 * time.Millisecond, end: endTimedOut},
+		{name: "max duration", script: "sleep 30", maxDur: 100 * time.Millisecond, end: TimedOut},
 	}
 	for _, waiter := range []bool{false, true} {
 		name := "pidfd"
@@ -120,19 +127,19 @@ func TestRunWorker(t *testing.T) {
 					h := &outputLog{}
 					ctx, cancel := context.WithCancelCause(context.Background())
 					defer cancel(nil)
-					spec := workerSpec{Command: []string{"/bin/sh", "-c", tt.script}, Env: testenv.CleanEnv(t), StdinPath: stdin,
+					spec := Spec{Command: []string{"/bin/sh", "-c", tt.script}, Env: testenv.CleanEnv(t), StdinPath: stdin,
 						MaxDuration: tt.maxDur, KillGrace: 200 * time.Millisecond, waiter: waiter}
 					if tt.cancel != nil {
-						spec.Started = func(int) {
+						spec.Started = func(func()) {
 							go func() { time.Sleep(100 * time.Millisecond); cancel(tt.cancel) }()
 						}
 					}
-					run := runWorker(ctx, spec, slog.New(h))
-					if run.End != tt.end {
+					run := spawn(ctx, spec, slog.New(h))
+					if run.End != tt.end || tt.cancel != nil && !errors.Is(run.Err, tt.cancel) {
 						t.Errorf("run = %+v, want end %d", run, tt.end)
 					}
-					if (tt.end == endExited || tt.end == endSignaled) && run.ExitCode != tt.code {
-						t.Errorf("exit code %d, want %d", run.ExitCode, tt.code)
+					if (tt.end == Exited || tt.end == Signaled) && run.Code != tt.code {
+						t.Errorf("exit code %d, want %d", run.Code, tt.code)
 					}
 					h.mu.Lock()
 					lines := slices.Clone(h.lines)
@@ -162,14 +169,14 @@ func TestRunWorker(t *testing.T) {
 func TestRunWorkerSpawnError(t *testing.T) {
 	stdin := filepath.Join(t.TempDir(), "message")
 	os.WriteFile(stdin, nil, 0o600)
-	run := runWorker(context.Background(), workerSpec{Command: []string{"/nonexistent/worker"}, StdinPath: stdin, KillGrace: time.Second},
+	run := spawn(context.Background(), Spec{Command: []string{"/nonexistent/worker"}, StdinPath: stdin, KillGrace: time.Second},
 		slog.New(slog.DiscardHandler))
-	if run.End != endSpawnError || !errors.Is(run.Err, os.ErrNotExist) {
+	if run.End != NotStarted || !errors.Is(run.Err, os.ErrNotExist) {
 		t.Errorf("run = %+v, want a spawn error for a missing command", run)
 	}
-	run = runWorker(context.Background(), workerSpec{Command: []string{"/bin/true"}, StdinPath: stdin + ".gone", KillGrace: time.Second},
+	run = spawn(context.Background(), Spec{Command: []string{"/bin/true"}, StdinPath: stdin + ".gone", KillGrace: time.Second},
 		slog.New(slog.DiscardHandler))
-	if run.End != endSpawnError {
+	if run.End != NotStarted {
 		t.Errorf("run = %+v, want a spawn error for a missing message file", run)
 	}
 }

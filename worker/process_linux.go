@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"bytes"
@@ -14,33 +14,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// runWorker runs one worker in its own process group and waits for it and for every process
-// it left in that group. ctx cancellation stops it: SIGTERM to the group, SIGKILL after
-// KillGrace. The cause of the cancellation (errShutdown, errLeaseLost, errCeiling) becomes the
-// run's End.
+// spawn runs one worker in its own process group and waits for it and for every process it
+// left in that group. ctx cancellation stops it: SIGTERM to the group, SIGKILL after
+// KillGrace; the run is then Stopped with the cancellation's cause (TimedOut for its own
+// MaxDuration).
 //
 // It is the hot path of every message, so it costs the least it can: the process is started
 // directly, not through os/exec (whose context watcher and I/O goroutines cost a goroutine
 // each), and one poll(2) on the output pipes and the child's pidfd, in this goroutine, reads
 // the output and notices the exit. The netpoller would park and wake a goroutine per pipe.
-func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun {
+func spawn(ctx context.Context, spec Spec, log *slog.Logger) Result {
 	if spec.MaxDuration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, errTimedOut)
+		ctx, cancel = context.WithTimeoutCause(ctx, spec.MaxDuration, ErrTimedOut)
 		defer cancel()
 	}
 	stdin := spec.Stdin
 	if stdin == nil {
 		f, err := os.Open(spec.StdinPath)
 		if err != nil {
-			return workerRun{End: endSpawnError, Err: err}
+			return Result{End: NotStarted, Err: err}
 		}
 		defer f.Close()
 		stdin = f
 	}
 	out, err := newOutput(log)
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return Result{End: NotStarted, Err: err}
 	}
 	defer out.close()
 
@@ -57,11 +57,11 @@ func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun
 	proc, err := os.StartProcess(spec.Command[0], spec.Command, attr)
 	out.closeWriters()
 	if err != nil {
-		return workerRun{End: endSpawnError, Err: err}
+		return Result{End: NotStarted, Err: err}
 	}
 	pgid := proc.Pid
 	if spec.Started != nil {
-		spec.Started(pgid)
+		spec.Started(func() { _ = signalGroup(pgid, syscall.SIGKILL) })
 	}
 	stop := &stopper{pgid: pgid, grace: spec.KillGrace}
 	unhook := context.AfterFunc(ctx, stop.term)
@@ -72,7 +72,7 @@ func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun
 		stop.finish()
 		_ = signalGroup(pgid, syscall.SIGKILL)
 		_, _ = proc.Wait()
-		return workerRun{End: endSpawnError, Err: err}
+		return Result{End: NotStarted, Err: err}
 	}
 	// stopped records that watchbot signalled the worker, so a worker that finished on its
 	// own just as a stop began keeps its own result.
@@ -83,19 +83,19 @@ func runWorker(ctx context.Context, spec workerSpec, log *slog.Logger) workerRun
 		_ = signalGroup(pgid, syscall.SIGKILL)
 	})
 	state, waitErr := exited.wait()
-	run := workerRun{Duration: time.Since(start)}
+	run := Result{Duration: time.Since(start)}
 
 	switch cause := context.Cause(ctx); {
 	case stopped && cause != nil:
-		run.End = endFor(cause)
+		run.End = stoppedBy(cause)
 		run.Err = cause
 		if state != nil {
-			run.ExitCode = state.ExitCode()
+			run.Code = state.ExitCode()
 		}
 	case state == nil:
-		run.End, run.Err = endSpawnError, waitErr
+		run.End, run.Err = NotStarted, waitErr
 	default:
-		run.End, run.ExitCode = exitOf(state)
+		run.End, run.Code = exitOf(state)
 	}
 	return run
 }
@@ -336,11 +336,11 @@ func (l *lineLog) emit() {
 }
 
 // exitOf reads an exit status: its code, or the signal that killed the process.
-func exitOf(state *os.ProcessState) (runEnd, int) {
+func exitOf(state *os.ProcessState) (End, int) {
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return endSignaled, int(ws.Signal())
+		return Signaled, int(ws.Signal())
 	}
-	return endExited, state.ExitCode()
+	return Exited, state.ExitCode()
 }
 
 // signalGroup signals every process in the group; a group already gone is not an error.

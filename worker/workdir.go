@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
@@ -28,12 +29,12 @@ const (
 	ownerFile     = "owner"
 )
 
-// workDirs are the directories that hold the jobs' message and result files: the work
-// directory, where the slots' files are, and a spill directory for a message file that does
-// not fit in the work directory when that is a size-limited tmpfs (a container's /dev/shm is
-// often 64 MiB). The spill directory is made on first need, so a read-only $TMPDIR stops
-// nothing while /dev/shm has room.
-type workDirs struct {
+// Dirs are the directories that hold the runs' files: the work directory, where the message
+// and result files of the slots are, and a spill directory for a message file that does not
+// fit in the work directory when that is a size-limited tmpfs (a container's /dev/shm is
+// often 64 MiB), and for fetched payloads. The spill directory is made on first need, so a
+// read-only $TMPDIR stops nothing while /dev/shm has room.
+type Dirs struct {
 	work string
 	// spillParent is where the spill directory is made: $TMPDIR when work is in /dev/shm;
 	// "" when work is already on the disk.
@@ -42,37 +43,47 @@ type workDirs struct {
 	mu     sync.Mutex // guards spill and owners
 	spill  string
 	owners []*os.File // the directories' owner files, locked
+
+	// slots name the work directory's job files; seq names the files of a job's own.
+	slots slotFiles
+	seq   atomic.Uint64
 }
 
 // errNoSpill is the reason a message file that did not fit has nowhere else to go.
 var errNoSpill = errors.New("no spill directory")
+
+// OpenDirs makes the directories of the runs' files, as openWorkDirs does with /dev/shm and
+// $TMPDIR. Remove removes them.
+func OpenDirs(tempDir string, log *slog.Logger) (*Dirs, error) {
+	return openWorkDirs(tempDir, sharedMemory, os.TempDir(), log)
+}
 
 // openWorkDirs makes the work directory: in tempDir (--temp-dir) when set; otherwise in shm
 // when it can be written, with tmp ($TMPDIR) for the spill; or else in tmp. Each directory
 // is tried by making it and writing its owner file, so a read-only, full or missing one is
 // refused here, at start, naming --temp-dir, rather than failing every job. First it removes
 // the work directories that watchbots now gone (SIGKILL, OOM) left where it looks.
-func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*workDirs, error) {
+func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*Dirs, error) {
 	if tempDir != "" {
 		sweepWorkDirs(tempDir, log)
 		dir, owner, err := newWorkDir(tempDir)
 		if err != nil {
 			return nil, setting.Refuse(listenspec.SettingTempDir, tempDir, fmt.Sprintf("cannot hold the jobs' files: %v", err))
 		}
-		return &workDirs{work: dir, owners: []*os.File{owner}}, nil
+		return newDirs(dir, "", owner), nil
 	}
 	sweepWorkDirs(shm, log)
 	sweepWorkDirs(tmp, log)
 	dir, owner, shmErr := newWorkDir(shm)
 	if shmErr == nil && filepath.Clean(tmp) == filepath.Clean(shm) {
-		return &workDirs{work: dir, owners: []*os.File{owner}}, nil // TMPDIR=/dev/shm: nowhere to spill
+		return newDirs(dir, "", owner), nil // TMPDIR=/dev/shm: nowhere to spill
 	}
 	if shmErr == nil {
 		if err := probeDir(tmp); err != nil {
 			log.Warn("the jobs' files are in "+shm+", and a message file that does not fit there fails its attempt: "+
 				"$TMPDIR cannot be written; set --temp-dir or TMPDIR to a writable volume", "tmpdir", tmp, "error", err)
 		}
-		return &workDirs{work: dir, spillParent: tmp, owners: []*os.File{owner}}, nil
+		return newDirs(dir, tmp, owner), nil
 	}
 	dir, owner, err := newWorkDir(tmp)
 	if err != nil {
@@ -80,43 +91,49 @@ func openWorkDirs(tempDir, shm, tmp string, log *slog.Logger) (*workDirs, error)
 			"no directory can hold the jobs' files (%v; %v): set it to a writable directory, such as the container's writable volume", shmErr, err))
 	}
 	log.Info("the jobs' files are in "+tmp+": "+shm+" cannot be used", "error", shmErr)
-	return &workDirs{work: dir, owners: []*os.File{owner}}, nil
+	return newDirs(dir, "", owner), nil
+}
+
+func newDirs(work, spillParent string, owner *os.File) *Dirs {
+	d := &Dirs{work: work, spillParent: spillParent, owners: []*os.File{owner}}
+	d.slots.dir = work
+	return d
 }
 
 // spillDir returns the spill directory, made the first time it is asked for; a failure is
 // tried again at the next need.
-func (w *workDirs) spillDir() (string, error) {
-	if w.spillParent == "" {
+func (d *Dirs) spillDir() (string, error) {
+	if d.spillParent == "" {
 		return "", errNoSpill
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.spill == "" {
-		dir, owner, err := newWorkDir(w.spillParent)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.spill == "" {
+		dir, owner, err := newWorkDir(d.spillParent)
 		if err != nil {
 			return "", fmt.Errorf("%w: %v", errNoSpill, err)
 		}
-		w.spill = dir
-		w.owners = append(w.owners, owner)
+		d.spill = dir
+		d.owners = append(d.owners, owner)
 	}
-	return w.spill, nil
+	return d.spill, nil
 }
 
-// remove removes the directories and then lets go of their owner files.
-func (w *workDirs) remove() {
-	if w == nil {
+// Remove removes the directories and then lets go of their owner files.
+func (d *Dirs) Remove() {
+	if d == nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_ = os.RemoveAll(w.work)
-	if w.spill != "" {
-		_ = os.RemoveAll(w.spill)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = os.RemoveAll(d.work)
+	if d.spill != "" {
+		_ = os.RemoveAll(d.spill)
 	}
-	for _, f := range w.owners {
+	for _, f := range d.owners {
 		f.Close()
 	}
-	w.owners = nil
+	d.owners = nil
 }
 
 // probeDir tells whether dir takes a new file with something in it, by writing one and
