@@ -46,4 +46,3 @@ func TestHTTPWorkerPostsWhatSQSDelivered(t *testing.T) {
 		t.Errorf("a message without a group id got X-Aws-Sqsd-Group-Id %q", header.Get("X-Aws-Sqsd-Group-Id"))
 	}
 }
-
