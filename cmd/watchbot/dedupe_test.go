@@ -96,6 +96,7 @@ func listenDedupe(t *testing.T, emu *testenv.Emulator, dyn *testenv.Dynamo, args
 }
 
 func TestListenDedupeStartupFailures(t *testing.T) {
+	t.Parallel()
 	emu, q, dyn, _ := dedupeEnv(t)
 	wrongKey := dyn.NewTable(t, func(name string) *dynamodb.CreateTableInput {
 		def := dedupe.TableDefinition(name)
@@ -130,6 +131,7 @@ func TestListenDedupeStartupFailures(t *testing.T) {
 // Two watchbots on one queue, every job sent twice with different message ids and the same
 // key attribute: each key runs once, as the worker's own record shows.
 func TestListenDedupeTwoWatchbots(t *testing.T) {
+	t.Parallel()
 	emu, q, dyn, table := dedupeEnv(t)
 	dir := t.TempDir()
 	worker := filepath.Join(dir, "w.sh")
@@ -180,6 +182,7 @@ func TestListenDedupeTwoWatchbots(t *testing.T) {
 // One listen on two queues shares the dedupe table between them: each job sent twice to each
 // queue with the same key runs once on each queue, the table keeping the queues' keys apart.
 func TestListenDedupeSeveralQueues(t *testing.T) {
+	t.Parallel()
 	emu, first, dyn, table := dedupeEnv(t)
 	second := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	dir := t.TempDir()

@@ -24,6 +24,7 @@ import (
 // worker that succeeds for ./your-worker (the listen that names every queue, the tables and the
 // bucket), then stops the script and finds no emulator left.
 func TestLocalSQSScript(t *testing.T) {
+	t.Parallel()
 	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +193,7 @@ func listeningOn(t *testing.T, port int) []string {
 // TestLocalSQSPortTaken runs scripts/local-sqs with the SQS or the DynamoDB emulator's port
 // already taken: one line says so and how to pick another, and the exit is 2.
 func TestLocalSQSPortTaken(t *testing.T) {
+	t.Parallel()
 	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -252,7 +252,7 @@ func bodiesOf(n int, format string) []string {
 	return out
 }
 
-// Three watchbots share --rate-limit 20/s over 400 messages: no second holds more than 22
+// Three watchbots share --rate-limit 20/s over 200 messages (10 s): no second holds more than 22
 // starts across them, and the backlog goes at 18/s or more. A start is when watchbot made the
 // worker's process, right after the limiter's grant: bash's own clock, read once it runs, lags
 // that by as long as a loaded machine takes to schedule it, which on a busy CI machine moves
@@ -260,7 +260,7 @@ func bodiesOf(n int, format string) []string {
 // fleets' load.
 func TestLimitsFleetRate(t *testing.T) {
 	f := newLimitsFleet(t, 0)
-	const n = 400
+	const n = 200
 	f.send(bodiesOf(n, "m%d 0"), nil)
 	f.start(3, nil, "--rate-limit", "20/s", "--concurrency", "8")
 	f.waitDone(n, 120*time.Second)

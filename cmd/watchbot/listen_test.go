@@ -176,6 +176,7 @@ func TestListenStartupFailuresReceiveNothing(t *testing.T) {
 }
 
 func TestListenDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -255,6 +256,7 @@ type sqsAttr = sqstypes.MessageSystemAttributeName
 const sqsAttrReceiveCount = sqstypes.MessageSystemAttributeNameApproximateReceiveCount
 
 func TestListenPublishesEMFMetrics(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

@@ -33,6 +33,7 @@ const memoryBound = 64 << 20
 // resident set (VmHWM) stays under 64 MiB. The object reaches the emulator in parts, so that no
 // one request holds it.
 func TestPayloadMemoryBound(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves 200 MiB through the emulator; make test runs it")
 	}

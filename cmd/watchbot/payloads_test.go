@@ -346,6 +346,7 @@ func (h *hashingS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // points at it, and send's peak resident set (VmHWM) stays under 64 MiB: the body goes through
 // a temporary file, and the upload streams from it.
 func TestSendPayloadMemoryBound(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves 200 MiB; make test runs it")
 	}

@@ -201,6 +201,7 @@ func TestProgressTableAndEndpoint(t *testing.T) {
 // 50 parts, each sent twice, 100 worker processes of the built binary at once: exactly one
 // prints true.
 func TestProgressBinaryConcurrentTrueOnce(t *testing.T) {
+	t.Parallel()
 	d := testenv.DynamoDB(t)
 	table := d.NewTable(t, progress.TableDefinition)
 	bin := testenv.Binary(t)
@@ -236,6 +237,7 @@ func TestProgressBinaryConcurrentTrueOnce(t *testing.T) {
 
 // make demo-mapreduce runs, with its checks: one true, one reduce, the right sum.
 func TestDemoMapReduce(t *testing.T) {
+	t.Parallel()
 	testenv.DynamoDB(t) // skips (or fails under CI) when the emulators cannot run
 	if _, err := exec.LookPath("jq"); err != nil {
 		testenv.Require(t, "jq is not installed", err)

@@ -22,6 +22,7 @@ import (
 // TestQuickstart runs the README's quickstart as a reader would: make emulator's
 // scripts/local-sqs in one shell, then the quickstart's block in another (runLocalBlock).
 func TestQuickstart(t *testing.T) {
+	t.Parallel()
 	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -167,7 +167,9 @@ func TestListenServesHealthReadinessAndMetrics(t *testing.T) {
 }
 
 // TestListenHealthzFollowsSQS: /healthz turns 503 once receives have failed for longer than
-// --health-grace, with the reason, and 200 again once SQS answers.
+// --health-grace, with the reason, and 200 again once SQS answers. A message sent after each
+// change of the faults ends the long poll under way, which would otherwise wait out its 20 s
+// before a receive meets the change.
 func TestListenHealthzFollowsSQS(t *testing.T) {
 	t.Parallel()
 	emu := testenv.SQS(t)
@@ -179,6 +181,8 @@ func TestListenHealthzFollowsSQS(t *testing.T) {
 	if err := proxy.SetRules([]faultproxy.Rule{{Operations: []string{"ReceiveMessage"}, Fault: faultproxy.ServerError, Rate: 1}}); err != nil {
 		t.Fatal(err)
 	}
+	c := emu.Client()
+	send(t, c, q.URL, "ends the poll before the outage")
 	var reason string
 	testenv.Eventually(t, "/healthz to report the failing receives", 60*time.Second, func() bool {
 		code, body := probe(addr, "/healthz")
@@ -191,7 +195,9 @@ func TestListenHealthzFollowsSQS(t *testing.T) {
 	if err := proxy.SetRules(nil); err != nil {
 		t.Fatal(err)
 	}
+	send(t, c, q.URL, "ends the first poll after it")
 	testenv.Eventually(t, "/healthz to recover", 60*time.Second, func() bool { code, _ := probe(addr, "/healthz"); return code == 200 }, stderr.String)
+	testenv.Eventually(t, "both messages to be done", 30*time.Second, func() bool { return testenv.Depth(t, c, q.URL).Total() == 0 }, stderr.String)
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.Wait(t, 60*time.Second, stderr.String); code != 0 {
 		t.Fatalf("exit %d", code)
