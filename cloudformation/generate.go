@@ -62,7 +62,8 @@ const (
 	scratchVolume = "scratch"
 )
 
-// Generate builds the template for o, one part of the stack at a time: each step below adds
+// Generate validates o (Options.Validate, whose refusal it returns as it is) and builds the
+// template for it, one part of the stack at a time: each step below adds
 // its resources (queues.go, tables.go, payloads.go, task.go, roles.go, scaling.go,
 // schedule.go, alarms.go).
 func Generate(o Options) (*Template, error) {

@@ -136,8 +136,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the configuration without any I/O. Its errors are setting.Errors,
-// which name the setting refused and its value; the command line names the flag.
+// Validate checks the configuration without any I/O, cross-field rules included. Its errors
+// are setting.Errors, which name the setting refused and its value; the command line names
+// the flag. It is called once, where a configuration is read (listen's flags, Try); Run and
+// the components it builds trust what passed.
 func (c Config) Validate() error {
 	refuse := func(s setting.Name, v any, reason string) error { return setting.Refuse(s, v, reason) }
 	if c.QueueURL == "" {

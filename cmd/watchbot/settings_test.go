@@ -120,3 +120,35 @@ func TestListenSettingsSetTheirFields(t *testing.T) {
 		})
 	}
 }
+
+// A row's setting is the path of the supervisor.Config field it sets, as listenspec names it,
+// so a refusal of that field is worded with the row's flag.
+func TestListenSettingsNameTheirFields(t *testing.T) {
+	var a listenArgs
+	config := reflect.ValueOf(&a.Listen).Elem()
+	for _, s := range listenSettings {
+		if s.field == nil || s.setting == "" {
+			continue
+		}
+		path, ok := fieldPath(config, reflect.ValueOf(s.field(&a)).Pointer())
+		if ok && setting.Name(path) != s.setting {
+			t.Errorf("--%s sets Config.%s but names the setting %s", s.name, path, s.setting)
+		}
+	}
+}
+
+// fieldPath returns the dotted path of the field at address addr inside the struct v.
+func fieldPath(v reflect.Value, addr uintptr) (string, bool) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Addr().Pointer() == addr && f.Kind() != reflect.Struct {
+			return v.Type().Field(i).Name, true
+		}
+		if f.Kind() == reflect.Struct {
+			if sub, ok := fieldPath(f, addr); ok {
+				return v.Type().Field(i).Name + "." + sub, true
+			}
+		}
+	}
+	return "", false
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,11 +75,12 @@ func templateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
+			// Generate validates the options, the one check of them.
+			tpl, err := cloudformation.Generate(o)
+			if _, refused := errors.AsType[settingsError](err); refused {
 				// The template passes Volumes to listen in the container's environment.
 				return usageError{withFlags(err, map[setting.Name]string{listenspec.SettingVolumes: "--env Volumes"})}
 			}
-			tpl, err := cloudformation.Generate(o)
 			if err != nil {
 				return fmt.Errorf("generate template: %w", err)
 			}
