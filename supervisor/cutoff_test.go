@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -57,4 +60,47 @@ func TestStopCutsCallsThatHangAtTheEndOfADrain(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A cutoff ends the calls under way when it comes, and every call after it at once; a call
+// that ended before it is left alone; the earliest cutoff set counts.
+func TestCutoffEndsCallsUnderWayAndLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCutoff()
+		defer c.release()
+		done, _ := c.bound(context.Background(), time.Hour)
+		undo := c.cuts(func() { t.Error("the cutoff ended a call that had ended before it") })
+		if !undo() {
+			t.Error("a call that ended before the cutoff was not taken off it")
+		}
+		c.set(time.Now().Add(10 * time.Second))
+		c.set(time.Now().Add(time.Minute)) // later: the first counts
+		time.Sleep(9 * time.Second)
+		if done.Err() != nil {
+			t.Fatal("a call ended before the cutoff")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if done.Err() == nil {
+			t.Error("a call under way outlived the cutoff")
+		}
+		late, cancel := c.bound(context.Background(), time.Hour)
+		defer cancel()
+		if late.Err() == nil {
+			t.Error("a call made after the cutoff did not end at once")
+		}
+	})
+}
+
+// A nil cutoff never cuts: its calls end by their own timeout.
+func TestNilCutoffBoundsByTimeoutAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c *cutoff
+		ctx, cancel := c.bound(context.Background(), time.Second)
+		defer cancel()
+		<-ctx.Done()
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("ended with %v, want its timeout", ctx.Err())
+		}
+	})
 }
