@@ -74,7 +74,7 @@ func TestListenBrakesThroughAnOutage(t *testing.T) {
 				}
 				// The brake went on, ramped back up after a probe succeeded, and opened again.
 				for _, state := range []string{"braking", "recovering", "open"} {
-					if !logged(stderr.String(), map[string]string{"state": state, "failure_ratio": "*"}) {
+					if !testenv.Logged(stderr.String(), "state", state, "failure_ratio", "*") {
 						t.Errorf("the brake never went to %s", state)
 					}
 				}

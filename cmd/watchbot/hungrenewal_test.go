@@ -96,7 +96,7 @@ func TestListenHungRenewalsKeepReceiving(t *testing.T) {
 				return len(fake.Messages(q.URL)) == 0
 			}, logs.String)
 			// The job stopped because its renewal went unanswered past its stop deadline.
-			if !logged(logs.String(), map[string]string{"level": "ERROR", "waited": "*"}) {
+			if !testenv.Logged(logs.String(), "level", "ERROR", "waited", "*") {
 				t.Errorf("no renewal went unanswered past its stop deadline: the test did not reach what it is about\n%s", logs)
 			}
 			asked := time.Now()

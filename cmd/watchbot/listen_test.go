@@ -127,6 +127,9 @@ func TestListenBadFlagValues(t *testing.T) {
 	}
 }
 
+// listening says whether listen's log (out) holds its start: the record of what it serves.
+func listening(out string) bool { return testenv.Logged(out, "level", "INFO", "max_attempts", "*") }
+
 // listenBinary starts `watchbot listen ARGS` against emu; its output, stdout and stderr
 // together, is in the returned buffer.
 func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *testenv.Buffer) {

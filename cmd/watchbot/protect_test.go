@@ -129,7 +129,7 @@ func TestListenProtectsTheTaskWhileJobsRun(t *testing.T) {
 	// The protection is logged at INFO and its renewals at DEBUG, each with its expiry; the
 	// agent's calls above show it dropped.
 	for _, level := range []string{"INFO", "DEBUG"} {
-		if !logged(stderr.String(), map[string]string{"level": level, "expires": "*"}) {
+		if !testenv.Logged(stderr.String(), "level", level, "expires", "*") {
 			t.Errorf("no %s record of the protection's expiry:\n%s", level, stderr.String())
 		}
 	}
@@ -238,7 +238,7 @@ func TestListenWorksOnWhenTheAgentFails(t *testing.T) {
 				if n := len(agent.Calls()); n != 1 {
 					t.Errorf("%d calls for a standalone task, want 1", n)
 				}
-			} else if !logged(stderr.String(), map[string]string{"level": "WARN", "enable": "*", "consecutive_failures": "*"}) {
+			} else if !testenv.Logged(stderr.String(), "level", "WARN", "enable", "*", "consecutive_failures", "*") {
 				t.Errorf("the agent's failure was not logged:\n%s", stderr.String())
 			}
 			if !strings.Contains(stdout.String(), `"ScaleInProtectionErrors"`) {
