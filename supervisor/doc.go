@@ -1,5 +1,6 @@
 // Package supervisor is watchbot's listen loop: it long-polls an SQS queue (or several, on
-// shared worker slots), runs one worker process per message in its own process group, keeps each running message leased with a
+// shared worker slots), runs a worker per message or batch through the worker package's
+// kinds (a process, an HTTP application), keeps each running message leased with a
 // heartbeat, turns the worker's result into an outcome (delete, retry with backoff, release,
 // dead-letter) and drains in two bounded phases when asked to stop.
 //
@@ -29,8 +30,8 @@
 //     received after the stop request.
 //   - The acknowledger (acker.run) owns the batches of deletes and visibility changes; each
 //     batch's call runs in a goroutine of its pool (runPool), never on acker.run itself.
-//   - A job's delivery (receipt, lease, whether its settle has begun, the worker's process
-//     group) is guarded by job.mu, held only to read or write those fields: never across an
+//   - A job's delivery (receipt, lease, whether its settle has begun, how to kill its
+//     running worker at once) is guarded by job.mu, held only to read or write those fields: never across an
 //     SQS call, a channel send or a wait. A renewal snapshots the receipt, calls SQS without
 //     the lock, and applies the answer only if the job still has that receipt and has not
 //     begun to settle (job.renewed); a settle marks the job settled and waits for the renewal
