@@ -47,16 +47,23 @@ type listen struct {
 	loads     loadSet
 	cut       *cutoff
 	log       *slog.Logger
+	// workers run every queue's jobs: one worker kind for the listen.
+	workers workers
 }
 
 // newListen builds the listen of cfg and runs every queue's startup checks, in order; the
-// first that fails stops the start. The listen it returns, with an error or not, has runners
-// to close.
+// first that fails stops the start; the worker kind starts last. The listen it returns, with
+// an error or not, has workers to close.
 func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 	l := &listen{limiter: deps.Limiter, cut: newCutoff(), log: deps.Logger}
 	if l.limiter == nil {
 		l.limiter = limits.New(cfg.Limits.Fleet, nil, time.Now, deps.Logger.With("component", "limits"))
 	}
+	w, err := openWorkers(cfg, deps.spawn, deps.Logger)
+	if err != nil {
+		return l, err
+	}
+	l.workers = w
 	urls := cfg.URLs()
 	pool := newQueuePool(cfg)
 	for i, u := range urls {
@@ -65,7 +72,7 @@ func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 			return l, err
 		}
 		wake := make(chan struct{}, 1)
-		s, err := newSupervisor(ctx, queueConfig(cfg, u), qdeps, shares{limiter: l.limiter, limitsChanged: wake, slots: pool.seat(i), cut: l.cut})
+		s, err := newSupervisor(ctx, queueConfig(cfg, u), qdeps, shares{limiter: l.limiter, limitsChanged: wake, slots: pool.seat(i), cut: l.cut, workers: w})
 		if err != nil && len(urls) > 1 {
 			return l, queueError(queueattr.NameFromURL(u), err)
 		}
@@ -73,6 +80,10 @@ func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 			return l, err
 		}
 		l.queues, l.wakes = append(l.queues, s), append(l.wakes, wake)
+	}
+	// Last: an application may come up while the queues were checked.
+	if err := w.kind.Start(ctx); err != nil {
+		return l, err
 	}
 	if deps.Protection != nil {
 		loads := make([]*Load, len(l.queues))
@@ -96,6 +107,8 @@ type shares struct {
 	slots *sharedSlots
 	// cut is the stop's last moment, which every call to SQS, DynamoDB and the ECS agent obeys.
 	cut *cutoff
+	// workers run every queue's jobs.
+	workers workers
 }
 
 // queueConfig is cfg for url, one of its queues: how the queues share the slots is the
@@ -146,11 +159,9 @@ func (l *listen) healthy() bool {
 	return true
 }
 
-// close closes the queues' runners: their worker kinds and work directories.
+// close stops the worker kind and removes the runs' directories.
 func (l *listen) close() {
-	for _, s := range l.queues {
-		s.runner.close()
-	}
+	l.workers.close()
 }
 
 // fanOut copies every signal of from to each of to (holding one each, never waiting), until

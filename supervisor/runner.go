@@ -305,43 +305,59 @@ type runnerParts struct {
 	tenants *Tenants
 	s3      PayloadAPI
 	dedupe  *deduper
-	// spawn stands in for worker processes in tests; nil runs real ones.
-	spawn worker.Spawn
-	// slots is how many runs go on at once.
-	slots int
+	workers workers
 }
 
-// newRunner returns the runner of cfg's queue, whose rules q holds and whose runs keep their
-// files in dirs (openDirs), with the worker kind cfg names, not yet started. listen and try
-// build their runners here alike.
-func newRunner(cfg Config, q queueInfo, dirs *worker.Dirs, p runnerParts) *runner {
-	return &runner{cfg: cfg, kind: newKind(cfg, dirs, p), dirs: dirs,
+// newRunner returns the runner of cfg's queue, whose rules q holds, running its jobs on
+// p.workers. listen and try build their runners here alike.
+func newRunner(cfg Config, q queueInfo, p runnerParts) *runner {
+	return &runner{cfg: cfg, kind: p.workers.kind, dirs: p.workers.dirs,
 		fifo: q.fifo, maxAttempts: q.maxAttempts, maxReceiveCount: q.maxReceiveCount, dlqURL: q.dlqURL,
 		api: p.api, acks: p.acks, cut: p.cut, brake: p.brake, limiter: p.limiter, metrics: p.metrics, log: p.log, random: p.random,
 		dedupe: p.dedupe, s3: p.s3, tracer: p.tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: p.tenants}
 }
 
-// newKind builds the worker kind cfg names: an application over HTTP (--http-worker), or a
-// command run per job.
-func newKind(cfg Config, dirs *worker.Dirs, p runnerParts) worker.Kind {
-	if cfg.HTTP.URL != "" {
-		return worker.NewHTTP(cfg.HTTP, p.slots, cfg.MaxJobDuration, dirs, p.log)
-	}
-	return worker.NewProcess(worker.ProcessConfig{Command: cfg.Command, Environ: os.Environ(), MaxDuration: cfg.MaxJobDuration,
-		KillGrace: cfg.KillGrace, Volumes: cfg.Volumes, Dirs: dirs, Spawn: p.spawn})
+// workers are the worker kind of a listen (or a try), which every queue's runs share, and
+// the directories of the runs' files: a command's message and result files, and fetched
+// payloads (nil for an HTTP worker without payloads).
+type workers struct {
+	kind worker.Kind
+	dirs *worker.Dirs
 }
 
-// openDirs makes the directories of the runs' files: a command's message and result files,
-// and fetched payloads; none for an HTTP worker without payloads.
-func openDirs(cfg Config, log *slog.Logger) (*worker.Dirs, error) {
-	if cfg.HTTP.URL != "" && !cfg.Payload.enabled() {
-		return nil, nil
+// openWorkers makes the directories of the runs' files and builds the worker kind cfg names,
+// not yet started: an application over HTTP (--http-worker), or a command run per job.
+// spawn stands in for worker processes in tests (nil runs real ones).
+func openWorkers(cfg Config, spawn worker.Spawn, log *slog.Logger) (workers, error) {
+	var w workers
+	if cfg.HTTP.URL == "" || cfg.Payload.enabled() {
+		dirs, err := worker.OpenDirs(cfg.TempDir, log)
+		if err != nil {
+			return w, err
+		}
+		w.dirs = dirs
 	}
-	return worker.OpenDirs(cfg.TempDir, log)
+	if cfg.HTTP.URL != "" {
+		w.kind = worker.NewHTTP(cfg.HTTP, runSlots(cfg), cfg.MaxJobDuration, w.dirs, log)
+		return w, nil
+	}
+	w.kind = worker.NewProcess(worker.ProcessConfig{Command: cfg.Command, Environ: os.Environ(), MaxDuration: cfg.MaxJobDuration,
+		KillGrace: cfg.KillGrace, Volumes: cfg.Volumes, Dirs: w.dirs, Spawn: spawn})
+	return w, nil
 }
 
 // close stops the worker kind and removes the runs' directories, once no run is under way.
-func (r *runner) close() {
-	r.kind.Stop()
-	r.dirs.Remove()
+func (w workers) close() {
+	if w.kind != nil {
+		w.kind.Stop()
+	}
+	w.dirs.Remove()
+}
+
+// runSlots is how many runs go on at once.
+func runSlots(cfg Config) int {
+	if cfg.Once {
+		return 1
+	}
+	return cfg.Concurrency
 }

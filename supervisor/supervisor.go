@@ -79,15 +79,8 @@ type runEvent struct {
 // supervisor from what they learned, deps (the queue's, Deps.forQueue) and what the listen's
 // queues share.
 func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supervisor, error) {
-	slots := cfg.Concurrency
-	if cfg.Once {
-		slots = 1
-	}
+	slots := runSlots(cfg)
 	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, deps.Dedupe)
-	if err != nil {
-		return nil, err
-	}
-	dirs, err := openDirs(cfg, deps.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -98,14 +91,9 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, shared: sh.slots,
 		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
-	s.runner = newRunner(cfg, info, dirs, runnerParts{api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter,
+	s.runner = newRunner(cfg, info, runnerParts{api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter,
 		metrics: deps.Metrics, log: deps.Logger, random: deps.Random, tracer: deps.Tracer, tenants: deps.Tenants, s3: deps.S3,
-		dedupe: dedupe, spawn: deps.spawn, slots: slots})
-	// Last: an application may come up while the queue was checked.
-	if err := s.runner.kind.Start(ctx); err != nil {
-		s.runner.close()
-		return nil, err
-	}
+		dedupe: dedupe, workers: sh.workers})
 	return s, nil
 }
 

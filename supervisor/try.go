@@ -88,17 +88,17 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 		}
 		s3 = payloads
 	}
-	dirs, err := openDirs(cfg, log)
+	w, err := openWorkers(cfg, nil, log)
 	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	if err := w.kind.Start(ctx); err != nil {
 		return nil, err
 	}
 	// The queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's does.
 	q := queueInfo{maxAttempts: cfg.MaxAttempts, maxReceiveCount: cfg.MaxAttempts}
-	r := newRunner(cfg, q, dirs, runnerParts{metrics: alarms.Discard, log: log, random: rand.Float64, s3: s3, slots: 1})
-	defer r.close()
-	if err := r.kind.Start(ctx); err != nil {
-		return nil, err
-	}
+	r := newRunner(cfg, q, runnerParts{metrics: alarms.Discard, log: log, random: rand.Float64, s3: s3, workers: w})
 	jobs := tryJobs(msgs, attempt, log)
 	// try records no span; the worker still gets the message's context (a traceparent --attr).
 	traceCtx, _ := r.startSpan(ctx, jobs)
