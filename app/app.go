@@ -48,7 +48,9 @@ type Options struct {
 	Metrics alarms.PublisherConfig
 	// HTTPAddr, when set, serves /healthz, /readyz and /metrics there (--http-addr).
 	HTTPAddr string
-	// Endpoint is the SQS endpoint, for local emulators (--endpoint-url); "" is AWS's.
+	// Endpoint, when set, takes every queue's SQS requests (--endpoint-url: an emulator, a
+	// proxy); "" sends each queue's to the endpoint and region its URL gives
+	// (awsenv.QueueSQS).
 	Endpoint string
 	// Protection is the ECS agent's task protection, from ScaleInProtection; nil is off.
 	Protection supervisor.ProtectionAPI
@@ -64,25 +66,25 @@ type Options struct {
 
 // Run runs listen until ctx is done and the drain has ended, then stops the publisher after
 // its last flush and the server last. o comes validated, and Run checks it no more. Its errors
-// are the supervisor's (a setting.Error for a failed startup check).
+// are the supervisor's (a setting.Error for a failed startup check), or a setting.Error for a
+// queue URL whose host no SQS client can be built for (neither AWS's nor a loopback address,
+// with no endpoint).
 func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	urls := o.Listen.URLs()
-	queues := make([]queueView, len(urls))
-	for i, u := range urls {
-		queues[i] = queueView{url: u, name: queueattr.NameFromURL(u), load: supervisor.NewLoad(), health: supervisor.NewHealth()}
-	}
+	queues := newQueueViews(o.Listen.URLs())
 	// With several queues, the supervisor names each queue on its own lines.
 	log := o.Logger
 	if len(queues) == 1 {
 		log = log.With("queue", queues[0].name)
 	}
 	o.Metrics.Logger = log
-	opts := awsenv.Options{Endpoint: o.Endpoint, QueueURL: o.Listen.QueueURL, Logger: log}
-	awsCfg, err := awsenv.Load(ctx, opts)
+	awsCfg, err := awsenv.Load(ctx, awsenv.Options{QueueURL: o.Listen.QueueURL, Logger: log})
 	if err != nil {
+		return err
+	}
+	if err := connectQueues(queues, awsCfg, o.Endpoint, log); err != nil {
 		return err
 	}
 	lim, err := newLimiter(ctx, o.Listen.Limits, o.LimitsTable, o.Listen.QueueURL, log)
@@ -101,26 +103,14 @@ func Run(ctx context.Context, o Options) error {
 		defer srv.stop()
 		prom = recs
 	}
-	client := awsenv.SQS(awsCfg, opts)
-	// One client serves every queue's dedupe store: a table shared by several queues keeps
-	// their keys apart by queue name (the store's scope).
-	var dedupeAPI *dynamodb.Client
-	if o.DedupeTable.Name != "" {
-		if dedupeAPI, err = tableClient(ctx, o.DedupeTable, o.Listen.QueueURL, log); err != nil {
-			return err
-		}
+	dedupeStore, err := dedupeStores(ctx, o.DedupeTable, o.Listen.QueueURL, log)
+	if err != nil {
+		return err
 	}
-	dedupeStore := func(queueURL string) supervisor.DedupeAPI {
-		if dedupeAPI == nil {
-			return nil
-		}
-		return dedupe.NewStore(dedupeAPI, o.DedupeTable.Name, queueattr.NameFromURL(queueURL))
-	}
-	dedupeDB := dedupeStore(o.Listen.QueueURL)
 	// Each queue's metrics carry its name (the QueueName dimension) and its own DLQ's depth.
 	perQueue := map[string]supervisor.QueueDeps{}
 	for i, q := range queues {
-		metrics, stopMetrics, err := startMetrics(ctx, forQueue(o.Metrics, q.name, len(queues)), q.load, lim, awsCfg, client, q.url)
+		metrics, stopMetrics, err := startMetrics(ctx, forQueue(o.Metrics, q.name, len(queues)), q.load, lim, awsCfg, q.sqs, q.url)
 		if err != nil {
 			return err
 		}
@@ -129,11 +119,7 @@ func Run(ctx context.Context, o Options) error {
 		if prom != nil {
 			metrics = alarms.Tee(metrics, prom[i])
 		}
-		qd := supervisor.QueueDeps{Load: q.load, Health: q.health, Metrics: metrics, Dedupe: dedupeDB}
-		if i > 0 {
-			qd.Dedupe = dedupeStore(q.url)
-		}
-		perQueue[q.name] = qd
+		perQueue[q.name] = supervisor.QueueDeps{SQS: q.sqs, Load: q.load, Health: q.health, Metrics: metrics, Dedupe: dedupeStore(q.url)}
 	}
 	tracer, stopTracing, err := tracing.Setup(ctx, "watchbot", log)
 	if err != nil {
@@ -141,19 +127,72 @@ func Run(ctx context.Context, o Options) error {
 		return setting.Error{Reason: "tracing: " + err.Error()}
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
-	var payloads supervisor.PayloadAPI
-	if len(o.Listen.Payload.Buckets) > 0 {
-		// An allowed bucket may be in another region than the task's: S3 names it when it
-		// refuses the first request, and the follower asks there.
-		payloads = &payload.RegionFollower{API: awsenv.S3(awsCfg, os.Getenv)}
-	}
 	first := perQueue[queues[0].name]
-	deps := supervisor.Deps{SQS: client, Logger: log, Metrics: first.Metrics, Abort: o.Abort,
-		Load: first.Load, Health: first.Health, Protection: o.Protection, Dedupe: dedupeDB, Tracer: tracer, Tenants: tenants, Limiter: lim, S3: payloads}
+	deps := supervisor.Deps{SQS: first.SQS, Logger: log, Metrics: first.Metrics, Abort: o.Abort, Load: first.Load, Health: first.Health,
+		Protection: o.Protection, Dedupe: first.Dedupe, Tracer: tracer, Tenants: tenants, Limiter: lim, S3: payloadStore(o.Listen.Payload, awsCfg)}
 	if len(queues) > 1 {
 		deps.PerQueue = perQueue
 	}
 	return supervisor.Run(ctx, o.Listen, deps)
+}
+
+// newQueueViews returns the views of the queues at urls, in order, each with its own gauges
+// and health.
+func newQueueViews(urls []string) []queueView {
+	queues := make([]queueView, len(urls))
+	for i, u := range urls {
+		queues[i] = queueView{url: u, name: queueattr.NameFromURL(u), load: supervisor.NewLoad(), health: supervisor.NewHealth()}
+	}
+	return queues
+}
+
+// connectQueues gives each queue its SQS client (awsenv.QueueSQS): its requests go to
+// endpoint when it is set, for every queue; else to the endpoint and region the queue's URL
+// gives, so one listen serves queues on several endpoints or in several regions. A queue URL
+// whose host is neither AWS's nor a loopback address, with no endpoint, is refused.
+func connectQueues(queues []queueView, cfg aws.Config, endpoint string, log *slog.Logger) error {
+	for i := range queues {
+		q := &queues[i]
+		client, own, err := awsenv.QueueSQS(cfg, awsenv.Options{Endpoint: endpoint, QueueURL: q.url, Logger: log}, os.Getenv)
+		if err != nil {
+			return setting.Refuse(setting.QueueURL, q.url, err.Error())
+		}
+		if own != "" {
+			qlog := log
+			if len(queues) > 1 {
+				qlog = log.With("queue", q.name)
+			}
+			qlog.Info("SQS endpoint taken from the queue URL, whose host is a loopback address", "endpoint", own)
+		}
+		q.sqs = client
+	}
+	return nil
+}
+
+// dedupeStores returns the function giving each queue's store in the dedupe table, or nil
+// for every queue without one. One client serves every queue's store: a table shared by
+// several queues keeps their keys apart by queue name (the store's scope).
+func dedupeStores(ctx context.Context, table progress.Table, queueURL string, log *slog.Logger) (func(queueURL string) supervisor.DedupeAPI, error) {
+	if table.Name == "" {
+		return func(string) supervisor.DedupeAPI { return nil }, nil
+	}
+	api, err := tableClient(ctx, table, queueURL, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(queueURL string) supervisor.DedupeAPI {
+		return dedupe.NewStore(api, table.Name, queueattr.NameFromURL(queueURL))
+	}, nil
+}
+
+// payloadStore returns the S3 client that fetches the payloads of pointer messages, or nil
+// when cfg allows no bucket. An allowed bucket may be in another region than the task's: S3
+// names it when it refuses the first request, and the follower asks there.
+func payloadStore(cfg supervisor.PayloadConfig, awsCfg aws.Config) supervisor.PayloadAPI {
+	if len(cfg.Buckets) == 0 {
+		return nil
+	}
+	return &payload.RegionFollower{API: awsenv.S3(awsCfg, os.Getenv)}
 }
 
 // forQueue returns the publisher's configuration for the queue named name, one of n: its

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,9 +33,11 @@ type statusServer struct {
 // httpStopTimeout bounds the server's shutdown after the drain.
 const httpStopTimeout = 2 * time.Second
 
-// queueView is one queue's gauges and health, which its metrics and the status server read.
+// queueView is one queue's client, gauges and health, which its metrics and the status server
+// read.
 type queueView struct {
 	url, name string
+	sqs       *sqs.Client
 	load      *supervisor.Load
 	health    *supervisor.Health
 }

@@ -54,7 +54,7 @@ type Deps struct {
 	// the limits per task.
 	Limiter *limits.Limiter
 	// PerQueue, when listen serves several queues (Config.Queues), gives queues by name their
-	// own gauges and recorder: Load and Health above then go unused. A queue missing from it
+	// own client, gauges and recorder: Load and Health above then go unused. A queue missing from it
 	// keeps private ones and records to Metrics.
 	PerQueue map[string]QueueDeps
 
@@ -62,8 +62,11 @@ type Deps struct {
 	spawn worker.Spawn
 }
 
-// QueueDeps are one queue's own gauges and recorder, when listen serves several queues.
+// QueueDeps are one queue's own client, gauges and recorder, when listen serves several
+// queues.
 type QueueDeps struct {
+	// SQS is the queue's client, which sends to its endpoint and region; nil uses Deps.SQS.
+	SQS sqsAPI
 	// Load and Health are kept up to date with the queue's loop; nil keeps private ones.
 	Load   *Load
 	Health *Health
@@ -106,13 +109,17 @@ func (d Deps) withDefaults() Deps {
 }
 
 // forQueue returns the deps of url, one of the n queues of a listen: with several, the
-// queue's own gauges, recorder and dedupe store from PerQueue, and log lines that name it.
+// queue's own client, gauges, recorder and dedupe store from PerQueue, and log lines that
+// name it.
 func (d Deps) forQueue(url string, n int) (Deps, error) {
 	if n > 1 {
 		name := queueattr.NameFromURL(url)
 		own := d.PerQueue[name]
 		d.Logger = d.Logger.With("queue", name)
 		d.Load, d.Health = own.Load, own.Health
+		if own.SQS != nil {
+			d.SQS = own.SQS
+		}
 		if own.Metrics != nil {
 			d.Metrics = own.Metrics
 		}

@@ -43,9 +43,6 @@ func (c Config) checkQueues() error {
 		if err := queueattr.ValidateURL(u); err != nil {
 			return setting.Refuse(setting.QueueURL, u, err.Error())
 		}
-		if r, first := queueattr.RegionFromURL(u), queueattr.RegionFromURL(c.QueueURL); r != first {
-			return setting.Refuse(setting.QueueURL, u, fmt.Sprintf("is in region %s, the first queue in %s: one listen serves the queues of one region", r, first))
-		}
 		name := queueattr.NameFromURL(u)
 		if names[name] {
 			return setting.Refuse(setting.QueueURL, u, fmt.Sprintf("names queue %s a second time: give each queue once (queues are told apart by name)", name))

@@ -4,27 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"log/slog"
-	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/internal/awsenv"
 )
-
-// withSQSEndpoint sets opts.Endpoint as awsenv.SQSEndpoint decides, logging when it comes from
-// the queue URL; a queue URL that is not AWS's and has no endpoint is bad usage.
-func withSQSEndpoint(opts *awsenv.Options, log *slog.Logger) error {
-	endpoint, fromURL, err := awsenv.SQSEndpoint(*opts, os.Getenv)
-	if err != nil {
-		return usagef("--queue-url %s: %v", opts.QueueURL, err)
-	}
-	opts.Endpoint = endpoint
-	if fromURL && log != nil {
-		log.Info("SQS endpoint taken from the queue URL, whose host is a loopback address (--endpoint-url sets another)", "endpoint", endpoint)
-	}
-	return nil
-}
 
 // noQueueGiven is the answer to a command given no queue, listen's and the operator commands'
 // alike.
@@ -68,6 +53,11 @@ func explained(action cli.ActionFunc) cli.ActionFunc {
 			return interrupted{"stopped by a signal; nothing it held is left in flight"}
 		}
 		queue := cmp.Or(opFlag(c, "dlq-url"), opFlag(c, "queue-url"), c.String("queue-url"), queueURLFromEnv())
+		if strings.ContainsAny(queue, " ,") {
+			// Several queues (status's --queue-url repeated, a list): a command names the one a
+			// failure is about itself; "the queue" is said here.
+			queue = ""
+		}
 		return explainAWS(err, queue)
 	}
 }

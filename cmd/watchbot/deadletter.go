@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -69,18 +70,20 @@ func opFlag(c *cli.Context, name string) string {
 	return ""
 }
 
-// operatorSQS returns an SQS client configured like listen's: the SDK's default chain, the
-// region from the queue URL when nothing else names one, and --endpoint-url.
+// operatorSQS returns the SQS client of the queue at queueURL, built as listen builds each
+// queue's: the SDK's default chain, and the endpoint and region that --endpoint-url or else
+// the URL gives (awsenv.QueueSQS).
 func operatorSQS(c *cli.Context, queueURL string) (*sqs.Client, error) {
 	opts := awsenv.Options{Endpoint: opFlag(c, "endpoint-url"), QueueURL: queueURL}
-	if err := withSQSEndpoint(&opts, nil); err != nil {
-		return nil, err
-	}
 	cfg, err := awsenv.Load(c.Context, opts)
 	if err != nil {
 		return nil, err
 	}
-	return awsenv.SQS(cfg, opts), nil
+	client, _, err := awsenv.QueueSQS(cfg, opts, os.Getenv)
+	if err != nil {
+		return nil, usagef("--queue-url %s: %v", queueURL, err)
+	}
+	return client, nil
 }
 
 // opLocateDLQ reads the location flags, checks them, and finds the queues.
@@ -94,6 +97,10 @@ func opLocateDLQ(c *cli.Context) (*sqs.Client, deadletter.Queues, error) {
 		// As listen takes it. The flags do not read these variables themselves: a verb's flag set
 		// from the environment would hide the same flag given before the verb.
 		loc.QueueURL = queueURLFromEnv()
+	}
+	if strings.Contains(loc.QueueURL, ",") {
+		// listen takes a list of queues there; a dead-letter queue belongs to one of them.
+		return nil, deadletter.Queues{}, usagef("the queue URL names several queues (%s): the dead-letter tools work on one queue's dead-letter queue: give that queue with --queue-url", loc.QueueURL)
 	}
 	if err := loc.Validate(); err != nil {
 		return nil, deadletter.Queues{}, usageError{err}

@@ -9,10 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/app"
-	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
-	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/supervisor"
 )
@@ -58,11 +56,6 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 	if a.Protection, err = app.ScaleInProtection(a.protection, agentURI); err != nil {
 		return app.Options{}, err
 	}
-	endpoint := awsenv.Options{Endpoint: a.Endpoint, QueueURL: cfg.QueueURL}
-	if err := withSQSEndpoint(&endpoint, a.Logger.With("queue", queueattr.NameFromURL(cfg.QueueURL))); err != nil {
-		return app.Options{}, err
-	}
-	a.Endpoint = endpoint.Endpoint
 	return a.Options, nil
 }
 

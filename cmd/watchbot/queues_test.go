@@ -82,7 +82,6 @@ func TestListenSeveralQueuesRefused(t *testing.T) {
 		{"reserves above concurrency", append(two, "--queue-reserve", "bulk=3", "--queue-reserve", "urgent=2"), "--queue-reserve: keeps 5 slots in all, more than --concurrency (4)"},
 		{"reserves leave a queue nothing", append(two, "--queue-reserve", "bulk=4"), "queue urgent would never run"},
 		{"--once", append(two, "--once"), "--once takes one message from one queue"},
-		{"another region", []string{"--queue-url", urgentURL, "--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/bulk"}, "one listen serves the queues of one region"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

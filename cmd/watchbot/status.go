@@ -38,70 +38,87 @@ func statusCommand() *cli.Command {
 			sampleDLQFlag(),
 			opEndpointFlag(),
 		},
-		Action: func(c *cli.Context) error {
-			urls, err := statusQueueURLs(c)
-			if err != nil {
-				return err
-			}
-			var tenants []alarms.TenantFigure
-			if target := c.String("metrics-url"); target != "" {
-				if tenants, err = readTenantFigures(c.Context, target); err != nil {
-					return err
-				}
-			}
-			use, err := readLimitsUse(c, urls[0])
-			if err != nil {
-				return err
-			}
-			client, err := operatorSQS(c, urls[0])
-			if err != nil {
-				return err
-			}
-			statuses := make([]deadletter.QueueStatus, len(urls))
-			for i, u := range urls {
-				if statuses[i], err = deadletter.Status(c.Context, client, u); err != nil {
-					return err
-				}
-				if err := sampleDLQ(c, client, &statuses[i]); err != nil {
-					return err
-				}
-				if c.IsSet("metrics-url") {
-					statuses[i].Tenants = []alarms.TenantFigure{}
-					for _, t := range tenants {
-						if t.Queue == statuses[i].Name {
-							statuses[i].Tenants = append(statuses[i].Tenants, t)
-						}
-					}
-				}
-			}
-			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				out := make([]statusJSON, len(statuses))
-				for i, s := range statuses {
-					out[i] = statusJSON{QueueStatus: s, Limits: use}
-				}
-				if len(out) == 1 {
-					return enc.Encode(out[0])
-				}
-				return enc.Encode(out)
-			}
-			for i, s := range statuses {
-				if i > 0 {
-					if _, err := io.WriteString(c.App.Writer, "\n"); err != nil {
-						return err
-					}
-				}
-				if err := deadletter.WriteStatus(c.App.Writer, s); err != nil {
-					return err
-				}
-			}
-			if use != nil {
-				return writeLimitsUse(c.App.Writer, c.String("limits-table"), *use, time.Now())
-			}
-			return nil
-		},
+		Action: runStatus,
 	}
+}
+
+// runStatus prints each queue's status, in the order given, each read with its own client
+// (the endpoint and region its URL gives, or --endpoint-url's for every queue).
+func runStatus(c *cli.Context) error {
+	urls, err := statusQueueURLs(c)
+	if err != nil {
+		return err
+	}
+	var tenants []alarms.TenantFigure
+	if target := c.String("metrics-url"); target != "" {
+		if tenants, err = readTenantFigures(c.Context, target); err != nil {
+			return err
+		}
+	}
+	use, err := readLimitsUse(c, urls[0])
+	if err != nil {
+		return err
+	}
+	statuses := make([]deadletter.QueueStatus, len(urls))
+	for i, u := range urls {
+		if statuses[i], err = queueStatus(c, u); err != nil {
+			return explainAWS(err, u)
+		}
+		if c.IsSet("metrics-url") {
+			statuses[i].Tenants = []alarms.TenantFigure{}
+			for _, t := range tenants {
+				if t.Queue == statuses[i].Name {
+					statuses[i].Tenants = append(statuses[i].Tenants, t)
+				}
+			}
+		}
+	}
+	if c.Bool("json") {
+		return writeStatusJSON(c.App.Writer, statuses, use)
+	}
+	for i, s := range statuses {
+		if i > 0 {
+			if _, err := io.WriteString(c.App.Writer, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := deadletter.WriteStatus(c.App.Writer, s); err != nil {
+			return err
+		}
+	}
+	if use != nil {
+		return writeLimitsUse(c.App.Writer, c.String("limits-table"), *use, time.Now())
+	}
+	return nil
+}
+
+// queueStatus reads the status of the queue at queueURL with the queue's own client, and
+// samples its dead-letter queue when --sample-dlq asks.
+func queueStatus(c *cli.Context, queueURL string) (deadletter.QueueStatus, error) {
+	client, err := operatorSQS(c, queueURL)
+	if err != nil {
+		return deadletter.QueueStatus{}, err
+	}
+	s, err := deadletter.Status(c.Context, client, queueURL)
+	if err != nil {
+		return s, err
+	}
+	return s, sampleDLQ(c, client, &s)
+}
+
+// writeStatusJSON writes the statuses as one JSON object, or an array of them for several
+// queues, each with the fleet's use of the limits when there is one.
+func writeStatusJSON(w io.Writer, statuses []deadletter.QueueStatus, use *limitsStatus) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	out := make([]statusJSON, len(statuses))
+	for i, s := range statuses {
+		out[i] = statusJSON{QueueStatus: s, Limits: use}
+	}
+	if len(out) == 1 {
+		return enc.Encode(out[0])
+	}
+	return enc.Encode(out)
 }
 
 // statusQueueURLs returns the queues --queue-url names, in order, each checked: the flag as

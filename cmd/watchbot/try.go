@@ -61,24 +61,11 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			logFormatFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			err := supervisor.PlatformError("try", runtime.GOOS)
-			if err != nil {
+			if err := supervisor.PlatformError("try", runtime.GOOS); err != nil {
 				return err
 			}
-			cfg := supervisor.DefaultConfig()
-			cfg.Command = c.Args().Slice()
-			cfg.MaxAttempts = c.Int("max-attempts")
-			if cfg.MaxAttempts < 1 {
-				// listen's 0 reads the queue's maxReceiveCount; try has no queue to read.
-				return usagef("--max-attempts (%d) must be between 1 and %d: try has no queue whose maxReceiveCount it could read", cfg.MaxAttempts, listenspec.MaxAttempts)
-			}
-			cfg.BatchSize = c.Int("batch-size")
-			cfg.MaxJobDuration = durationOf(c, "max-job-duration")
-			cfg.KillGrace = durationOf(c, "kill-grace")
-			cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
-			cfg.RetryDelay = durationOf(c, "retry-delay")
-			cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
-			if cfg.QueueURL, err = tryQueueURL(c); err != nil {
+			cfg, err := tryConfig(c)
+			if err != nil {
 				return err
 			}
 			msgs, err := tryMessages(c)
@@ -92,19 +79,9 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var payloads supervisor.PayloadAPI
-			for _, b := range c.StringSlice("payload-bucket") {
-				if b = strings.TrimSpace(b); b != "" {
-					cfg.Payload.Buckets = append(cfg.Payload.Buckets, b)
-				}
-			}
-			if len(cfg.Payload.Buckets) > 0 {
-				if err := supervisor.CheckPayload(cfg.Payload); err != nil {
-					return err
-				}
-				if payloads, err = operatorS3(c, cfg.QueueURL); err != nil {
-					return err
-				}
+			payloads, err := tryPayloads(c, &cfg)
+			if err != nil {
+				return err
 			}
 			decisions, err := supervisor.Try(c.Context, cfg, msgs, c.Int("attempt"), payloads, log)
 			if err != nil {
@@ -116,6 +93,43 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			return tryExit(decisions)
 		},
 	}
+}
+
+// tryConfig copies try's flags into the configuration listen would run the message with.
+func tryConfig(c *cli.Context) (supervisor.Config, error) {
+	cfg := supervisor.DefaultConfig()
+	cfg.Command = c.Args().Slice()
+	cfg.MaxAttempts = c.Int("max-attempts")
+	if cfg.MaxAttempts < 1 {
+		// listen's 0 reads the queue's maxReceiveCount; try has no queue to read.
+		return cfg, usagef("--max-attempts (%d) must be between 1 and %d: try has no queue whose maxReceiveCount it could read", cfg.MaxAttempts, listenspec.MaxAttempts)
+	}
+	cfg.BatchSize = c.Int("batch-size")
+	cfg.MaxJobDuration = durationOf(c, "max-job-duration")
+	cfg.KillGrace = durationOf(c, "kill-grace")
+	cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
+	cfg.RetryDelay = durationOf(c, "retry-delay")
+	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
+	var err error
+	cfg.QueueURL, err = tryQueueURL(c)
+	return cfg, err
+}
+
+// tryPayloads sets the buckets --payload-bucket allows in cfg and returns the S3 client that
+// fetches their payloads as listen does, or nil when none is allowed.
+func tryPayloads(c *cli.Context, cfg *supervisor.Config) (supervisor.PayloadAPI, error) {
+	for _, b := range c.StringSlice("payload-bucket") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Payload.Buckets = append(cfg.Payload.Buckets, b)
+		}
+	}
+	if len(cfg.Payload.Buckets) == 0 {
+		return nil, nil
+	}
+	if err := supervisor.CheckPayload(cfg.Payload); err != nil {
+		return nil, err
+	}
+	return operatorS3(c, cfg.QueueURL)
 }
 
 // tryMessages reads the message, or the batch, from the flags or stdin.

@@ -113,6 +113,7 @@ func TestMistakes(t *testing.T) {
 		{"no queue given: status", creds, []string{"status"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: send", creds, []string{"send", "--body", "x"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: dead-letter", creds, []string{"dead-letter", "count"}, 2, "give --queue-url", ""},
+		{"several queues: dead-letter", withEnv(creds, "WATCHBOT_QUEUE_URL", q.URL+","+missing), []string{"dead-letter", "count"}, 2, "the dead-letter tools work on one queue's dead-letter queue", ""},
 		{"no queue given: listen", creds, []string{"listen", "--", "true"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		// Arguments that mean nothing.
 		{"stray argument: send", creds, []string{"send", "--queue-url", q.URL, "hello"}, 2, `watchbot send takes no arguments, but got "hello": a message body goes in --body`, ""},

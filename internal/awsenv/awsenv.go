@@ -1,23 +1,19 @@
 // Package awsenv loads the AWS SDK configuration every watchbot command uses: credentials and
 // region from the SDK's default chain, an optional endpoint override for local emulators, and
 // the region taken from the queue URL when nothing else names one (or from a DynamoDB table's
-// ARN, which always names it).
+// ARN, which always names it). Each queue's SQS client follows its own URL (sqs.go), and
+// ExplainSQS words the failures a user mends for every command alike.
 package awsenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/watchbot/watchbot/internal/queueattr"
@@ -75,67 +71,6 @@ func sdkLogger(log *slog.Logger) logging.Logger {
 			level = slog.LevelWarn
 		}
 		log.Log(context.Background(), level, "AWS SDK", "detail", fmt.Sprintf(format, v...))
-	})
-}
-
-// ErrNotAWSHost is returned by SQSEndpoint for a queue URL whose host is neither AWS's nor a
-// loopback address, with no endpoint set: the SDK would send to AWS and ignore the URL's host.
-var ErrNotAWSHost = errors.New("the queue URL's host is not AWS's")
-
-// SQSEndpoint returns where SQS requests for o.QueueURL go: o.Endpoint when set; "" (the SDK's
-// resolution) when getenv names an endpoint (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL) or the
-// URL's host is AWS's; the URL's own scheme, host and port when its host is a loopback address
-// (an emulator's URL), with fromURL true so that the caller can say so, a name such as
-// localhost or sqs.us-east-1.localhost becoming 127.0.0.1. Any other host wraps ErrNotAWSHost.
-func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromURL bool, err error) {
-	if o.Endpoint != "" || getenv("AWS_ENDPOINT_URL_SQS") != "" || getenv("AWS_ENDPOINT_URL") != "" || o.QueueURL == "" {
-		return o.Endpoint, false, nil
-	}
-	u, err := url.Parse(o.QueueURL)
-	if err != nil {
-		return "", false, nil // the URL's own check reports it
-	}
-	host := strings.ToLower(u.Hostname())
-	for _, aws := range []string{".amazonaws.com", ".amazonaws.com.cn", ".api.aws"} {
-		if strings.HasSuffix(host, aws) {
-			return "", false, nil
-		}
-	}
-	if endpoint, ok := loopback(u); ok {
-		return endpoint, true, nil
-	}
-	return "", false, fmt.Errorf("%w (%s): give the endpoint with --endpoint-url URL or AWS_ENDPOINT_URL_SQS, or use the queue's AWS URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", ErrNotAWSHost, u.Host)
-}
-
-// loopback returns u's scheme, host and port when its host is a loopback address, a name such
-// as localhost or sqs.us-east-1.localhost becoming 127.0.0.1.
-func loopback(u *url.URL) (endpoint string, ok bool) {
-	host := strings.ToLower(u.Hostname())
-	ip := net.ParseIP(host)
-	switch {
-	case ip != nil && ip.IsLoopback():
-	case host == "localhost" || strings.HasSuffix(host, ".localhost"):
-		ip = net.IPv4(127, 0, 0, 1)
-	default:
-		return "", false
-	}
-	hostPort := ip.String()
-	if ip.To4() == nil {
-		hostPort = "[" + hostPort + "]"
-	}
-	if p := u.Port(); p != "" {
-		hostPort += ":" + p
-	}
-	return u.Scheme + "://" + hostPort, true
-}
-
-// SQS returns an SQS client for cfg, sending to o.Endpoint when it is set.
-func SQS(cfg aws.Config, o Options) *sqs.Client {
-	return sqs.NewFromConfig(cfg, func(so *sqs.Options) {
-		so.Retryer = SQSRetryer()
-		if o.Endpoint != "" {
-			so.BaseEndpoint = aws.String(o.Endpoint)
-		}
 	})
 }
 

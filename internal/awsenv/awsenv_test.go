@@ -181,3 +181,38 @@ func TestS3PathStyle(t *testing.T) {
 		}
 	}
 }
+
+// Each queue's client sends to the endpoint and signs for the region its URL gives, whatever
+// region the configuration names; an endpoint given takes every queue's requests.
+func TestQueueSQS(t *testing.T) {
+	none := func(string) string { return "" }
+	cfg := aws.Config{Region: "us-east-1"}
+	tests := []struct {
+		name, queueURL, endpoint string
+		region, base, own        string
+	}{
+		{name: "AWS", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", region: "eu-west-1"},
+		{name: "AWS China", queueURL: "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/jobs", region: "cn-north-1"},
+		{name: "dual-stack", queueURL: "https://sqs.ap-south-1.api.aws/123456789012/jobs", region: "ap-south-1"},
+		{name: "legacy regional", queueURL: "https://us-west-2.queue.amazonaws.com/123456789012/jobs", region: "us-west-2"},
+		{name: "legacy", queueURL: "https://queue.amazonaws.com/123456789012/jobs", region: "us-east-1"},
+		{name: "AWS through an endpoint", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", endpoint: "https://vpce.example", region: "eu-west-1", base: "https://vpce.example"},
+		{name: "an emulator", queueURL: "http://sqs.eu-west-1.localhost:4566/000000000000/jobs", region: "us-east-1", base: "http://127.0.0.1:4566", own: "http://127.0.0.1:4566"},
+		{name: "an emulator through an endpoint", queueURL: "http://127.0.0.1:4566/000000000000/jobs", endpoint: "http://127.0.0.1:9", region: "us-east-1", base: "http://127.0.0.1:9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, own, err := QueueSQS(cfg, Options{Endpoint: tt.endpoint, QueueURL: tt.queueURL}, none)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := c.Options()
+			if o.Region != tt.region || aws.ToString(o.BaseEndpoint) != tt.base || own != tt.own {
+				t.Errorf("region %q, endpoint %q, own %q; want %q, %q, %q", o.Region, aws.ToString(o.BaseEndpoint), own, tt.region, tt.base, tt.own)
+			}
+		})
+	}
+	if _, _, err := QueueSQS(cfg, Options{QueueURL: "http://sqs.example.org/0/q"}, none); !errors.Is(err, ErrNotAWSHost) {
+		t.Errorf("a host neither AWS's nor loopback gave %v, want ErrNotAWSHost", err)
+	}
+}
