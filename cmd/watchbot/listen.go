@@ -66,13 +66,6 @@ func listenConfig(c *cli.Context) (listenArgs, error) {
 		return a, err
 	}
 	a.Listen.Command = c.Args().Slice()
-	on, err := brakeOn(a.brake)
-	if err != nil {
-		return a, err
-	}
-	if !on {
-		a.Listen.Brake = supervisor.BrakeConfig{}
-	}
 	if v := os.Getenv(limitsLeaseEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -90,4 +83,12 @@ func brakeOn(v string) (bool, error) {
 		return v == "on", nil
 	}
 	return false, setting.Refuse(listenspec.SettingBrake, v, "must be on or off")
+}
+
+// onOff is --brake's word for on.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

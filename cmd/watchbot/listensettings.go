@@ -72,8 +72,11 @@ var listenSettings = []listenSetting{
 		usage: "protect the ECS task from scale-in while it holds messages: auto, on or off"},
 	{name: "scale-in-protection-idle", setting: listenspec.SettingProtectionIdle, field: func(a *listenArgs) any { return &a.Listen.ProtectionIdle },
 		usage: "how long an idle task stays protected after its last message"},
-	{name: "brake", setting: listenspec.SettingBrake, field: func(a *listenArgs) any { return &a.brake },
-		usage: "when nearly every run fails, probe with one message until one succeeds: on, off"},
+	{name: "brake", setting: listenspec.SettingBrake, bind: bindBrake,
+		flag: func() cli.Flag {
+			return &cli.StringFlag{Name: "brake", Value: onOff(supervisor.DefaultBrake().Enabled),
+				Usage: "when nearly every run fails, probe with one message until one succeeds: on, off"}
+		}},
 	{name: "brake-threshold", setting: listenspec.SettingBrakeThreshold, field: func(a *listenArgs) any { return &a.Listen.Brake.Threshold },
 		usage: "share of failed runs in the window that brakes (0..1]"},
 	{name: "brake-window", setting: listenspec.SettingBrakeWindow, field: func(a *listenArgs) any { return &a.Listen.Brake.Window },
@@ -170,10 +173,10 @@ var listenSettings = []listenSetting{
 
 // listenArgs is what listen's flags are read into: app.Run's options, and the values that
 // become part of them once every flag is read (the logger, the metrics' Service dimension,
-// scale-in protection, the brake switch).
+// scale-in protection).
 type listenArgs struct {
 	app.Options
-	logFormat, logLevel, metricsService, protection, brake string
+	logFormat, logLevel, metricsService, protection string
 }
 
 // defaultListenArgs holds listen's defaults, which its flags show: the supervisor's
@@ -181,8 +184,15 @@ type listenArgs struct {
 func defaultListenArgs() listenArgs {
 	return listenArgs{
 		Options:  app.Options{Listen: supervisor.DefaultConfig(), Metrics: alarms.DefaultPublisherConfig()},
-		logLevel: "info", protection: app.ProtectAuto, brake: "on",
+		logLevel: "info", protection: app.ProtectAuto,
 	}
+}
+
+// bindBrake reads --brake: off turns the brake off, and its other settings with it.
+func bindBrake(_ listenSetting, c *cli.Context, a *listenArgs) error {
+	on, err := brakeOn(c.String("brake"))
+	a.Listen.Brake.Enabled = on
+	return err
 }
 
 // bindVolumes reads --volumes, a list of directories that commas separate (Watchbot's

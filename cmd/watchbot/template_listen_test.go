@@ -69,7 +69,7 @@ func TestTemplatesStartListen(t *testing.T) {
 			}},
 		{"no metrics", []string{"--metrics", "none"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"metrics scraped from outside the task", []string{"--http-addr", ":9464"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
-		{"no brake", []string{"--brake", "off"}, func(c *supervisor.Config) { c.MaxAttempts, c.Brake = 10, supervisor.BrakeConfig{} }},
+		{"no brake", []string{"--brake", "off"}, func(c *supervisor.Config) { c.MaxAttempts, c.Brake.Enabled = 10, false }},
 		{"Watchbot's environment", []string{"--env", "Volumes=/scratch", "--env", "maxJobDuration=300", "--env", "structuredLogging=false", "--env", "TMPDIR=/work"},
 			func(c *supervisor.Config) {
 				c.MaxAttempts, c.Volumes, c.MaxJobDuration = 10, []string{"/scratch"}, 5*time.Minute
