@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -8,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // post runs job, of a queue named jobs, on an HTTP worker of cfg.
@@ -138,5 +141,23 @@ func TestHTTPWorkerGroupHeader(t *testing.T) {
 	}
 	if g := header.Get("X-Aws-Sqsd-Group-Id"); g != "tenant-a" {
 		t.Errorf("X-Aws-Sqsd-Group-Id = %q, want tenant-a", g)
+	}
+}
+
+// TestHTTPWorkerFailureLogNamesTheStatus: the line of a failure status carries the status and
+// no error attribute, which would have no error to name.
+func TestHTTPWorkerFailureLogNamesTheStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }))
+	defer srv.Close()
+	cfg := DefaultHTTPWorker()
+	cfg.URL = srv.URL
+	var log bytes.Buffer
+	job := Job{QueueURL: "http://127.0.0.1:1/000000000000/jobs", Messages: []Message{{ID: "m", Raw: "x"}},
+		Log: slog.New(slog.NewJSONHandler(&log, nil))}
+	if run := NewHTTP(cfg, 1, 0, nil, job.Log).Run(t.Context(), job); run.End != Failed || run.Code != 502 {
+		t.Fatalf("run %+v, want a failure with status 502", run)
+	}
+	if !testenv.Logged(log.String(), "level", "WARN", "status", "502") || testenv.Logged(log.String(), "error", "*") {
+		t.Errorf("want a warning with status 502 and no error attribute:\n%s", log.String())
 	}
 }

@@ -228,11 +228,15 @@ func logEnd(log *slog.Logger, res Result, limit time.Duration) {
 		}
 		log.Warn("worker stopped", "reason", res.Err, "duration", res.Duration.String())
 	case Failed:
-		if res.Err != nil {
-			log.Warn("worker failed", "status", res.Code, "error", res.Err, "duration", res.Duration.String())
-			break
+		// A failure names its status, or the error that ended the answer: never a nil error.
+		attrs := []any{"duration", res.Duration.String()}
+		if res.Code != 0 {
+			attrs = append(attrs, "status", res.Code)
 		}
-		log.Warn("worker answered a failure", "status", res.Code, "duration", res.Duration.String())
+		if res.Err != nil {
+			attrs = append(attrs, "error", res.Err)
+		}
+		log.Warn("worker answered a failure", attrs...)
 	case Stopped:
 		log.Warn("worker stopped by watchbot", "reason", res.Err, "duration", res.Duration.String())
 	case Succeeded:
