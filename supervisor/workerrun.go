@@ -38,21 +38,7 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	if res.End != worker.NotStarted {
 		r.metrics.Add(alarms.WorkerDuration, float64(res.Duration.Milliseconds()))
 	}
-	run := workerRun{ExitCode: res.Code, Duration: res.Duration}
-	switch res.End {
-	case worker.Exited, worker.Succeeded:
-		run.End = endExited
-	case worker.Failed:
-		run.End = endHTTPStatus
-	case worker.Signaled:
-		run.End = endSignaled
-	case worker.TimedOut:
-		run.End = endTimedOut
-	case worker.NotStarted:
-		run.End = endSpawnError
-	case worker.Stopped:
-		run.End = endFor(res.Err)
-	}
+	run := workerRun{End: runEndOf(res), ExitCode: res.Code, Duration: res.Duration}
 	if run.End == endSpawnError || run.End == endLeaseLost {
 		// The message is no longer watchbot's, or the worker never saw it.
 		return run, nil
@@ -92,4 +78,22 @@ func (r *runner) starting(jobs []*job) {
 			j.log.Info("starting worker", "body", j.msg.Body)
 		}
 	}
+}
+
+// runEndOf is how a run ended, as the outcome table reads it, from what the worker kind
+// reported: a success without an exit status is exit 0; a stop is read from its cause.
+func runEndOf(res worker.Result) runEnd {
+	switch res.End {
+	case worker.Exited, worker.Succeeded:
+		return endExited
+	case worker.Failed:
+		return endHTTPStatus
+	case worker.Signaled:
+		return endSignaled
+	case worker.TimedOut:
+		return endTimedOut
+	case worker.NotStarted:
+		return endSpawnError
+	}
+	return endFor(res.Err)
 }
