@@ -17,7 +17,7 @@ var brakeT0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func newTestBrake(cfg BrakeConfig, concurrency int) (*brake, *testenv.Buffer) {
 	logs := &testenv.Buffer{}
-	return newBrake(cfg, concurrency, slog.New(slog.NewTextHandler(logs, nil))), logs
+	return newBrake(cfg, concurrency, slog.New(slog.NewJSONHandler(logs, nil))), logs
 }
 
 func TestBrakeThresholdAndMinRuns(t *testing.T) {
@@ -128,7 +128,7 @@ func TestBrakeProbes(t *testing.T) {
 	if b.gate().hold {
 		t.Error("hold after the probe left")
 	}
-	if !strings.Contains(logs.String(), "braking to one probe at a time") || !strings.Contains(logs.String(), "failure_ratio=1.00") {
+	if !testenv.Logged(logs.String(), "level", "WARN", "state", "braking", "failure_ratio", "1.00") {
 		t.Errorf("braking not logged with its ratio:\n%s", logs)
 	}
 }
@@ -153,9 +153,9 @@ func TestBrakeRampsBackUp(t *testing.T) {
 	if b.braking() || b.state != brakeOpen {
 		t.Errorf("state %v, want open", b.state)
 	}
-	for _, want := range []string{"a probe succeeded: ramping back up", "braked_for=1m0s", "recovered: back to full concurrency"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("no %q in the log:\n%s", want, logs)
+	for _, want := range [][]string{{"state", "recovering", "braked_for", "1m0s"}, {"state", "open"}} {
+		if !testenv.Logged(logs.String(), want...) {
+			t.Errorf("no record with %q in the log:\n%s", want, logs)
 		}
 	}
 	// Recovering, the outage's failures are forgotten: a few failures do not brake again.
@@ -280,7 +280,7 @@ func brakeOutage(t *testing.T, o rigOptions) {
 				t.Errorf("%s ran at attempt %d, past the %d allowed: probing counted attempts", c.Body, c.Attempt, o.maxReceiveCount)
 			}
 		}
-		if !strings.Contains(r.logs.String(), "braking to one probe at a time") || !strings.Contains(r.logs.String(), "recovered: back to full concurrency") {
+		if !testenv.Logged(r.logs.String(), "state", "braking", "failure_ratio", "*") || !testenv.Logged(r.logs.String(), "state", "open", "failure_ratio", "*") {
 			t.Errorf("the brake's states were not logged")
 		}
 	})

@@ -122,7 +122,7 @@ func TestDedupeTTL(t *testing.T) {
 			if ttl != tt.want {
 				t.Errorf("ttl = %v, want %v", ttl, tt.want)
 			}
-			if warned := strings.Contains(logs.String(), "--dedupe-ttl is shorter than the queue's message retention"); warned != tt.warns {
+			if warned := testenv.Logged(logs.String(), "level", "WARN", "dedupe_ttl", "*", "retention", "*"); warned != tt.warns {
 				t.Errorf("warned %v, want %v:\n%s", warned, tt.warns, logs)
 			}
 		})

@@ -142,7 +142,7 @@ func TestSuccessDeletes(t *testing.T) {
 	if got := h.metrics.get(alarms.WorkerErrors); got != 0 {
 		t.Errorf("WorkerErrors = %v, want 0", got)
 	}
-	if !strings.Contains(h.logs.String(), `"line":"processed job 0"`) {
+	if !testenv.Logged(h.logs.String(), "line", "processed job 0") {
 		t.Errorf("worker output not logged with its line:\n%s", h.logs)
 	}
 }
@@ -377,7 +377,7 @@ func TestSpawnFailureCountsSpawnErrors(t *testing.T) {
 	cfg := h.config(worker)
 	h.start(cfg)
 	// The command passes the startup check, then disappears.
-	h.eventually("the supervisor to start", 10*time.Second, func() bool { return strings.Contains(h.logs.String(), "watchbot listening") })
+	h.eventually("the supervisor to start", 10*time.Second, func() bool { return testenv.Logged(h.logs.String(), "max_attempts", "*") })
 	if err := os.Remove(worker); err != nil {
 		t.Fatal(err)
 	}
