@@ -46,11 +46,10 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 	if err != nil {
 		return app.Options{}, err
 	}
-	cfg := a.Listen
 	if a.Logger, err = newLogger(c, a.logFormat, a.logLevel); err != nil {
 		return app.Options{}, err
 	}
-	if a.Metrics, err = metricsConfig(c, a.Metrics, cfg.QueueURL, a.metricsService, a.Logger); err != nil {
+	if a.Metrics, err = metricsConfig(c, a.Metrics, a.Listen.QueueURL, a.metricsService, a.Logger); err != nil {
 		return app.Options{}, err
 	}
 	if a.Protection, err = app.ScaleInProtection(a.protection, agentURI); err != nil {

@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"github.com/urfave/cli/v2"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
