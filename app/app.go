@@ -73,7 +73,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	queues := newQueueViews(o.Listen.URLs())
+	queues := newQueueViews(o.Listen)
 	// With several queues, the supervisor names each queue on its own lines.
 	log := o.Logger
 	if len(queues) == 1 {
@@ -136,12 +136,13 @@ func Run(ctx context.Context, o Options) error {
 	return supervisor.Run(ctx, o.Listen, deps)
 }
 
-// newQueueViews returns the views of the queues at urls, in order, each with its own gauges
+// newQueueViews returns the views of cfg's queues, in order, each with its own gauges
 // and health.
-func newQueueViews(urls []string) []queueView {
+func newQueueViews(cfg supervisor.Config) []queueView {
+	urls := cfg.URLs()
 	queues := make([]queueView, len(urls))
 	for i, u := range urls {
-		queues[i] = queueView{url: u, name: queueattr.NameFromURL(u), load: supervisor.NewLoad(), health: supervisor.NewHealth()}
+		queues[i] = queueView{url: u, name: queueattr.NameFromURL(u), load: supervisor.NewLoad(), health: supervisor.NewHealth(cfg)}
 	}
 	return queues
 }

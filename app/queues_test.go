@@ -17,8 +17,8 @@ import (
 func TestStatusServerSeveralQueues(t *testing.T) {
 	lim := limits.New(limits.DefaultConfig(), nil, time.Now, slog.New(slog.DiscardHandler))
 	queues := []queueView{
-		{url: "https://sqs.us-east-1.amazonaws.com/1/urgent", name: "urgent", load: supervisor.NewLoad(), health: supervisor.NewHealth()},
-		{url: "https://sqs.us-east-1.amazonaws.com/1/bulk", name: "bulk", load: supervisor.NewLoad(), health: supervisor.NewHealth()},
+		{url: "https://sqs.us-east-1.amazonaws.com/1/urgent", name: "urgent", load: supervisor.NewLoad(), health: supervisor.NewHealth(supervisor.DefaultConfig())},
+		{url: "https://sqs.us-east-1.amazonaws.com/1/bulk", name: "bulk", load: supervisor.NewLoad(), health: supervisor.NewHealth(supervisor.DefaultConfig())},
 	}
 	srv, recs, err := startStatusServer("127.0.0.1:0", queues, supervisor.NewTenants(), lim, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -108,12 +108,12 @@ func (d Deps) withDefaults() Deps {
 	return d
 }
 
-// forQueue returns the deps of url, one of the n queues of a listen: with several, the
+// forQueue returns the deps of cfg's queue, one of the n queues of a listen: with several, the
 // queue's own client, gauges, recorder and dedupe store from PerQueue, and log lines that
 // name it.
-func (d Deps) forQueue(url string, n int) (Deps, error) {
+func (d Deps) forQueue(cfg Config, n int) (Deps, error) {
 	if n > 1 {
-		name := queueattr.NameFromURL(url)
+		name := queueattr.NameFromURL(cfg.QueueURL)
 		own := d.PerQueue[name]
 		d.Logger = d.Logger.With("queue", name)
 		d.Load, d.Health = own.Load, own.Health
@@ -134,7 +134,7 @@ func (d Deps) forQueue(url string, n int) (Deps, error) {
 		d.Load = NewLoad()
 	}
 	if d.Health == nil {
-		d.Health = NewHealth()
+		d.Health = NewHealth(cfg)
 	}
 	return d, nil
 }

@@ -23,7 +23,7 @@ import (
 // Not ready means: the startup checks have not passed yet, or watchbot is draining.
 type Health struct {
 	mu sync.Mutex
-	// Bounds, from the configuration.
+	// Bounds, from the configuration, set by NewHealth.
 	wait, grace, ackTimeout, beatEvery time.Duration
 
 	phase        phase
@@ -48,16 +48,17 @@ const (
 // watchbot is judged stuck.
 const receiveStall = 30 * time.Second
 
-// NewHealth returns the health of a supervisor that has not started.
-func NewHealth() *Health {
-	return &Health{acks: map[int]time.Time{}}
+// NewHealth returns the health of a supervisor of cfg that has not started: its bounds are
+// cfg's long poll, --health-grace, --ack-timeout and heartbeat interval.
+func NewHealth(cfg Config) *Health {
+	return &Health{wait: cfg.WaitTime, grace: cfg.HealthGrace, ackTimeout: cfg.AckTimeout, beatEvery: cfg.heartbeat(),
+		acks: map[int]time.Time{}}
 }
 
 // start records that the startup checks passed: watchbot receives now.
-func (h *Health) start(cfg Config, beatEvery time.Duration) {
+func (h *Health) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.wait, h.grace, h.ackTimeout, h.beatEvery = cfg.WaitTime, cfg.HealthGrace, cfg.AckTimeout, beatEvery
 	h.phase, h.lastBeat = phaseReceiving, time.Now()
 }
 

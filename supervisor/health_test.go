@@ -9,11 +9,12 @@ import (
 
 func TestHealth(t *testing.T) {
 	cfg := DefaultConfig() // wait 20s, grace 1m, ack timeout 15s
+	cfg.HeartbeatInterval = 90 * time.Second
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	started := func() *Health {
-		h := NewHealth()
-		h.start(cfg, 90*time.Second)
+		h := NewHealth(cfg)
+		h.start()
 		h.beat(t0)
 		return h
 	}
@@ -54,14 +55,14 @@ func TestHealth(t *testing.T) {
 }
 
 func TestReadiness(t *testing.T) {
-	h := NewHealth()
+	h := NewHealth(DefaultConfig())
 	if ok, why := h.Ready(); ok || why != "startup checks under way" {
 		t.Errorf("before start: %v %q", ok, why)
 	}
 	if ok, _ := h.Check(time.Now()); !ok {
 		t.Error("unhealthy before start: the startup checks may take a while")
 	}
-	h.start(DefaultConfig(), time.Minute)
+	h.start()
 	if ok, _ := h.Ready(); !ok {
 		t.Error("not ready after start")
 	}

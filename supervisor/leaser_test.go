@@ -433,8 +433,8 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // heartbeat 10 s
-		h := NewHealth()
-		h.start(cfg, cfg.HeartbeatInterval)
+		h := NewHealth(cfg)
+		h.start()
 		s, q, stop := newHealthLeaseRig(t, cfg, h)
 		defer stop()
 		for i := range 300 {

@@ -67,12 +67,13 @@ func newListen(ctx context.Context, cfg Config, deps Deps) (*listen, error) {
 	urls := cfg.URLs()
 	pool := newQueuePool(cfg)
 	for i, u := range urls {
-		qdeps, err := deps.forQueue(u, len(urls))
+		qcfg := queueConfig(cfg, u)
+		qdeps, err := deps.forQueue(qcfg, len(urls))
 		if err != nil {
 			return l, err
 		}
 		wake := make(chan struct{}, 1)
-		s, err := newSupervisor(ctx, queueConfig(cfg, u), qdeps, shares{limiter: l.limiter, limitsChanged: wake, slots: pool.seat(i), cut: l.cut, workers: w})
+		s, err := newSupervisor(ctx, qcfg, qdeps, shares{limiter: l.limiter, limitsChanged: wake, slots: pool.seat(i), cut: l.cut, workers: w})
 		if err != nil && len(urls) > 1 {
 			return l, queueError(queueattr.NameFromURL(u), err)
 		}
