@@ -44,11 +44,10 @@
 //
 // The waits form a tree, so no two goroutines can wait on each other:
 //
-//	Run ── loop ── receive loop ── SQS
+//	Supervisor.run ── loop ── receive loop ── SQS
 //	 │      (the loop waits on nothing else: it selects on the receive's answer, the runs'
 //	 │       events, the heartbeat's mailbox, the limiter's Changed, its timer and the stop
 //	 │       request)
-//	 ├── limiter ── DynamoDB (--limits-table), ended once every queue's drain is over
 //	 ├── heartbeat ── acknowledger, SQS calls under way, dedupe extensions ── DynamoDB
 //	 ├── runs ── loop (events), acknowledger and its calls, renewals under way, dead-letter
 //	 │           sends (SQS), DynamoDB, payload fetches and deletes (S3), the worker
@@ -82,11 +81,13 @@
 // ended and what it could start, and starts what it is granted; a slot the pool grants to
 // another queue wakes that queue's loop through a channel that holds one wake-up, sent
 // without waiting. So the loops never wait on each other, and the wait tree above stays a
-// tree for each queue:
+// tree for each queue, under the listen's:
 //
-//	listen.run ── each queue's Supervisor.run (as above), the protector, the limiter the
-//	              queues share (ended once every queue's drain is over), the fan-out of its
-//	              Changed
+//	Run ── listen.run ── each queue's Supervisor.run (as above)
+//	                   ├── limiter ── DynamoDB (--limits-table), ended once every queue's
+//	                   │              drain is over, when no run holds a permit
+//	                   ├── fan-out of the limiter's Changed
+//	                   └── protector ── the ECS agent; relays of the queues' load changes
 //
 // The limiter's Changed wakes one receiver, so listen.run copies each signal to a channel of
 // one per queue (fanOut), never waiting: each loop selects on its own copy.
