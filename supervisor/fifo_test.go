@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // These tests run the whole supervisor in a testing/synctest bubble against fakesqs, an
@@ -374,7 +375,7 @@ func TestFIFOLostReceiveAnswerCostsNothing(t *testing.T) {
 				t.Errorf("%s: runs %+v, want one run at receive count 1", b, c)
 			}
 		}
-		if !strings.Contains(r.logs.String(), "receive failed") {
+		if !testenv.Logged(r.logs.String(), "level", "ERROR", "consecutive_failures", "*") {
 			t.Error("the failed receive was not logged")
 		}
 		// Every receive is timed; the failed one also as a receive the loop waited out.
@@ -397,7 +398,9 @@ func TestFIFOStopInReceiveBackoffIsPrompt(t *testing.T) {
 		r.cfg.WaitTime = 20 * time.Second
 		r.sqs.Fail("ReceiveMessage", 1, fakesqs.Before)
 		r.start()
-		r.waitFor("a failed receive", time.Minute, func() bool { return strings.Contains(r.logs.String(), "receive failed") })
+		r.waitFor("a failed receive", time.Minute, func() bool {
+			return testenv.Logged(r.logs.String(), "level", "ERROR", "consecutive_failures", "*")
+		})
 		began := time.Now()
 		if err := r.stop(); err != nil {
 			t.Fatal(err)

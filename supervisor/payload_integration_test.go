@@ -420,7 +420,7 @@ func TestPayloadPassThrough(t *testing.T) {
 			t.Errorf("worker saw stdin %s, Message %s, payload %s; want the pointer itself", stdin, msg, uri)
 		}
 	}
-	if n := strings.Count(h.logs.String(), "passed to the worker as it is"); n != 1 {
+	if n := testenv.LogCount(h.logs.String(), "level", "WARN", "payload", "*"); n != 1 {
 		t.Errorf("%d warnings of a pointer passed through, want 1 (later ones at debug level)", n)
 	}
 	if !testenv.ObjectExists(t, h.emu.S3(), bucket, p.Key) {
@@ -482,7 +482,7 @@ func TestPayloadFetchStopped(t *testing.T) {
 	if !h.empty(h.q.DLQURL) {
 		t.Error("the message was dead-lettered")
 	}
-	if !strings.Contains(h.logs.String(), "stopped at shutdown; released") {
+	if !testenv.Logged(h.logs.String(), "outcome", "release", "visible_in_seconds", "0") {
 		t.Errorf("the release does not say why; logs:\n%s", h.logs.String())
 	}
 }

@@ -147,7 +147,7 @@ func startProtector(t *testing.T) *protectorRig {
 	cfg.ProtectionIdle = 30 * time.Second
 	r := &protectorRig{api: &fakeProtection{start: time.Now()}, load: NewLoad(), metrics: &countingRecorder{}, logs: &testenv.Buffer{}}
 	p := &protector{api: r.api, load: r.load, policy: newProtectionPolicy(cfg), metrics: r.metrics,
-		log: slog.New(slog.NewTextHandler(r.logs, nil)), random: func() float64 { return 0.5 },
+		log: slog.New(slog.NewJSONHandler(r.logs, nil)), random: func() float64 { return 0.5 },
 		healthy: func() bool { return !r.sick.Load() }}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -206,10 +206,9 @@ func TestProtectorFollowsTheLoad(t *testing.T) {
 		if n := len(r.api.log()); n != 6 {
 			t.Errorf("%d calls, want 6 (nothing while idle, nothing at a stop when unprotected):\n%s", n, r.api)
 		}
-		for _, want := range []string{"task protected from scale-in", "task no longer protected from scale-in"} {
-			if strings.Count(r.logs.String(), want) != 1 {
-				t.Errorf("want one %q log line:\n%s", want, r.logs)
-			}
+		// One record of each change: protected (with its expiry), then unprotected.
+		if n, p := testenv.LogCount(r.logs.String(), "level", "INFO"), testenv.LogCount(r.logs.String(), "level", "INFO", "expires", "*"); n != 2 || p != 1 {
+			t.Errorf("%d records of protection changes, %d of them protecting; want 2 and 1:\n%s", n, p, r.logs)
 		}
 	})
 }
@@ -249,7 +248,7 @@ func TestProtectorRetriesFailuresWithBackoff(t *testing.T) {
 			t.Errorf("ScaleInProtectionErrors = %v, want %d", got, len(calls))
 		}
 		// Logged at most once a minute: the first failure, then the first a minute later (92 s).
-		if n := strings.Count(r.logs.String(), "scale-in protection call failed"); n != 2 {
+		if n := testenv.LogCount(r.logs.String(), "level", "WARN", "consecutive_failures", "*"); n != 2 {
 			t.Errorf("%d failure log lines in 3 minutes, want 2:\n%s", n, r.logs)
 		}
 		r.api.setFail(nil)
@@ -258,7 +257,7 @@ func TestProtectorRetriesFailuresWithBackoff(t *testing.T) {
 		if last.failed || !last.enable {
 			t.Errorf("after the agent recovered, last call %+v, want a successful protect", last)
 		}
-		if !strings.Contains(r.logs.String(), "calls work again") {
+		if !testenv.Logged(r.logs.String(), "level", "INFO", "after_failures", "*") {
 			t.Errorf("recovery not logged:\n%s", r.logs)
 		}
 		r.stop()
@@ -294,7 +293,7 @@ func TestProtectorStopsCallingForAStandaloneTask(t *testing.T) {
 		if got := r.metrics.get(alarms.ScaleInProtectionErrors); got != 1 {
 			t.Errorf("ScaleInProtectionErrors = %v, want 1", got)
 		}
-		if !strings.Contains(r.logs.String(), "not part of a service") {
+		if !testenv.Logged(r.logs.String(), "level", "WARN", "error", "*") {
 			t.Errorf("not logged:\n%s", r.logs)
 		}
 	})

@@ -123,7 +123,7 @@ func TestTraceContinuesTheProducersTrace(t *testing.T) {
 			t.Errorf("log line without trace_id %s and span_id %s: %s", producerTrace, span, line)
 		}
 	}
-	if !strings.Contains(h.logs.String(), `"msg":"message done"`) {
+	if !testenv.Logged(h.logs.String(), "outcome", "delete") {
 		t.Errorf("no message done line:\n%s", h.logs)
 	}
 }
