@@ -16,9 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// Kind is a kind of worker, as the supervisor drives it. Start readies it before any message
-// is received, Run runs one job at a time from each of the supervisor's run goroutines, and
-// Stop ends it once no job runs.
+// Kind is a kind of worker, as the supervisor drives it: one for a listen, whichever queues
+// it serves. Start readies it before any message is received; Run is called from many run
+// goroutines at once, one job each, up to the listen's --concurrency; Stop ends it once no
+// job runs.
 type Kind interface {
 	// Start readies the kind: its command found, or its application answering. An error
 	// stops the listen before any message is received.
