@@ -3,9 +3,10 @@
 // once it accepts requests; a port already taken is one line on stderr and exit status 3, as for
 // fauxqs-server.mjs. DYNALITE_TABLES may hold a JSON array of CreateTable requests (as the
 // DynamoDB API takes them) to create at start; each is announced as "table NAME" after the first
-// line. Used by scripts/local-sqs, scripts/demo-mapreduce and by the Go test environment (dynamo.go, beside it). Exits
-// when stdin closes or on SIGTERM, so a parent that dies never leaves it behind: dynalite's own
-// cli.js has no such exit, and it keeps everything in memory, so there is nothing to flush.
+// line. Used by scripts/local-sqs, scripts/demo-mapreduce and by the Go test environment
+// (dynamo.go, beside it). Exits when stdin closes or on SIGTERM, so a parent that dies never
+// leaves it behind: dynalite's own cli.js has no such exit, and it keeps everything in memory,
+// so there is nothing to flush.
 import dynalite from "dynalite";
 
 const port = Number.parseInt(process.env.DYNALITE_PORT ?? "0", 10);

@@ -5,9 +5,9 @@
 // "attributes": {...}}} to create at start (a FIFO queue's DLQ needs "FifoQueue": "true" too);
 // each is announced as "queue NAME URL" after the first line. FAUXQS_BUCKETS may hold a JSON array
 // of S3 bucket names to create (fauxqs serves S3 on the same port), each announced as
-// "bucket NAME" after the queues. Used by scripts/local-sqs, scripts/demo
-// and by the Go test environment (testenv.go, beside it). Exits when stdin closes or on SIGTERM, so
-// a parent that dies never leaves it behind.
+// "bucket NAME" after the queues. Used by scripts/local-sqs, scripts/demo and by the Go test
+// environment (testenv.go, beside it). Exits when stdin closes or on SIGTERM, so a parent that
+// dies never leaves it behind.
 import net from "node:net";
 import { startFauxqs } from "fauxqs";
 
