@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -237,8 +236,8 @@ func TestFIFOMaxJobDurationRetriesInPlace(t *testing.T) {
 		if c := r.callsOf("a1")[1]; c.Attempt != 2 || c.ReceiveCount != 1 {
 			t.Errorf("a1's retry: attempt %d, receive count %d; want 2 and 1", c.Attempt, c.ReceiveCount)
 		}
-		if !strings.Contains(r.logs.String(), "--max-job-duration") {
-			t.Error("the timeout was not logged")
+		if !testenv.Logged(r.logs.String(), "outcome", "retry-in-place", "attempt", "1") {
+			t.Error("the timeout's retry in place was not logged")
 		}
 	})
 }
@@ -312,7 +311,7 @@ func TestFIFOLeaseLostHandsBackTheRest(t *testing.T) {
 		// and leaves the group to SQS, which redelivers it, in order, when the leases lapse.
 		r.sqs.Fail("ChangeMessageVisibility", 100, fakesqs.Before)
 		r.sqs.Fail("ChangeMessageVisibilityBatch", 100, fakesqs.Before)
-		r.waitFor("a1 stopped with its lease lost", time.Minute, func() bool { return strings.Contains(r.logs.String(), "lease lost") })
+		r.waitFor("a1 stopped with its lease lost", time.Minute, func() bool { return testenv.Logged(r.logs.String(), "outcome", "abandon") })
 		r.sqs.Fail("ChangeMessageVisibility", 0, fakesqs.Before)
 		r.sqs.Fail("ChangeMessageVisibilityBatch", 0, fakesqs.Before)
 		r.waitFor("an empty queue", time.Minute, r.empty)

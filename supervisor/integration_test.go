@@ -219,9 +219,9 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 	}
 	// The WorkerErrors alarm's text sends the reader to these levels.
 	logs := h.logs.String()
-	for _, line := range []string{`"level":"WARN","msg":"worker finished"`, `"level":"ERROR","msg":"message dead-lettered"`} {
-		if !strings.Contains(logs, line) {
-			t.Errorf("no %s in the log:\n%s", line, logs)
+	for _, record := range [][]string{{"level", "WARN", "exit_code", "3"}, {"level", "ERROR", "dead_letter_queue", "*"}} {
+		if !testenv.Logged(logs, record...) {
+			t.Errorf("no record with %q in the log:\n%s", record, logs)
 		}
 	}
 }
@@ -287,7 +287,7 @@ esac`)
 			t.Errorf("runs missing %q:\n%s", want, runs)
 		}
 	}
-	if !strings.Contains(h.logs.String(), "ignoring the worker's result file") {
+	if !testenv.Logged(h.logs.String(), "level", "ERROR", "error", "*") {
 		t.Errorf("malformed result file was not logged")
 	}
 }
