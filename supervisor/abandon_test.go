@@ -15,6 +15,7 @@ import (
 // could make visible a message that consumer runs. The fake accepts the receipt in both cases,
 // as SQS may.
 func TestAbandonReleasesOnlyALeaseItHolds(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		lease     time.Duration // from now; negative: ended

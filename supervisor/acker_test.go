@@ -8,6 +8,7 @@ import (
 )
 
 func TestAckerUrgentOpsLingerBriefly(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a, q, handles, stop := ackerRig(t, 3)
 		defer stop()
@@ -47,6 +48,7 @@ func ackerRig(t *testing.T, n int) (a *acker, q *fakeQueue, handles []string, st
 }
 
 func TestAckerBatchesAndReportsEachEntry(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		a, q, handles, stop := ackerRig(t, 12)
 		handles = append(handles, "stale-handle")

@@ -22,6 +22,7 @@ import (
 // the batch's exit code; without one, exit 0 acks and anything else retries with the
 // message's own backoff.
 func TestBatchPrecedence(t *testing.T) {
+	t.Parallel()
 	d := func(action string) *worker.Directive { return &worker.Directive{Action: action} }
 	base := result{Attempt: 1, MaxAttempts: 5, MaxReceiveCount: 5, OnReject: RejectDeadLetter}
 	tests := []struct {
@@ -95,6 +96,7 @@ func requireJQ(t *testing.T) {
 }
 
 func TestBatchFullBatches(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.batchWorker("exit 0")
@@ -123,6 +125,7 @@ func TestBatchFullBatches(t *testing.T) {
 }
 
 func TestBatchWindowFlushesPartialBatch(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.batchWorker(`date +%s.%N >> "` + h.dir + `/ran-at"`)
@@ -143,6 +146,7 @@ func TestBatchWindowFlushesPartialBatch(t *testing.T) {
 }
 
 func TestBatchPerMessageResults(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	// Ack bodies m-1, m-3, m-5 and exit 1 on the first attempt; later attempts succeed.
@@ -172,6 +176,7 @@ exit 1`)
 }
 
 func TestBatchFirstResultWinsAndRetryAtOnce(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	// First attempt: retry at once then (ignored) ack, plus a malformed line. Later: exit 0.
@@ -192,6 +197,7 @@ exit 0`)
 }
 
 func TestBatchHeldMessagesStayLeased(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second})
 	worker := h.batchWorker("exit 0")
@@ -210,6 +216,7 @@ func TestBatchHeldMessagesStayLeased(t *testing.T) {
 }
 
 func TestBatchDeadLetterResult(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	worker := h.batchWorker(`jq -c '{id: .id, action: "dead-letter", reason: "bad \(.body)"}' < "$WATCHBOT_MESSAGE_FILE" > "$WATCHBOT_RESULT_FILE"`)
@@ -229,6 +236,7 @@ func TestBatchDeadLetterResult(t *testing.T) {
 }
 
 func TestBatchShutdownReleasesHeldMessages(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	worker := h.batchWorker("exit 0")
@@ -259,6 +267,7 @@ func TestBatchShutdownReleasesHeldMessages(t *testing.T) {
 }
 
 func TestRetryDelayOverridesBackoff(t *testing.T) {
+	t.Parallel()
 	requireJQ(t)
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	worker := h.batchWorker(`jq -r '"\(.body) \(.attempt)"' < "$WATCHBOT_MESSAGE_FILE" >> "` + h.dir + `/attempts"

@@ -21,6 +21,7 @@ func newTestBrake(cfg BrakeConfig, concurrency int) (*brake, *testenv.Buffer) {
 }
 
 func TestBrakeThresholdAndMinRuns(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		failed, ok   int
@@ -51,6 +52,7 @@ func TestBrakeThresholdAndMinRuns(t *testing.T) {
 }
 
 func TestBrakeForgetsOldRuns(t *testing.T) {
+	t.Parallel()
 	b, _ := newTestBrake(DefaultBrake(), 4)
 	for range 19 {
 		b.observe(brakeT0, 1, 0)
@@ -69,6 +71,7 @@ func TestBrakeForgetsOldRuns(t *testing.T) {
 }
 
 func TestBrakeCountsABatchByItsMessages(t *testing.T) {
+	t.Parallel()
 	b, _ := newTestBrake(DefaultBrake(), 2)
 	b.observe(brakeT0, 10, 0) // a batch of ten failed
 	if b.braking() {
@@ -81,6 +84,7 @@ func TestBrakeCountsABatchByItsMessages(t *testing.T) {
 }
 
 func TestBrakeProbes(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultBrake()
 	cfg.ProbeMax = 30 * time.Second
 	b, logs := newTestBrake(cfg, 4)
@@ -134,6 +138,7 @@ func TestBrakeProbes(t *testing.T) {
 }
 
 func TestBrakeRampsBackUp(t *testing.T) {
+	t.Parallel()
 	b, logs := newTestBrake(DefaultBrake(), 5)
 	b.observe(brakeT0, 20, 0)
 	probe := &job{}
@@ -173,6 +178,7 @@ func TestBrakeRampsBackUp(t *testing.T) {
 // TestBrakeDoesNotFlapOnANoisyWorker feeds 100,000 runs failing at random for their own
 // reasons: the brake never engages.
 func TestBrakeDoesNotFlapOnANoisyWorker(t *testing.T) {
+	t.Parallel()
 	for _, share := range []float64{0.3, 0.4, 0.5} {
 		b, _ := newTestBrake(DefaultBrake(), 8)
 		r := rand.New(rand.NewPCG(1, uint64(share*100)))
@@ -192,6 +198,7 @@ func TestBrakeDoesNotFlapOnANoisyWorker(t *testing.T) {
 }
 
 func TestBrakeOff(t *testing.T) {
+	t.Parallel()
 	b, _ := newTestBrake(BrakeConfig{}, 4)
 	b.observe(brakeT0, 1000, 0)
 	if _, ok := b.probeFor(brakeT0, &job{}); ok || b.braking() || b.gate().limit != 4 {
@@ -200,6 +207,7 @@ func TestBrakeOff(t *testing.T) {
 }
 
 func TestCheckBrake(t *testing.T) {
+	t.Parallel()
 	ok := DefaultBrake()
 	for _, tc := range []struct {
 		mod  func(*BrakeConfig)
@@ -287,9 +295,11 @@ func brakeOutage(t *testing.T, o rigOptions) {
 }
 
 func TestBrakeOnAFIFOQueue(t *testing.T) {
+	t.Parallel()
 	brakeOutage(t, rigOptions{maxReceiveCount: 3, concurrency: 4})
 }
 
 func TestBrakeInBatchMode(t *testing.T) {
+	t.Parallel()
 	brakeOutage(t, rigOptions{maxReceiveCount: 3, concurrency: 2, batchSize: 5})
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	valid := DefaultConfig()
 	valid.QueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
 	valid.Command = []string{"./worker.sh"}
@@ -85,6 +86,7 @@ func (q attrQueue) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesIn
 }
 
 func TestStartupRefusesFIFOQueueWithStandardDLQ(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.QueueURL = "http://sqs.us-east-1.localhost/000000000000/orders.fifo"
 	cfg.Command = []string{"true"}

@@ -13,6 +13,7 @@ import (
 // --kill-grace: the stop ends within --shutdown-timeout + --kill-grace + 2 s. A dead-letter
 // send cut short leaves its message in the queue, never deleted without its copy sent.
 func TestStopCutsCallsThatHangAtTheEndOfADrain(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		body   string // "group+n kind ms", as the interleaving suite's
@@ -65,6 +66,7 @@ func TestStopCutsCallsThatHangAtTheEndOfADrain(t *testing.T) {
 // A cutoff ends the calls under way when it comes, and every call after it at once; a call
 // that ended before it is left alone; the earliest cutoff set counts.
 func TestCutoffEndsCallsUnderWayAndLater(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newCutoff()
 		defer c.release()
@@ -94,6 +96,7 @@ func TestCutoffEndsCallsUnderWayAndLater(t *testing.T) {
 
 // A nil cutoff never cuts: its calls end by their own timeout.
 func TestNilCutoffBoundsByTimeoutAlone(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var c *cutoff
 		ctx, cancel := c.bound(context.Background(), time.Second)

@@ -19,6 +19,7 @@ import (
 // within its shutdown window. Default settings: a 20 s receive lease, its first renewal at
 // 6.5 s, a 15 s call timeout, a stop deadline 7 s before a lease lapses.
 func TestHungRenewalAtRedelivery(t *testing.T) {
+	t.Parallel()
 	type send struct {
 		at     time.Duration
 		bodies []string
@@ -143,6 +144,7 @@ func receives(r *chaosRig, body string) int {
 // The loop decides a hand-back before its goroutine runs; a new delivery of the message that
 // the loop takes in between is a new job, not one dropped with the old job's hand-back.
 func TestRedeliveryAfterHandBackIsANewJob(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	old := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)
@@ -159,6 +161,7 @@ func TestRedeliveryAfterHandBackIsANewJob(t *testing.T) {
 // A renewal's answer applies only to the receipt it renewed: a new delivery, or a settle
 // begun meanwhile, drops it; and a settle waits for the renewal under way, holding no lock.
 func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		log := slog.New(slog.DiscardHandler)
 		l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
@@ -200,6 +203,7 @@ func TestRenewalAnswerForAnOldReceiptIsDropped(t *testing.T) {
 // by its job, not released: released, it would go to another consumer while the job's
 // worker may still run under a receipt that no longer works.
 func TestRedeliveryReceivedAtAStopIsTakenOver(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	j := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now(), log)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSchedulerReceive(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	later, earlier := now.Add(time.Second), now.Add(-time.Second)
 	gather := 20 * time.Millisecond
@@ -52,6 +53,7 @@ func TestSchedulerReceive(t *testing.T) {
 }
 
 func TestSchedulerDraining(t *testing.T) {
+	t.Parallel()
 	empty := func() *scheduler { return newScheduler(2, 1, 0, false, nil, false) }
 	holding := func() *scheduler {
 		s := newScheduler(2, 1, 0, false, nil, false)

@@ -67,6 +67,7 @@ func (h *dedupeHarness) sendKeyed(body, key string) string {
 }
 
 func TestDedupeTwoSupervisorsRunEachKeyOnce(t *testing.T) {
+	t.Parallel()
 	h := newDedupeHarness(t)
 	// The worker records its key, then works a little; k3's first run fails.
 	worker := h.script("w.sh", `if [ "$WATCHBOT_ATTR_IDEM" = k3 ] && [ ! -e "`+h.dir+`/failed" ]; then touch "`+h.dir+`/failed"; exit 1; fi
@@ -107,6 +108,7 @@ echo "$WATCHBOT_ATTR_IDEM" >> "`+h.dir+`/ran"; sleep 0.3`)
 }
 
 func TestDedupeFailedWorkerGetsItsRetry(t *testing.T) {
+	t.Parallel()
 	h := newDedupeHarness(t)
 	worker := h.script("w.sh", `echo "$WATCHBOT_ATTEMPT" >> "`+h.dir+`/attempts"; [ "$WATCHBOT_ATTEMPT" -ge 2 ]`)
 	metrics, logs := &countingRecorder{}, &testenv.Buffer{}
@@ -130,6 +132,7 @@ func TestDedupeFailedWorkerGetsItsRetry(t *testing.T) {
 // message is released after its backoff and received again, none runs, none is deleted; a
 // watchbot that reaches the table then runs each once.
 func TestDedupeUnreachableTableRunsNothingAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	h := newDedupeHarness(t)
 	worker := h.script("w.sh", `echo "$MessageId $ApproximateReceiveCount" >> "`+h.dir+`/ran"`)
 	proxy := newTCPProxy(t, strings.TrimPrefix(h.dyn.Endpoint, "http://"))
@@ -197,6 +200,7 @@ func TestDedupeUnreachableTableRunsNothingAndLosesNothing(t *testing.T) {
 // short delay, never run beside it: skipped once that run completed the key, run once that
 // run's claim lapsed (it crashed).
 func TestDedupeHeldKeyIsReleased(t *testing.T) {
+	t.Parallel()
 	for _, holder := range []string{"completes", "crashes"} {
 		t.Run("the holder "+holder, func(t *testing.T) {
 			h := newDedupeHarness(t)
@@ -258,6 +262,7 @@ func logRecords(logs, msg string) []map[string]any {
 }
 
 func TestDedupeUnreachableTableAtStartup(t *testing.T) {
+	t.Parallel()
 	h := newDedupeHarness(t)
 	closed := newTCPProxy(t, "127.0.0.1:1")
 	closed.close()

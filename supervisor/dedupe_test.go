@@ -26,6 +26,7 @@ var queueKinds = []struct {
 }
 
 func TestDedupeRunsEachKeyOnce(t *testing.T) {
+	t.Parallel()
 	for _, tt := range queueKinds {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -66,6 +67,7 @@ func TestDedupeRunsEachKeyOnce(t *testing.T) {
 }
 
 func TestDedupeFailedRunReleasesItsKey(t *testing.T) {
+	t.Parallel()
 	for _, fifo := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standard", true: "FIFO"}[fifo], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -104,6 +106,7 @@ func TestDedupeFailedRunReleasesItsKey(t *testing.T) {
 // outlasts the holder's claim; on a FIFO queue it waits in place, leased, and the wait is no
 // attempt. Once the holder is gone it runs; once the holder completed it is skipped.
 func TestDedupeHeldKey(t *testing.T) {
+	t.Parallel()
 	for _, tt := range queueKinds {
 		for _, holder := range []string{"crashes", "completes"} {
 			t.Run(tt.name+", the holder "+holder, func(t *testing.T) {
@@ -169,6 +172,7 @@ func TestDedupeHeldKey(t *testing.T) {
 // left to the redrive policy (visible at once, moved to the DLQ by the next receive), below
 // it (--max-attempts) dead-lettered by watchbot. It never runs, and no WorkerError is counted.
 func TestDedupeLastReceive(t *testing.T) {
+	t.Parallel()
 	for _, cause := range []string{"held", "table down"} {
 		for _, tt := range []struct {
 			name        string
@@ -215,6 +219,7 @@ func TestDedupeLastReceive(t *testing.T) {
 }
 
 func TestDedupeTableDownRunsNothing(t *testing.T) {
+	t.Parallel()
 	for _, tt := range queueKinds {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -275,6 +280,7 @@ func TestDedupeTableDownRunsNothing(t *testing.T) {
 // TestDedupeLostClaimAnswer: a claim whose write landed but whose answer was lost is removed,
 // so the message's retry finds its key free rather than held by its own claim until it lapses.
 func TestDedupeLostClaimAnswer(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newDedupeRig(t, false, rigOptions{})
 		r.db.lostAnswers = 1
@@ -294,6 +300,7 @@ func TestDedupeLostClaimAnswer(t *testing.T) {
 // TestDedupeStopDuringAClaim: a claim cut short by the shutdown window releases its message
 // at once, as a stopped worker's, unrun; it is no failure of the table.
 func TestDedupeStopDuringAClaim(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newDedupeRig(t, false, rigOptions{})
 		r.cfg.ShutdownTimeout = 2 * time.Second // shorter than a claim's timeout
@@ -319,6 +326,7 @@ func TestDedupeStopDuringAClaim(t *testing.T) {
 // TestDedupeTableDownAtAStopHandsMessagesBack: FIFO messages waiting in place are handed back
 // at a stop, unrun.
 func TestDedupeTableDownAtAStopHandsMessagesBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newDedupeRig(t, true, rigOptions{})
 		r.start()
@@ -342,6 +350,7 @@ func TestDedupeTableDownAtAStopHandsMessagesBack(t *testing.T) {
 }
 
 func TestDedupeMissingKeyDeadLetters(t *testing.T) {
+	t.Parallel()
 	for _, fifo := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standard", true: "FIFO"}[fifo], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -368,6 +377,7 @@ func TestDedupeMissingKeyDeadLetters(t *testing.T) {
 }
 
 func TestDedupeExtendsClaimsWithTheLease(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newDedupeRig(t, false, rigOptions{visibility: 30 * time.Second})
 		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Minute} }
@@ -397,6 +407,7 @@ func TestDedupeExtendsClaimsWithTheLease(t *testing.T) {
 // renew the other messages' leases when they fall due. With a 4 s receive lease a message
 // received during the hang must be renewed within a second, or SQS delivers it again.
 func TestDedupeHungExtensionsHoldUpNoRenewal(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newDedupeRig(t, false, rigOptions{visibility: 30 * time.Second})
 		r.cfg.ReceiveVisibility, r.cfg.KillGrace = 4*time.Second, time.Second
@@ -416,6 +427,7 @@ func TestDedupeHungExtensionsHoldUpNoRenewal(t *testing.T) {
 }
 
 func TestDedupeFailingExtensionsStopTheJob(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		breakIt func(*fakeDedupe)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCheckDedupe(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  DedupeConfig
@@ -52,6 +53,7 @@ func TestCheckDedupe(t *testing.T) {
 }
 
 func TestDedupeStartupChecks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		table     string
@@ -98,6 +100,7 @@ func TestDedupeStartupChecks(t *testing.T) {
 }
 
 func TestDedupeTTL(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		ttl       time.Duration
@@ -131,6 +134,7 @@ func TestDedupeTTL(t *testing.T) {
 
 // TestDedupeWaitDelays is dedupeWait's table, and the bound a holder's lease puts on it.
 func TestDedupeWaitDelays(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		waits    int
 		low, top time.Duration
@@ -152,6 +156,7 @@ func TestDedupeWaitDelays(t *testing.T) {
 
 // TestClaimDecision is claimDecision's table, row by row.
 func TestClaimDecision(t *testing.T) {
+	t.Parallel()
 	now := t0Bubble
 	attr := dedupe.KeySource{Attribute: "idem"}
 	half := func() float64 { return 0.5 }

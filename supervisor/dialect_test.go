@@ -54,6 +54,7 @@ func dialectSQS(t *testing.T, d fakesqs.Dialect) (*fakesqs.Server, *sqs.Client, 
 // lost lease; a server fault is not; a queue or dead-letter queue that does not exist is a
 // setting refused at startup (exit 2), not an unreachable service.
 func TestSQSErrorDialects(t *testing.T) {
+	t.Parallel()
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			srv, c, q := dialectSQS(t, d.dialect)

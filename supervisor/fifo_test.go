@@ -30,6 +30,7 @@ import (
 // messages started out of order (per-message mode), or when they left the queue out of order.
 
 func TestFIFOGroupsInOrderSideBySide(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 4})
 		r.send("a1", "a2", "a3", "a4", "b1", "b2", "b3", "c1", "c2", "d1")
@@ -58,6 +59,7 @@ func TestFIFOGroupsInOrderSideBySide(t *testing.T) {
 }
 
 func TestFIFOFailureRetriesInPlace(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 2})
 		// a1 fails twice; a worker asks for a2's retry in 5 s once.
@@ -107,6 +109,7 @@ func TestFIFOFailureRetriesInPlace(t *testing.T) {
 }
 
 func TestFIFOPoisonHeadLeavesItsGroupAlone(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 3, concurrency: 2})
 		r.behave = func(c workerCall) workerAct {
@@ -148,6 +151,7 @@ func TestFIFOPoisonHeadLeavesItsGroupAlone(t *testing.T) {
 }
 
 func TestFIFORejectLetsTheGroupGoOn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 1})
 		r.behave = func(c workerCall) workerAct {
@@ -181,6 +185,7 @@ func TestFIFORejectLetsTheGroupGoOn(t *testing.T) {
 }
 
 func TestFIFOExit4HandsTheGroupBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 2})
 		r.behave = func(c workerCall) workerAct {
@@ -217,6 +222,7 @@ func TestFIFOExit4HandsTheGroupBack(t *testing.T) {
 }
 
 func TestFIFOMaxJobDurationRetriesInPlace(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 2})
 		r.cfg.MaxJobDuration = 10 * time.Second
@@ -243,6 +249,7 @@ func TestFIFOMaxJobDurationRetriesInPlace(t *testing.T) {
 }
 
 func TestFIFOShutdownHandsBackHeldMessages(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 2})
 		r.cfg.WaitTime = time.Second
@@ -295,6 +302,7 @@ func TestFIFOShutdownHandsBackHeldMessages(t *testing.T) {
 }
 
 func TestFIFOLeaseLostHandsBackTheRest(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 1, visibility: 10 * time.Second})
 		r.cfg.HeartbeatInterval = 4 * time.Second
@@ -323,6 +331,7 @@ func TestFIFOLeaseLostHandsBackTheRest(t *testing.T) {
 }
 
 func TestFIFOBatchHoldsAGroupBehindItsFailure(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 1, batchSize: 10})
 		r.behave = func(c workerCall) workerAct {
@@ -359,6 +368,7 @@ func TestFIFOBatchHoldsAGroupBehindItsFailure(t *testing.T) {
 }
 
 func TestFIFOLostReceiveAnswerCostsNothing(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5, concurrency: 2, visibility: 5 * time.Minute})
 		r.send("a1", "a2", "b1")
@@ -392,6 +402,7 @@ func TestFIFOLostReceiveAnswerCostsNothing(t *testing.T) {
 // lost answer took. That receive does not long-poll: SQS answers a retried attempt id from
 // what it kept, so on an empty queue the stop does not wait out a 20 s poll.
 func TestFIFOStopInReceiveBackoffIsPrompt(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newFIFORig(t, rigOptions{maxReceiveCount: 5})
 		r.cfg.WaitTime = 20 * time.Second

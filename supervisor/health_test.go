@@ -8,6 +8,7 @@ import (
 )
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig() // wait 20s, grace 1m, ack timeout 15s
 	cfg.HeartbeatInterval = 90 * time.Second
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -55,6 +56,7 @@ func TestHealth(t *testing.T) {
 }
 
 func TestReadiness(t *testing.T) {
+	t.Parallel()
 	h := NewHealth(DefaultConfig())
 	if ok, why := h.Ready(); ok || why != "startup checks under way" {
 		t.Errorf("before start: %v %q", ok, why)

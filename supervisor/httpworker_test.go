@@ -16,6 +16,7 @@ import (
 // TestHTTPWorkerPostsWhatSQSDelivered: an SNS notification is POSTed as received, and its
 // headers carry the SQS message's attributes, not the unwrapped notification's.
 func TestHTTPWorkerPostsWhatSQSDelivered(t *testing.T) {
+	t.Parallel()
 	var body string
 	var header http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestVolumesEmptiedAfterEveryJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	vol := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(vol, "keep-dir"), 0o755); err != nil {
@@ -51,6 +52,7 @@ func TestVolumesEmptiedAfterEveryJob(t *testing.T) {
 }
 
 func TestOnceProcessesOneMessage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("once.sh", `echo "$Message" >> "`+h.dir+`/ran"`)
 	h.send("first", nil)
@@ -80,6 +82,7 @@ func TestOnceProcessesOneMessage(t *testing.T) {
 // too short for it, the stop hands it back at once, visible again, not left to its lease.
 // Either way every message is done or back in the queue.
 func TestReadAheadAtStop(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		window  time.Duration
@@ -138,6 +141,7 @@ func TestReadAheadAtStop(t *testing.T) {
 // (the SDK retries it), which turns the quick leases on; the answers of the three receives
 // after that call are dropped, and the message is sent while the first of them polls.
 func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	proxy, url := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{Rules: []faultproxy.Rule{
 		{Operations: []string{"ReceiveMessage"}, Fault: faultproxy.ServerError, Rate: 1, For: 1},
@@ -197,6 +201,7 @@ func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
 }
 
 func TestHeartbeatKeepsLongJobLeased(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5, VisibilityTimeout: 2 * time.Second})
 	worker := h.script("slow.sh", `echo "$MessageId" >> "`+h.dir+`/ran"; sleep 5`)
 	cfg := h.config(worker)
@@ -215,6 +220,7 @@ func TestHeartbeatKeepsLongJobLeased(t *testing.T) {
 // heartbeat must extend the lease to the whole visibility timeout within it, or free slots
 // would take the message again after 4 s.
 func TestShortReceiveLeaseKeepsLongJobLeased(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second})
 	worker := h.script("slow.sh", `echo "$MessageId" >> "`+h.dir+`/ran"; sleep 6`)
 	cfg := h.config(worker)
@@ -230,6 +236,7 @@ func TestShortReceiveLeaseKeepsLongJobLeased(t *testing.T) {
 }
 
 func TestConcurrencyRunsWorkersAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	// Each worker announces itself and waits until four have: only true concurrency passes.
 	worker := h.script("barrier.sh", `
@@ -256,6 +263,7 @@ exit 0`)
 }
 
 func TestShutdownLetsRunningJobFinish(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("job.sh", `touch "`+h.dir+`/started"; sleep 1; touch "`+h.dir+`/finished"`)
 	stop := h.start(h.config(worker))
@@ -273,6 +281,7 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 }
 
 func TestShutdownTimeoutReleasesMessage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("stuck.sh", `touch "`+h.dir+`/started"; trap 'echo got TERM; exit 143' TERM; sleep 60 & wait`)
 	cfg := h.config(worker)

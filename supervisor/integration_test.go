@@ -124,6 +124,7 @@ func (h *harness) readFile(name string) string {
 }
 
 func TestSuccessDeletes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("ok.sh", `echo "$MessageId" >> "`+h.dir+`/ran"; echo processed "$Message"`)
 	stop := h.start(h.config(worker))
@@ -148,6 +149,7 @@ func TestSuccessDeletes(t *testing.T) {
 }
 
 func TestFailureBacksOffThenRedrivesToDLQ(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("fail.sh", `date +%s.%N >> "`+h.dir+`/attempts"; echo "attempt $WATCHBOT_ATTEMPT of $WATCHBOT_MAX_ATTEMPTS" >&2; exit 1`)
 	h.start(h.config(worker))
@@ -187,6 +189,7 @@ func TestFailureBacksOffThenRedrivesToDLQ(t *testing.T) {
 }
 
 func TestRejectDeadLettersWithReason(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	worker := h.script("reject.sh", `exit 3`)
 	h.start(h.config(worker))
@@ -227,6 +230,7 @@ func TestRejectDeadLettersWithReason(t *testing.T) {
 }
 
 func TestRejectDeleteMode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	worker := h.script("reject.sh", `echo ran >> "`+h.dir+`/ran"; exit 3`)
 	cfg := h.config(worker)
@@ -242,6 +246,7 @@ func TestRejectDeleteMode(t *testing.T) {
 }
 
 func TestReleaseRetriesWithoutWorkerError(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	// Exit 4 on the first attempt, succeed on the second.
 	worker := h.script("release.sh", `echo "$WATCHBOT_ATTEMPT" >> "`+h.dir+`/attempts"; [ "$WATCHBOT_ATTEMPT" -ge 2 ] && exit 0; exit 4`)
@@ -259,6 +264,7 @@ func TestReleaseRetriesWithoutWorkerError(t *testing.T) {
 }
 
 func TestResultFileDirectives(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	// The body says which directive to write; the exit code says the opposite.
 	worker := h.script("directive.sh", `
@@ -293,6 +299,7 @@ esac`)
 }
 
 func TestBodiesReachTheWorkerUntouched(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	// The worker saves stdin and the message file; the test compares them with what it sent.
 	worker := h.script("copy.sh", `cat > "`+h.dir+`/$MessageId.stdin"; cp "$WATCHBOT_MESSAGE_FILE" "`+h.dir+`/$MessageId.file"; printf %s "${Message-UNSET}" > "`+h.dir+`/$MessageId.env"`)
@@ -340,6 +347,7 @@ func sum(s string) string {
 }
 
 func TestMaxMessageAgeDeadLettersWithoutRunning(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("never.sh", `touch "`+h.dir+`/ran"`)
 	h.send("stale", nil)
@@ -361,6 +369,7 @@ func TestMaxMessageAgeDeadLettersWithoutRunning(t *testing.T) {
 }
 
 func TestSNSEnvelopeIsUnwrapped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	worker := h.script("sns.sh", `printf '%s|%s|%s' "$Message" "$Subject" "$WATCHBOT_ATTR_COLOR" > "`+h.dir+`/got"`)
 	h.start(h.config(worker))
@@ -372,6 +381,7 @@ func TestSNSEnvelopeIsUnwrapped(t *testing.T) {
 }
 
 func TestSpawnFailureCountsSpawnErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 2})
 	worker := h.script("vanish.sh", `exit 0`)
 	cfg := h.config(worker)
@@ -389,6 +399,7 @@ func TestSpawnFailureCountsSpawnErrors(t *testing.T) {
 }
 
 func TestStartupChecks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	noDLQ := h.emu.NewQueue(t, testenv.QueueOptions{})
 	tests := []struct {
@@ -425,6 +436,7 @@ func TestStartupChecks(t *testing.T) {
 }
 
 func TestAllowNoDLQLogsAndDeletes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{})
 	worker := h.script("reject.sh", `exit 3`)
 	cfg := h.config(worker)

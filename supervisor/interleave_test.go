@@ -45,6 +45,7 @@ type interleaveStats struct {
 }
 
 func TestInterleavings(t *testing.T) {
+	t.Parallel()
 	first, n := uint64(1), uint64(interleaveSeeds)
 	if v := os.Getenv("WATCHBOT_SEEDS"); v != "" {
 		var err error

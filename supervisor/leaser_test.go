@@ -78,6 +78,7 @@ func heartbeatConfig() Config {
 }
 
 func TestHeartbeatRenewsPastTheVisibilityTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -100,6 +101,7 @@ func TestHeartbeatRenewsPastTheVisibilityTimeout(t *testing.T) {
 }
 
 func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -129,6 +131,7 @@ func TestHeartbeatStopsJobBeforeTwelveHours(t *testing.T) {
 }
 
 func TestHeartbeatStopsJobWhoseLeaseIsGone(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -151,6 +154,7 @@ func TestHeartbeatStopsJobWhoseLeaseIsGone(t *testing.T) {
 }
 
 func TestHeartbeatSkipsSettledJobs(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -167,6 +171,7 @@ func TestHeartbeatSkipsSettledJobs(t *testing.T) {
 }
 
 func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	l := newLeaser(DefaultConfig(), nil, log, nil, nil, nil)
 	first := l.newJob(message{ID: "m", ReceiptHandle: "rh-1", Attempt: 1}, time.Now().Add(-time.Hour), log)
@@ -196,6 +201,7 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 }
 
 func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // visibility 30 s, heartbeat 10 s, kill grace 5 s
 		s, q, stop := newLeaseRig(t, cfg)
@@ -230,6 +236,7 @@ func TestHeartbeatStopsJobBeforeAnUnrenewableLeaseLapses(t *testing.T) {
 // A receive lease of 4 s with a kill grace of 1 s leaves 1 s to renew in before the job must
 // be stopped: the first renewal goes out halfway through it, and is retried within it.
 func TestShortReceiveLease(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig()
 		cfg.ReceiveVisibility, cfg.KillGrace = 4*time.Second, time.Second
@@ -275,6 +282,7 @@ func TestShortReceiveLease(t *testing.T) {
 // past the lease's end). The job must still be stopped kill grace + 2 s before its lease
 // lapses, without waiting for the call, and the other jobs' renewals must go on meanwhile.
 func TestHeartbeatStopsJobWhoseRenewalGoesUnanswered(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // visibility 30 s, heartbeat 10 s, kill grace 5 s
 		s, q, stop := newLeaseRig(t, cfg)
@@ -308,6 +316,7 @@ func TestHeartbeatStopsJobWhoseRenewalGoesUnanswered(t *testing.T) {
 }
 
 func TestHeartbeatSurvivesAShortOutage(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -327,6 +336,7 @@ func TestHeartbeatSurvivesAShortOutage(t *testing.T) {
 }
 
 func TestHeartbeatReportsHeldJobsItGivesUpOn(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s, q, stop := newLeaseRig(t, heartbeatConfig())
 		defer stop()
@@ -361,6 +371,7 @@ func TestHeartbeatReportsHeldJobsItGivesUpOn(t *testing.T) {
 // heartbeat gives it the whole lease once it has been held a third of that, and a message
 // settled before then costs no renewal at all.
 func TestReceiveLease(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig()
 		cfg.ReceiveVisibility = 0 // the default: min(30 s, max(20 s, kill grace 5 s + 15 s))
@@ -399,6 +410,7 @@ func TestReceiveLease(t *testing.T) {
 }
 
 func TestReceiveVisibilityIsChecked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		v, grace time.Duration
@@ -431,6 +443,7 @@ func TestReceiveVisibilityIsChecked(t *testing.T) {
 // one wakes the heartbeat, which must still beat every interval, or the health check would
 // report it stuck.
 func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // heartbeat 10 s
 		h := NewHealth(cfg)
@@ -461,6 +474,7 @@ func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
 // the lease leaves before then, so an outage still stops the job kill grace + 2 s before its
 // lease lapses.
 func TestHeartbeatRenewsInTimeWithALongInterval(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig()
 		cfg.HeartbeatInterval = 28 * time.Second // visibility 30 s, kill grace 5 s

@@ -18,6 +18,7 @@ import (
 )
 
 func TestCheckLimits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		edit    func(*LimitsConfig)
@@ -57,6 +58,7 @@ func TestCheckLimits(t *testing.T) {
 }
 
 func TestLimitKey(t *testing.T) {
+	t.Parallel()
 	m := message{GroupID: "g1", Attributes: map[string]string{"tenant": "acme"}}
 	for key, want := range map[string]string{"": "", "group": "g1", "attr:tenant": "acme", "attr:other": ""} {
 		if got := limitKey(key, m); got != want {
@@ -87,6 +89,7 @@ func startLimitsRig(r *dedupeRig) *limits.Limiter {
 }
 
 func TestLimitsFleetConcurrency(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) { c.Fleet.Concurrency = 2 })
 		lim := startLimitsRig(r)
@@ -112,6 +115,7 @@ func TestLimitsFleetConcurrency(t *testing.T) {
 }
 
 func TestLimitsRate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 8}, func(c *LimitsConfig) { c.Fleet.Rate = 2 })
 		r.behave = func(workerCall) workerAct { return workerAct{Took: 10 * time.Millisecond} }
@@ -143,6 +147,7 @@ func TestLimitsRate(t *testing.T) {
 }
 
 func TestLimitsPauseInPlace(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 2}, func(*LimitsConfig) {})
 		r.behave = func(c workerCall) workerAct {
@@ -181,6 +186,7 @@ func TestLimitsPauseInPlace(t *testing.T) {
 }
 
 func TestLimitsPerKey(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) {
 			c.Fleet.ConcurrencyPerKey, c.Key, c.Wait = 1, "attr:idem", 30*time.Second
@@ -223,6 +229,7 @@ func TestLimitsPerKey(t *testing.T) {
 }
 
 func TestLimitsKeyWaitReleases(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) {
 			c.Fleet.ConcurrencyPerKey, c.Key, c.Wait = 1, "attr:idem", 5*time.Second
@@ -259,6 +266,7 @@ func TestLimitsKeyWaitReleases(t *testing.T) {
 // A pause is in force before the run that asked gives its slot back: a message already
 // held for that slot does not start in between.
 func TestLimitsPauseBeforeSlotFrees(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 1}, func(*LimitsConfig) {})
 		r.behave = func(c workerCall) workerAct {
@@ -291,6 +299,7 @@ func TestLimitsPauseBeforeSlotFrees(t *testing.T) {
 // A stop during a pause does not wait for it: the message that asked goes back at once,
 // visible when the pause ends, with the receive it has.
 func TestLimitsStopDuringPause(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 1}, func(*LimitsConfig) {})
 		r.behave = func(c workerCall) workerAct {
@@ -323,6 +332,7 @@ func TestLimitsStopDuringPause(t *testing.T) {
 // SQS lets a message stay in flight: near the 12 h limit it goes back, one receive on its
 // count, and the pauses stop no run's message forever.
 func TestLimitsEndlessPauseBounded(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newLimitsRig(t, rigOptions{concurrency: 1, maxReceiveCount: 2}, func(*LimitsConfig) {})
 		r.behave = func(workerCall) workerAct {
@@ -351,6 +361,7 @@ func TestLimitsEndlessPauseBounded(t *testing.T) {
 // watchdog outside the bubble sees a spin by the starts the limiter refuses, and fails the
 // test rather than let it hang.
 func TestLimitsBatchWindowPastNoSpin(t *testing.T) {
+	t.Parallel()
 	var watched atomic.Pointer[limits.Limiter]
 	done := make(chan struct{})
 	defer close(done)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLoadBusySlotsIsTheAverageOverTheWindow(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLoad()
 		l.set(time.Now(), loadState{slots: 8, limit: 8, running: 2, active: true})

@@ -19,6 +19,7 @@ func str(v string) types.MessageAttributeValue {
 }
 
 func TestParseMessage(t *testing.T) {
+	t.Parallel()
 	sys := map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000000",
 		"ApproximateFirstReceiveTimestamp": "1700000001000", "MessageGroupId": "g1"}
 	tests := []struct {

@@ -44,6 +44,7 @@ func checkOutcomes(t *testing.T, tests []outcomeCase) {
 }
 
 func TestOutcomeFor(t *testing.T) {
+	t.Parallel()
 	mid, last, lastBelowRedrive, _, _ := outcomeFixtures()
 	delay := func(s float64) *float64 { return &s }
 	checkOutcomes(t, []outcomeCase{
@@ -115,6 +116,7 @@ func TestOutcomeFor(t *testing.T) {
 
 // A message the duplicate check kept from running.
 func TestOutcomeForUnclaimed(t *testing.T) {
+	t.Parallel()
 	mid, last, lastBelowRedrive, fifoMid, fifoLast := outcomeFixtures()
 	delay := func(s float64) *float64 { return &s }
 	held := outcome{Action: actRetry, Delay: 3 * time.Second, Reason: "its dedupe key is held by b"}
@@ -174,6 +176,7 @@ func TestOutcomeForUnclaimed(t *testing.T) {
 }
 
 func TestInGroupOrder(t *testing.T) {
+	t.Parallel()
 	ack := outcome{Action: actDelete, Success: true}
 	fail := outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}
 	reject := outcome{Action: actDeadLetter, Reason: "worker rejected the message (exit 3)", WorkerError: true, DeadLetter: true}

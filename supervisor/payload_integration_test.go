@@ -97,6 +97,7 @@ func (h *harness) record(id string) (stdin, file, msg, uri string, ok bool) {
 // with the full body on stdin and in the message file; a small one in Message too; each
 // object is deleted once its message succeeded.
 func TestPayloadFixtures(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	s3c := h.emu.S3()
 	testenv.CreateBucket(t, s3c, "extended-client-fixtures")
@@ -151,6 +152,7 @@ func TestPayloadFixtures(t *testing.T) {
 
 // TestPayloadKeep: with --keep-payloads the object stays after success.
 func TestPayloadKeep(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	s3c := h.emu.S3()
 	bucket := h.emu.NewBucket(t)
@@ -189,6 +191,7 @@ func (h *harness) dlqReasons(want int) map[string]dlqattr.Cause {
 // anything (the request log of a proxy in front of S3). A look-alike without the attribute is
 // an ordinary body.
 func TestPayloadRejected(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
 	proxy, proxyURL := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{})
 	s3c := testenv.S3ClientFor(proxyURL)
@@ -247,6 +250,7 @@ func TestPayloadRejected(t *testing.T) {
 // TestPayloadBatchMixed: a batch of inline and pointer bodies gives the worker every body
 // whole, the payloads' with their objects named.
 func TestPayloadBatchMixed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	s3c := h.emu.S3()
 	bucket := h.emu.NewBucket(t)
@@ -303,6 +307,7 @@ func readBatchLines(t *testing.T, path string) map[string]payloadLine {
 // TestPayloadHTTPWorker: an HTTP worker gets the payload as the POST's body, one message or a
 // batch.
 func TestPayloadHTTPWorker(t *testing.T) {
+	t.Parallel()
 	for _, batch := range []bool{false, true} {
 		t.Run(map[bool]string{false: "single", true: "batch"}[batch], func(t *testing.T) {
 			h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -352,6 +357,7 @@ func TestPayloadHTTPWorker(t *testing.T) {
 // message: each runs with its whole body, none is dead-lettered, and a delete that failed
 // leaves the message done and is counted.
 func TestPayloadS3Faults(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 10})
 	proxy, proxyURL := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{Seed: 7, Rules: []faultproxy.Rule{
 		{Operations: []string{faultproxy.S3GetObject, faultproxy.S3DeleteObject}, Fault: faultproxy.Throttle, Rate: 0.3},
@@ -405,6 +411,7 @@ func TestPayloadS3Faults(t *testing.T) {
 // TestPayloadPassThrough: without --payload-bucket a pointer reaches the worker untouched, as
 // its sender wrote it, with one warning, and its object stays.
 func TestPayloadPassThrough(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	bucket := h.emu.NewBucket(t)
 	p := payload.Pointer{Bucket: bucket, Key: payload.NewKey()}
@@ -429,6 +436,7 @@ func TestPayloadPassThrough(t *testing.T) {
 }
 
 func TestCheckPayload(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		cfg  PayloadConfig
 		want string // "" when valid
@@ -455,6 +463,7 @@ func TestCheckPayload(t *testing.T) {
 // TestPayloadFetchStopped: a stop while a payload downloads ends the download within the
 // stop's window, and the message is released for another task, unrun and not dead-lettered.
 func TestPayloadFetchStopped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	proxy, proxyURL := faultproxy.Serve(t, h.emu.Endpoint, faultproxy.Config{Rules: []faultproxy.Rule{
 		{Operations: []string{faultproxy.S3GetObject}, Fault: faultproxy.Stall, Rate: 1, Until: 10 * time.Minute},

@@ -18,6 +18,7 @@ import (
 )
 
 func TestProtectionExpiry(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		lease, maxJob, want time.Duration
 	}{
@@ -36,6 +37,7 @@ func TestProtectionExpiry(t *testing.T) {
 }
 
 func TestProtectionPolicyNext(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	p := protectionPolicy{expiry: 4 * time.Minute, idle: 30 * time.Second, gap: 5 * time.Second}
@@ -177,6 +179,7 @@ func (r *protectorRig) want(t *testing.T, calls ...agentCall) {
 }
 
 func TestProtectorFollowsTheLoad(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		time.Sleep(time.Minute)
@@ -214,6 +217,7 @@ func TestProtectorFollowsTheLoad(t *testing.T) {
 }
 
 func TestProtectorDropsProtectionAtAStop(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		r.busy(true)
@@ -225,6 +229,7 @@ func TestProtectorDropsProtectionAtAStop(t *testing.T) {
 }
 
 func TestProtectorRetriesFailuresWithBackoff(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		r.api.setFail(&ecsagent.Error{Status: 500, Code: "ServerException", Message: "boom"})
@@ -265,6 +270,7 @@ func TestProtectorRetriesFailuresWithBackoff(t *testing.T) {
 }
 
 func TestProtectorTriesTheOffCallOnceAtAStop(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		r.busy(true)
@@ -280,6 +286,7 @@ func TestProtectorTriesTheOffCallOnceAtAStop(t *testing.T) {
 }
 
 func TestProtectorStopsCallingForAStandaloneTask(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		r.api.setFail(&ecsagent.Error{Status: 200, Code: "TASK_NOT_VALID", Message: "The task is not part of a service"})
@@ -302,6 +309,7 @@ func TestProtectorStopsCallingForAStandaloneTask(t *testing.T) {
 // TestProtectorLetsAStuckWatchbotGo: a watchbot that holds messages but makes no progress
 // stops renewing; its task is unprotected at the renewal that was due plus the idle hold.
 func TestProtectorLetsAStuckWatchbotGo(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := startProtector(t)
 		r.busy(true)

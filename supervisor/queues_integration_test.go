@@ -174,6 +174,7 @@ func count(starts []queueStart) map[string]int {
 // Two queues flooded with 500 messages each and 100 ms jobs: weighted 3:1 splits the starts
 // 3:1 (within 10%) while both have a backlog.
 func TestQueuesWeightedSplit(t *testing.T) {
+	t.Parallel()
 	r := newQueuesRig(t, 2)
 	r.cfg.Queues.Weights = map[string]int{r.names[0]: 3, r.names[1]: 1}
 	r.flood(0, 500)
@@ -194,6 +195,7 @@ func TestQueuesWeightedSplit(t *testing.T) {
 // Strict gives the first queue every slot that frees while it has work, and the second
 // queue's backlog runs once the first's is done.
 func TestQueuesStrict(t *testing.T) {
+	t.Parallel()
 	r := newQueuesRig(t, 2)
 	r.cfg.Queues.Policy = PolicyStrict
 	r.flood(0, 500)
@@ -250,6 +252,7 @@ func TestQueuesStrict(t *testing.T) {
 // holds messages read ahead of a slot, starts within one job's duration plus 1 s, however
 // deep the bulk backlog, under either policy.
 func TestQueuesUrgentTakesNextSlot(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []QueuePolicy{PolicyStrict, PolicyWeighted} {
 		t.Run(string(policy), func(t *testing.T) {
 			const job = 2 * time.Second
@@ -277,6 +280,7 @@ func TestQueuesUrgentTakesNextSlot(t *testing.T) {
 // A reserved slot stays free for its queue while the other's backlog is deep, and its
 // queue's message starts in it at once.
 func TestQueuesReserve(t *testing.T) {
+	t.Parallel()
 	r := newQueuesRig(t, 2)
 	r.cfg.Concurrency = 4
 	r.cfg.Queues.Reserve = map[string]int{r.names[0]: 1}

@@ -240,6 +240,7 @@ func (r *modelRig) trail() string { return r.logs.String() }
 // A FIFO queue served beside a standard one keeps its groups' order, one message of a group
 // at a time, while the standard queue's messages run side by side.
 func TestQueuesFIFOBesideStandard(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "orders.fifo", "bulk")
 		fifo := groupBodies("abc", 6)
@@ -278,6 +279,7 @@ func TestQueuesFIFOBesideStandard(t *testing.T) {
 // start in 26 for the lightest, 6.5 s of 1 s jobs on four slots), and the starts split by
 // weight.
 func TestQueuesWeightedNoStarvation(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "light", "middle", "heavy")
 		r.cfg.Queues.Weights = map[string]int{"light": 1, "middle": 5, "heavy": 20}
@@ -322,6 +324,7 @@ func TestQueuesWeightedNoStarvation(t *testing.T) {
 // One brake per queue: a queue whose every run fails brakes to a probe, and the other queue
 // goes on with every other slot.
 func TestQueuesBrakePerQueue(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "broken", "healthy")
 		r.behave = func(queue, _ string) (time.Duration, int) {
@@ -354,6 +357,7 @@ func TestQueuesBrakePerQueue(t *testing.T) {
 // two queues on four slots, and both queues keep running within it (the limiter's wake-ups
 // reach every queue's loop).
 func TestQueuesShareTheLimits(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "first", "second")
 		r.cfg.Limits.Fleet.Concurrency = 2
@@ -378,6 +382,7 @@ func TestQueuesShareTheLimits(t *testing.T) {
 // A pause a worker of one queue asks for holds every queue: no run starts on either until it
 // ends, and the message that asked runs again then.
 func TestQueuesPauseHoldsEveryQueue(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "first", "second")
 		r.result = func(body string, run int) string {
@@ -426,6 +431,7 @@ func TestQueuesPauseHoldsEveryQueue(t *testing.T) {
 // frees, although nothing else of its queue is ready, and one held past --limit-wait is
 // released.
 func TestQueuesKeyedLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		wait     time.Duration
@@ -463,6 +469,7 @@ func TestQueuesKeyedLimit(t *testing.T) {
 // One scale-in protector follows every queue: the task is protected while any queue holds a
 // message, with no flip-flop between the queues, and unprotected after the drain.
 func TestQueuesOneProtector(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		agent := &fakeProtection{start: time.Now()}
 		r := newModelRig(t, "first", "second")
@@ -494,6 +501,7 @@ func TestQueuesOneProtector(t *testing.T) {
 
 // Batch mode on several queues: a run is a batch of one queue's messages and takes one slot.
 func TestQueuesBatches(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "first", "second")
 		r.cfg.BatchSize, r.cfg.BatchWindow = 5, time.Second
@@ -517,6 +525,7 @@ func TestQueuesBatches(t *testing.T) {
 
 // With --http-worker, each POST names its message's queue in X-Aws-Sqsd-Queue, as sqsd does.
 func TestQueuesHTTPWorkerQueueHeader(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string]string{} // body -> X-Aws-Sqsd-Queue
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -549,6 +558,7 @@ func TestQueuesHTTPWorkerQueueHeader(t *testing.T) {
 // held ahead of a slot, stop within --shutdown-timeout + --kill-grace + 2 s, and every message
 // of both queues is back in its queue, visible, none lost, none left leased.
 func TestQueuesStopDrainsEveryQueue(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "orders.fifo", "bulk")
 		r.cfg.ShutdownTimeout, r.cfg.KillGrace = 5*time.Second, time.Second
@@ -605,6 +615,7 @@ func TestQueuesStopDrainsEveryQueue(t *testing.T) {
 // would hold 8. A receive may also count the slots free at that moment, which the policy may
 // then give to the other queue, so the bound is on the average over time.
 func TestQueuesReadAheadCountedAgainstShare(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "heavy", "light")
 		r.cfg.Queues.Weights = map[string]int{"heavy": 3, "light": 1}
@@ -642,6 +653,7 @@ func TestQueuesReadAheadCountedAgainstShare(t *testing.T) {
 // is its reserve, none): what it holds ahead of a slot does not grow, and an urgent message
 // takes every slot that frees, ahead of the bulk messages held.
 func TestQueuesStrictNoReadAheadBehindWork(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "urgent", "bulk")
 		r.cfg.Queues.Policy = PolicyStrict
@@ -688,6 +700,7 @@ func TestQueuesStrictNoReadAheadBehindWork(t *testing.T) {
 // A message held back for its key goes back after --limit-wait even when every shared slot
 // has been taken since: its release needs no slot, so it does not wait for one to free.
 func TestQueuesKeyedLimitWaitWhileSlotsBusy(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := newModelRig(t, "first", "second")
 		r.cfg.Concurrency = 3

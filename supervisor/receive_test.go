@@ -19,6 +19,7 @@ import (
 // Receives take the quick lease only on a standard queue, before the quick leases end, and
 // when it is shorter than the receive lease.
 func TestQuickLease(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	tests := []struct {
 		name    string
@@ -58,6 +59,7 @@ func (refusingBatches) ChangeMessageVisibilityBatch(context.Context, *sqs.Change
 // plus the time the extension may take; the rest keep their quick lease, untouched, and are
 // logged.
 func TestExtendQuick(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		api  func(q *fakeQueue) sqsAPI

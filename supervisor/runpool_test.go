@@ -9,6 +9,7 @@ import (
 // Runs one after another share one goroutine; runs at once get one each; Wait waits for the
 // runs under way and leaves no goroutine behind (synctest fails on one that stays blocked).
 func TestRunPool(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var p runPool
 		var ran atomic.Int64

@@ -11,6 +11,7 @@ import (
 // receive asks for as many messages as recent receives brought per new group, so deep groups
 // come a run at a time while shallow ones bring no more groups than there are free slots.
 func TestSchedulerFIFOReceiveSize(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(4, 1, 0, true, nil, false)
 	if got := s.room(); got != 4 {
 		t.Fatalf("room = %d at start (4 free slots, nothing known of the groups), want 4", got)
@@ -48,6 +49,7 @@ func TestSchedulerFIFOReceiveSize(t *testing.T) {
 // TestSchedulerFIFOReadAheadFollowsJobDuration: behind a long job what is held waits long, and
 // a stop hands it back (a receive more on each count), so long jobs get no read-ahead.
 func TestSchedulerFIFOReadAheadFollowsJobDuration(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		took time.Duration
 		want int // room with one free slot, after a receive of 8 of one group
@@ -80,6 +82,7 @@ func TestSchedulerFIFOReadAheadFollowsJobDuration(t *testing.T) {
 // bring up to a receive's worth beyond the free slots, bounded by readAhead of work across
 // the slots; the receive waits for that much room.
 func TestSchedulerStandardReadAhead(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		took       time.Duration
 		room, full int // room with all 8 slots busy and nothing held; target
@@ -119,6 +122,7 @@ func TestSchedulerStandardReadAhead(t *testing.T) {
 // the read-ahead would run dry within two receive latencies at the slots' rate; not with
 // long jobs, whose read-ahead is none.
 func TestSchedulerRefill(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		took    time.Duration
@@ -145,6 +149,7 @@ func TestSchedulerRefill(t *testing.T) {
 // TestSchedulerRunsBy: a stop runs what waits for a slot when, at the jobs' recent duration and
 // twice over, a round for the runs under way and one per slotful waiting end by the deadline.
 func TestSchedulerRunsBy(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		took   time.Duration

@@ -84,6 +84,7 @@ func checkBooks(t *testing.T, s *scheduler) {
 }
 
 func TestSchedulerStandardPerMessage(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(2, 1, 0, false, nil, false)
 	if got := s.room(); got != 2 {
 		t.Fatalf("room = %d with 2 free slots, want 2", got)
@@ -113,6 +114,7 @@ func TestSchedulerStandardPerMessage(t *testing.T) {
 // fair queue's tenant and orders nothing ("Amazon SQS fair queues", SQS Developer Guide), so
 // one tenant's messages fill every free slot.
 func TestSchedulerFairQueueTenantRunsSideBySide(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(4, 1, 0, false, nil, false)
 	s.add(t0, sj("t1"), sj("t2"), sj("t3"), sj("t4"), sj("t5"))
 	runs := s.next(t0)
@@ -127,6 +129,7 @@ func TestSchedulerFairQueueTenantRunsSideBySide(t *testing.T) {
 }
 
 func TestSchedulerBatchWindow(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(1, 3, 5*time.Second, false, nil, false)
 	s.add(t0, &job{msg: message{ID: "m1"}})
 	s.add(t0.Add(time.Second), &job{msg: message{ID: "m2"}})
@@ -211,6 +214,7 @@ func (fs fifoStep) check(t *testing.T, s *scheduler, st *state) {
 }
 
 func TestSchedulerFIFO(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		slots     int
@@ -293,6 +297,7 @@ func fin(run string, d ...disposition) func(*scheduler, *state) []*job {
 }
 
 func TestSchedulerAttemptsCountInPlaceRuns(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(1, 10, 0, true, nil, false)
 	a1, a2, a3 := sj("a1"), sj("a2"), sj("a3")
 	s.add(t0, a1, a2, a3)
@@ -308,6 +313,7 @@ func TestSchedulerAttemptsCountInPlaceRuns(t *testing.T) {
 }
 
 func TestSchedulerRoomFIFO(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(2, 1, 0, true, nil, false)
 	// Ten of group a: one runs, nine wait behind it. They block no one (SQS keeps group a
 	// locked while watchbot holds them), so one more group may still be received for the
@@ -334,6 +340,7 @@ func TestSchedulerRoomFIFO(t *testing.T) {
 }
 
 func TestSchedulerDropAndDrain(t *testing.T) {
+	t.Parallel()
 	s := newScheduler(2, 1, 0, true, nil, false)
 	a1, a2, a3, b1, b2, c1 := sj("a1"), sj("a2"), sj("a3"), sj("b1"), sj("b2"), sj("c1")
 	s.add(t0, a1, a2, a3, b1, b2, c1)
@@ -366,6 +373,7 @@ func TestSchedulerDropAndDrain(t *testing.T) {
 }
 
 func TestCompareSequence(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		want int

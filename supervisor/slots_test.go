@@ -44,6 +44,7 @@ func (s *poolSim) end() {
 }
 
 func TestSlotPoolSplit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		policy    QueuePolicy
@@ -87,6 +88,7 @@ func TestSlotPoolSplit(t *testing.T) {
 // A slot that frees while the first queue (strict) waits is kept for it: the queue whose run
 // ended cannot take it back, however deep its backlog.
 func TestSlotPoolFreedSlotKeptForWaitingQueue(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []QueuePolicy{PolicyStrict, PolicyWeighted} {
 		t.Run(string(policy), func(t *testing.T) {
 			p := newSlotPool(8, policy, []int{1, 1}, []int{0, 0})
@@ -115,6 +117,7 @@ func TestSlotPoolFreedSlotKeptForWaitingQueue(t *testing.T) {
 // A reserved slot stays free for its queue while another queue has a backlog, and goes to
 // its queue at once.
 func TestSlotPoolReserve(t *testing.T) {
+	t.Parallel()
 	p := newSlotPool(4, PolicyWeighted, []int{1, 1}, []int{1, 0})
 	if n := p.acquire(1, 0, 100); n != 3 {
 		t.Fatalf("bulk got %d slots, want 3 (one reserved)", n)
@@ -136,6 +139,7 @@ func TestSlotPoolReserve(t *testing.T) {
 
 // Slots granted to a queue that no longer has the runs waiting go back to the pool.
 func TestSlotPoolGrantReturned(t *testing.T) {
+	t.Parallel()
 	p := newSlotPool(2, PolicyStrict, []int{1, 1}, []int{0, 0})
 	p.acquire(1, 0, 10)
 	p.acquire(0, 0, 1) // waits
@@ -149,6 +153,7 @@ func TestSlotPoolGrantReturned(t *testing.T) {
 }
 
 func TestSlotPoolShare(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		policy    QueuePolicy

@@ -9,6 +9,7 @@ import (
 )
 
 func TestTenants(t *testing.T) {
+	t.Parallel()
 	type rec struct {
 		queue, tenant string
 		wait          time.Duration
@@ -52,6 +53,7 @@ func TestTenants(t *testing.T) {
 // TestTenantsBounded: whatever the number of tenants, a queue keeps TopTenants rows and
 // other; the rows sum to every run; a tenant with more than 1/TopTenants of the runs stays.
 func TestTenantsBounded(t *testing.T) {
+	t.Parallel()
 	tn := NewTenants()
 	total := 0
 	for i := range 10000 {

@@ -297,6 +297,7 @@ func TestTraceFromAWSTraceHeader(t *testing.T) {
 
 // An SNS notification's context is inside its envelope's MessageAttributes.
 func TestParseMessageTraceInsideSNSEnvelope(t *testing.T) {
+	t.Parallel()
 	env, _ := json.Marshal(map[string]any{"Type": "Notification", "TopicArn": "arn:aws:sns:us-east-1:1:t", "Message": "hi",
 		"MessageAttributes": map[string]any{"traceparent": map[string]string{"Type": "String", "Value": producerTP}}})
 	m := parseMessage(types.Message{MessageId: aws.String("1"), Body: aws.String(string(env))})

@@ -32,6 +32,7 @@ func tracedJob(attrs map[string]string) *job {
 // How a run ends shows on its span: the outcome, status Error for a failed run, an event for
 // a stop at --max-job-duration and one for each lease renewal that failed while it ran.
 func TestRunSpanRecordsHowTheRunEnded(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	r := &runner{cfg: Config{BatchSize: 1, MaxJobDuration: time.Minute}, queueName: "jobs",
 		tracer: tracing.NewProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))}
@@ -75,6 +76,7 @@ func TestRunSpanRecordsHowTheRunEnded(t *testing.T) {
 // With tracing off the run's span is the message's own context: nothing is started, and the
 // worker gets the producer's traceparent as it came.
 func TestRunSpanOffHandsTheMessagesContext(t *testing.T) {
+	t.Parallel()
 	r := &runner{cfg: Config{BatchSize: 1}, queueName: "jobs"}
 	j := tracedJob(map[string]string{"traceparent": producerTP})
 	ctx, span := r.startSpan(context.Background(), []*job{j})
@@ -113,6 +115,7 @@ func BenchmarkRunSpan(b *testing.B) {
 // An HTTP worker gets the run's context in the traceparent, tracestate and baggage headers,
 // tracing on or off.
 func TestHTTPWorkerGetsTheTraceHeaders(t *testing.T) {
+	t.Parallel()
 	var header http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { header = r.Header.Clone() }))
 	defer srv.Close()

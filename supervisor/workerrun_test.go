@@ -10,6 +10,7 @@ import (
 // TestRunEndOf: each way a worker kind reports a run's end is read as one row of the outcome
 // table's input; a stop is told apart by its cause.
 func TestRunEndOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		res  worker.Result
