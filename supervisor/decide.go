@@ -61,24 +61,25 @@ func (s *scheduler) receive(now time.Time, st receiveState) receivePlan {
 	return p
 }
 
-// drainPlan is what a stop's drain does next.
+// drainPlan is what a stop's drain does next. While a receive is under way it does nothing:
+// the long poll is left to answer, since a message SQS gives a poll that was cancelled
+// stays out of every consumer's reach for --receive-visibility, and what it brings joins the
+// drain.
 type drainPlan struct {
-	// cancelReceive: nothing is held, so the receive under way is ended rather than awaited.
-	cancelReceive bool
 	// handBackNow: no receive is under way, so what was put off is handed back now, with what
 	// is held when drainHeld; over: no run is under way either, and the drain is over.
 	handBackNow, drainHeld, over bool
 }
 
-// draining decides a stop's next step. receiving says a receive is under way, putOff how many
-// hand-backs wait for it to end (what it brings could otherwise take them at once), runHeld
-// that what is held runs in the drain rather than go back. With no run under way once the
+// draining decides a stop's next step. receiving says a receive is under way (hand-backs
+// then wait for it to end: what it brings could otherwise take them at once), runHeld that
+// what is held runs in the drain rather than go back. With no run under way once the
 // runs that could start have started, what is still held cannot start now (a limit or a
 // pause holds it, or its retry in place is not due): it goes back rather than wait past the
 // drain's end, unrenewed.
-func (s *scheduler) draining(receiving bool, putOff int, runHeld bool) drainPlan {
+func (s *scheduler) draining(receiving, runHeld bool) drainPlan {
 	if receiving {
-		return drainPlan{cancelReceive: s.empty() && putOff == 0}
+		return drainPlan{}
 	}
 	return drainPlan{handBackNow: true, drainHeld: !runHeld || s.idle(), over: s.idle()}
 }

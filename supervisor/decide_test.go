@@ -74,20 +74,18 @@ func TestSchedulerDraining(t *testing.T) {
 		name      string
 		sched     func() *scheduler
 		receiving bool
-		putOff    int
 		runHeld   bool
 		want      drainPlan
 	}{
-		{"receiving, nothing held: the receive is cancelled", empty, true, 0, false, drainPlan{cancelReceive: true}},
-		{"receiving, messages held: the receive is awaited", holding, true, 0, false, drainPlan{}},
-		{"receiving, hand-backs put off: the receive is awaited", empty, true, 1, false, drainPlan{}},
-		{"not receiving: held messages handed back, over", holding, false, 0, false, drainPlan{handBackNow: true, drainHeld: true, over: true}},
-		{"not receiving, the read-ahead runs in the drain", heldAndRunning, false, 0, true, drainPlan{handBackNow: true}},
-		{"not receiving, nothing runs: what could not start goes back, over", holding, false, 0, true, drainPlan{handBackNow: true, drainHeld: true, over: true}},
-		{"not receiving, a run under way: not over", running, false, 0, false, drainPlan{handBackNow: true, drainHeld: true}},
+		{"receiving, nothing held: the long poll is left to answer", empty, true, false, drainPlan{}},
+		{"receiving, messages held: the receive is awaited", holding, true, false, drainPlan{}},
+		{"not receiving: held messages handed back, over", holding, false, false, drainPlan{handBackNow: true, drainHeld: true, over: true}},
+		{"not receiving, the read-ahead runs in the drain", heldAndRunning, false, true, drainPlan{handBackNow: true}},
+		{"not receiving, nothing runs: what could not start goes back, over", holding, false, true, drainPlan{handBackNow: true, drainHeld: true, over: true}},
+		{"not receiving, a run under way: not over", running, false, false, drainPlan{handBackNow: true, drainHeld: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.sched().draining(tc.receiving, tc.putOff, tc.runHeld); got != tc.want {
+			if got := tc.sched().draining(tc.receiving, tc.runHeld); got != tc.want {
 				t.Errorf("draining = %+v, want %+v", got, tc.want)
 			}
 		})

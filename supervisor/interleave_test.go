@@ -102,7 +102,8 @@ func interleave(t *testing.T, seed uint64, mode string, stats *interleaveStats) 
 		switch {
 		case e.body == "":
 			stopped = true
-			limit := cfg.ShutdownTimeout + cfg.KillGrace + 2*time.Second
+			// A stop waits for the long poll under way, whose answer joins the drain.
+			limit := max(cfg.ShutdownTimeout+cfg.KillGrace, cfg.WaitTime+receiveSlack) + 2*time.Second
 			took, err := stopWithin(t, stop, limit)
 			if err != nil {
 				t.Errorf("Run: %v", err)

@@ -49,9 +49,8 @@ type loop struct {
 }
 
 // loop runs the loop goroutine until the drain is over, closing asks, and returns how many
-// messages were received. stop is the stop request; runs run on jobs; stopReceiving ends the
-// receive under way.
-func (s *Supervisor) loop(stop, jobs context.Context, stopReceiving context.CancelFunc, asks chan<- receiveAsk, answers <-chan []types.Message) int {
+// messages were received. stop is the stop request; runs run on jobs.
+func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, answers <-chan []types.Message) int {
 	defer close(asks)
 	l := &loop{s: s, slots: s.brake.concurrency, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
 		stopRequested: stop.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
@@ -60,7 +59,7 @@ func (s *Supervisor) loop(stop, jobs context.Context, stopReceiving context.Canc
 	defer l.pool.leave()
 	defer l.timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
-	for !l.step(jobs, stopReceiving, time.Now()) {
+	for !l.step(jobs, time.Now()) {
 		select {
 		case msgs := <-l.answers:
 			l.onReceived(msgs)
@@ -87,7 +86,7 @@ func (s *Supervisor) loop(stop, jobs context.Context, stopReceiving context.Canc
 // step does what the scheduler says now: it starts runs, and asks for messages, or drains
 // at a stop; then it sets the timer for the next decision that no event brings. It reports
 // whether the drain is over.
-func (l *loop) step(jobs context.Context, stopReceiving context.CancelFunc, now time.Time) (over bool) {
+func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 	gate := l.s.brake.gate()
 	l.sched.limit(gate.limit)
 	l.rs.gate = gate
@@ -104,7 +103,7 @@ func (l *loop) step(jobs context.Context, stopReceiving context.CancelFunc, now 
 	l.sched.fill, l.sched.share = l.pool.view()
 	var wake time.Time
 	if l.stopping {
-		if l.drain(stopReceiving, now, l.sched.draining(l.receiving, len(l.later), runHeld)) {
+		if l.drain(now, l.sched.draining(l.receiving, runHeld)) {
 			return true
 		}
 	} else {
@@ -169,23 +168,19 @@ func (l *loop) startShared(now time.Time) [][]*job {
 	return runs
 }
 
-// drain carries out a stop's plan: a receive under way with nothing held is cancelled;
-// with none under way, what is held (unless it runs in the drain) and what was put off is
-// handed back. It reports whether the drain is over.
-func (l *loop) drain(stopReceiving context.CancelFunc, now time.Time, plan drainPlan) bool {
-	if plan.cancelReceive {
-		// Nothing is held, so nothing will be handed back for the poll under way to take:
-		// it is cancelled. SQS may still give it a message that arrives meanwhile, which
-		// is then out of reach for --receive-visibility. With messages held the poll is
-		// left to answer: on a queue with messages SQS may answer a cancelled poll anyway,
-		// and what it brings joins the drain or is handed back.
-		stopReceiving()
-	}
+// drain carries out a stop's plan: once no receive is under way, what is held (unless it
+// runs in the drain) and what was put off is handed back. What is held goes back unrun,
+// one more receive on its count, so it is counted. It reports whether the drain is over.
+func (l *loop) drain(now time.Time, plan drainPlan) bool {
 	if !plan.handBackNow {
 		return false
 	}
 	if plan.drainHeld {
-		l.later = append(l.later, l.sched.drain(now)...)
+		unrun := l.sched.drain(now)
+		if len(unrun) > 0 {
+			l.s.metrics.Add(alarms.StopReleases, float64(len(unrun)))
+		}
+		l.later = append(l.later, unrun...)
 	}
 	l.s.startHandBacks(l.later, "watchbot is stopping")
 	l.later = nil
@@ -281,7 +276,7 @@ func (l *loop) handBackOverdue(now time.Time) {
 		l.sched.heldBack = max(0, l.sched.heldBack-1)
 		l.s.brake.left(now, j)
 		l.s.runner.metrics.Add(alarms.LimitReleases, 1)
-		j.log.Warn("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",
+		j.log.Info("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",
 			"limit_key", limitKey(l.s.cfg.Limits.Key, j.msg), "limit_wait", l.s.cfg.Limits.Wait.String())
 		l.handBackOrPutOff([]handBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
 		l.handBackOrPutOff(atOnce(behind), "an earlier message of its group went back to the queue")
@@ -399,7 +394,9 @@ func (s *Supervisor) startHandBacks(items []handBack, why string) {
 	}
 }
 
-// releaseAtStop makes messages received after the stop request visible again at once. A
+// releaseAtStop makes messages received after the stop request visible again at once, when
+// the drain runs no read-ahead (FIFO, batches, --once); each costs a receive, so each is
+// counted. A
 // new delivery of a message watchbot holds is taken over by its job instead, as hold does:
 // released, it would go to another consumer while the job, its worker perhaps still running,
 // holds a receipt that no longer works. The loop alone calls it.
@@ -410,6 +407,7 @@ func (s *Supervisor) releaseAtStop(msgs []types.Message) {
 		if j := s.leaser.get(aws.ToString(m.MessageId)); j != nil && j.takeOver(parseMessage(m), now, lease, renew) {
 			continue
 		}
+		s.metrics.Add(alarms.StopReleases, 1)
 		s.handBacks.Go(func() {
 			if err := s.acks.changeVisibility(aws.ToString(m.ReceiptHandle), 0); err != nil {
 				s.log.Error("could not release a message received as watchbot stopped; it will be visible again when its lease ends",

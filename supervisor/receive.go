@@ -53,12 +53,12 @@ const attemptIDLife = 4 * time.Minute
 
 // receiveLoop receives whenever the loop asks, and hands over what it got: exactly one answer
 // per ask, nil when the stop request or the end of the drain ended it. It is the only code that
-// calls ReceiveMessage. Receives run on receives, which a stop cancels when nothing is held,
-// so an idle watchbot exits at once instead of waiting out its long poll. SQS may still hand a
-// message to the poll it was waiting on after the connection closed: that message is out of
-// reach for --receive-visibility (not the whole lease), and its receive count has grown by
-// one. While messages are held the poll is left to finish, since they are handed back when
-// the stop begins and the abandoned poll could take them.
+// calls ReceiveMessage. A stop leaves the receive under way to answer, within its wait: SQS
+// may hand a message to a poll after its connection closed, and that message would be out of
+// every consumer's reach for --receive-visibility, its receive count grown by one. What the
+// last poll brings joins the drain, and no receive starts after the stop request. Receives
+// run on receives, which only a second stop request ends at once; a poll that has not
+// answered receiveSlack past its wait is given up.
 //
 // A failed receive is retried with backoff, logged at most every 30 s. On a FIFO queue every
 // receive carries a fresh ReceiveRequestAttemptId, reused by its retries (the SDK's and these)
@@ -66,68 +66,108 @@ const attemptIDLife = 4 * time.Minute
 // of leaving them, and their groups, locked for the visibility timeout.
 // The calls a receive makes while stopping run on polls, which ends when the drain gives up.
 func (s *Supervisor) receiveLoop(stop, polls, receives context.Context, asks <-chan receiveAsk, answers chan<- []types.Message) {
-	failures := 0
-	var lastErrLog, quickUntil time.Time
+	st := &receiveTries{}
 	for ask := range asks {
-		attemptID, firstTry := s.newAttemptID(), time.Now()
-		var msgs []types.Message
-		for {
-			var err error
-			var retried bool
-			quick := s.quickLease(quickUntil, time.Now())
-			sent := time.Now()
-			s.health.receiveStarted(sent)
-			msgs, retried, err = s.receive(receives, ask, attemptID, quick)
-			took := time.Since(sent)
-			s.health.receiveEnded(time.Now(), err)
-			s.metrics.Add(alarms.ReceiveDuration, took.Seconds())
-			if retried || err != nil {
-				s.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
-			}
-			// Checked first, so that at other levels no receive builds the line's attributes.
-			if s.log.Enabled(stop, slog.LevelDebug) {
-				s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", took.Milliseconds(),
-					"retried", retried, "failed", err != nil, "short_lease", quick > 0)
-			}
-			if (retried || err != nil) && receives.Err() == nil {
-				quickUntil = time.Now().Add(quickLeaseFor)
-			}
-			if err == nil && quick > 0 && len(msgs) > 0 {
-				msgs = s.extendQuick(polls, msgs)
-			}
-			if err == nil {
-				if failures > 0 {
-					s.log.Info("receive recovered", "after_failures", failures)
-					failures = 0
-				}
-				break
-			}
-			if receives.Err() != nil {
-				break
-			}
-			failures++
-			delay := receiveBackoff.Delay(failures, s.random)
-			if failures == 1 || time.Since(lastErrLog) > 30*time.Second {
-				s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", failures, "retry_in", delay.Round(time.Millisecond).String())
-				lastErrLog = time.Now()
-			}
-			if !sleep(stop, delay) {
-				if attemptID != "" {
-					// Stopping: one more try brings back what a lost answer took, to release it.
-					// SQS answers a retried attempt id from what it kept, so it need not wait:
-					// a long poll would hold the stop up when there was nothing.
-					last := ask
-					last.wait = 0
-					msgs, _, _ = s.receive(polls, last, attemptID, 0)
-				}
-				break
-			}
-			if time.Since(firstTry) > attemptIDLife {
-				attemptID, firstTry = s.newAttemptID(), time.Now()
-			}
-		}
-		answers <- msgs
+		answers <- s.receiveAsked(stop, polls, receives, ask, st)
 	}
+}
+
+// receiveTries is what the receive loop keeps from one ask to the next.
+type receiveTries struct {
+	failures               int
+	lastErrLog, quickUntil time.Time
+}
+
+// receiveAsked answers one ask: it receives, retrying with backoff until a receive succeeds
+// or the stop request comes. An ask that comes after the stop request receives nothing.
+func (s *Supervisor) receiveAsked(stop, polls, receives context.Context, ask receiveAsk, st *receiveTries) []types.Message {
+	attemptID, firstTry := s.newAttemptID(), time.Now()
+	for first := true; ; first = false {
+		// Recorded before the stop request is looked at: a stop that finds no poll under
+		// way knows that none starts after it.
+		s.pollEnds.Store(time.Now().Add(ask.wait + receiveSlack).UnixNano())
+		if first && stop.Err() != nil {
+			s.pollEnds.Store(0)
+			return nil
+		}
+		msgs, err := s.receiveTry(stop, polls, receives, ask, attemptID, st)
+		s.pollEnds.Store(0)
+		if err == nil {
+			if st.failures > 0 {
+				s.log.Info("receive recovered", "after_failures", st.failures)
+				st.failures = 0
+			}
+			return msgs
+		}
+		if receives.Err() != nil {
+			return nil
+		}
+		st.failures++
+		delay := receiveBackoff.Delay(st.failures, s.random)
+		if st.failures == 1 || time.Since(st.lastErrLog) > 30*time.Second {
+			s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", st.failures, "retry_in", delay.Round(time.Millisecond).String())
+			st.lastErrLog = time.Now()
+		}
+		if !sleep(stop, delay) {
+			if attemptID == "" {
+				return nil
+			}
+			// Stopping: one more try brings back what a lost answer took, to release it.
+			// SQS answers a retried attempt id from what it kept, so it need not wait: a
+			// long poll would hold the stop up when there was nothing.
+			last := ask
+			last.wait = 0
+			msgs, _, _ = s.receive(polls, last, attemptID, 0)
+			return msgs
+		}
+		if time.Since(firstTry) > attemptIDLife {
+			attemptID, firstTry = s.newAttemptID(), time.Now()
+		}
+	}
+}
+
+// receiveTry makes one receive (the SDK's retries included) and measures it; while receives
+// are failing it takes quick leases (see quickLease). Once the stop request comes, the call
+// has until receiveSlack past its wait to answer.
+func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask receiveAsk, attemptID string, st *receiveTries) ([]types.Message, error) {
+	quick := s.quickLease(st.quickUntil, time.Now())
+	sent := time.Now()
+	call, cancel := context.WithCancel(receives)
+	defer cancel()
+	unhook := context.AfterFunc(stop, func() { time.AfterFunc(time.Until(sent.Add(ask.wait+receiveSlack)), cancel) })
+	defer unhook()
+	s.health.receiveStarted(sent)
+	msgs, retried, err := s.receive(call, ask, attemptID, quick)
+	took := time.Since(sent)
+	s.health.receiveEnded(time.Now(), err)
+	s.metrics.Add(alarms.ReceiveDuration, took.Seconds())
+	if retried || err != nil {
+		s.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
+	}
+	// Checked first, so that at other levels no receive builds the line's attributes.
+	if s.log.Enabled(stop, slog.LevelDebug) {
+		s.log.Debug("receive", "asked", ask.n, "got", len(msgs), "took_ms", took.Milliseconds(),
+			"retried", retried, "failed", err != nil, "short_lease", quick > 0)
+	}
+	if (retried || err != nil) && receives.Err() == nil {
+		st.quickUntil = time.Now().Add(quickLeaseFor)
+	}
+	if err == nil && quick > 0 && len(msgs) > 0 {
+		msgs = s.extendQuick(polls, msgs)
+	}
+	return msgs, err
+}
+
+// receiveSlack is how long past its wait a long poll under way at a stop may take to answer
+// (the network, SQS's own delay) before it is given up.
+const receiveSlack = 2 * time.Second
+
+// pollUnderWay returns by when the receive under way must have answered; zero when none is.
+func (s *Supervisor) pollUnderWay() time.Time {
+	if n := s.pollEnds.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // receive takes up to ask.n messages with a long poll of ask.wait, leased for lease, or

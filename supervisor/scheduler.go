@@ -381,10 +381,15 @@ func (s *scheduler) spare() int {
 
 // runsBy reports whether the messages waiting for a slot would all have run by deadline at
 // the jobs' recent duration, twice over for margin: a round of the slots for the runs under
-// way, then a round for each slotful waiting. Not known before a run has ended.
+// way, then a round for each slotful waiting. Before a run has ended the duration is not
+// known: then only what starts at once in the free slots runs, and has until deadline, as
+// the runs under way do. Past deadline nothing more runs.
 func (s *scheduler) runsBy(now, deadline time.Time) bool {
-	if s.took == 0 {
+	if !now.Before(deadline) {
 		return s.readyMsgs == 0
+	}
+	if s.took == 0 {
+		return s.readyMsgs <= max(0, s.slots-s.runs)*s.batchSize
 	}
 	capacity := s.slots * s.batchSize
 	rounds := 1 + (s.readyMsgs+capacity-1)/capacity

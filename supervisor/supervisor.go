@@ -2,8 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -64,6 +66,9 @@ type Supervisor struct {
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
 	runs      runPool
 	handBacks sync.WaitGroup
+	// pollEnds is by when the receive under way must answer, in Unix nanoseconds (0: none):
+	// written by the receive loop, read by a stop, which waits for that answer.
+	pollEnds atomic.Int64
 }
 
 // runEvent is a run's report to the loop: its worker ended after took (its slot is free), or
@@ -161,21 +166,29 @@ func (s *Supervisor) run(ctx context.Context, abort <-chan struct{}) error {
 }
 
 // serve runs the receive loop and the loop until the drain is over, and returns how many
-// messages were received. The receives run on a context of their own, which the loop ends
-// when a stop finds nothing held, so an idle watchbot does not wait out its long poll.
+// messages were received.
 func (s *Supervisor) serve(stop, jobs, polls context.Context) int {
-	receives, stopReceiving := context.WithCancel(polls)
+	// The receives outlive the drain window: the long poll under way is left to answer, and
+	// only a second stop request (which ends the runs with errSecond) ends it at once.
+	receives, stopReceiving := context.WithCancel(context.WithoutCancel(polls))
 	defer stopReceiving()
+	defer context.AfterFunc(jobs, func() {
+		if errors.Is(context.Cause(jobs), errSecond) {
+			stopReceiving()
+		}
+	})()
 	asks, answers := make(chan receiveAsk), make(chan []types.Message)
 	var receiving sync.WaitGroup
 	defer receiving.Wait()
 	receiving.Go(func() { s.receiveLoop(stop, polls, receives, asks, answers) })
 	defer close(s.loopDone)
-	return s.loop(stop, jobs, stopReceiving, asks, answers)
+	return s.loop(stop, jobs, asks, answers)
 }
 
 // awaitStop waits for a stop request, or for the loop to end (--once: the one job runs to
-// its end unless a stop is requested); at a stop it sets the cutoff after the drain window.
+// its end unless a stop is requested); at a stop it sets the cutoff after the drain window,
+// or after the answer of the long poll under way when that comes later: what the poll
+// brings runs in the drain or is released, and its release must not be cut.
 func (s *Supervisor) awaitStop(ctx context.Context) {
 	select {
 	case <-s.loopDone:
@@ -187,7 +200,11 @@ func (s *Supervisor) awaitStop(ctx context.Context) {
 	if n := len(s.leaser.list()); n > 0 {
 		s.log.Info("stop requested: draining running jobs", "held", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
 	}
-	s.cut.set(time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace + releaseSlack))
+	cut := time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace)
+	if poll := s.pollUnderWay(); poll.After(cut) {
+		cut = poll
+	}
+	s.cut.set(cut.Add(releaseSlack))
 }
 
 // drain waits for the loop to end within the shutdown window; once the window closes,
@@ -221,9 +238,11 @@ func (s *Supervisor) drain(abort <-chan struct{}, stopWork func(cause error)) (a
 	return true
 }
 
-// releaseSlack is how long after its drain window and --kill-grace a stop waits for SQS to
-// take the releases of the messages it held: every call to SQS and DynamoDB ends by then
-// (cutoff), so a stop ends within --shutdown-timeout + --kill-grace + 2 s whatever SQS and DynamoDB do.
+// releaseSlack is how long after its drain window and --kill-grace (or the answer of the long
+// poll under way, when that comes later) a stop waits for SQS to take the releases of the
+// messages it held: every call to SQS and DynamoDB ends by then (cutoff), so a stop ends
+// within --shutdown-timeout + --kill-grace + 2 s, or the poll's wait + 4 s, whatever SQS and
+// DynamoDB do.
 const releaseSlack = 1500 * time.Millisecond
 
 // stopHeartbeat ends the heartbeat and waits for it, so that no renewal follows a message's
