@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -261,6 +262,26 @@ func TestReleaseRetriesWithoutWorkerError(t *testing.T) {
 	if got := h.metrics.get(alarms.MessagesProcessed); got != 1 {
 		t.Errorf("MessagesProcessed = %v, want 1", got)
 	}
+	// A release is the worker's decision, not a failure: nothing about it is a warning.
+	if warned := recordsAtLeast(h.logs.String(), slog.LevelWarn); len(warned) > 0 {
+		t.Errorf("exit 4 logged %d records at WARN or above: %v", len(warned), warned)
+	}
+}
+
+// recordsAtLeast returns the JSON log records at level or above.
+func recordsAtLeast(logs string, level slog.Level) []map[string]any {
+	var out []map[string]any
+	for line := range strings.Lines(logs) {
+		var rec map[string]any
+		var l slog.Level
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if name, _ := rec["level"].(string); l.UnmarshalText([]byte(name)) == nil && l >= level {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 func TestResultFileDirectives(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 // Exit codes with a meaning of their own (docs/outcomes.md).
 const (
 	exitReject  = 3
-	exitRelease = 4
+	exitRelease = worker.ExitRelease
 )
 
 // runEnd is how a worker run ended.
@@ -181,7 +181,7 @@ func outcomeFor(r result) outcome {
 	// A retry on the last attempt is a dead letter.
 	if r.Attempt >= r.MaxAttempts {
 		o.DeadLetter = true
-		o.WorkerError = o.WorkerError || !o.SpawnError && !unrun
+		o.WorkerError = o.WorkerError || !o.SpawnError && !unrun && !released
 		o.Reason = fmt.Sprintf("%s on the last attempt (%d of %d)", o.Reason, r.Attempt, r.MaxAttempts)
 		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount && !r.FIFO {
 			o.Action = actRedrive

@@ -93,6 +93,10 @@ func Resolve(command []string) ([]string, error) {
 	return append([]string{path}, command[1:]...), nil
 }
 
+// ExitRelease is the exit status with which a worker releases its message (the outcome
+// table's, docs/outcomes.md): the worker's decision, logged as information, not a failure.
+const ExitRelease = 4
+
 // The process's exit on the run's span.
 const (
 	attrExitCode = attribute.Key("watchbot.exit_code")
@@ -242,10 +246,14 @@ func logEnd(log *slog.Logger, res Result, limit time.Duration) {
 	case Succeeded:
 		log.Debug("worker finished", "duration", res.Duration.String())
 	default:
-		// A success is logged once, with its outcome; a failure's exit code is worth a line.
+		// A success is logged once, with its outcome; a failure's exit code is worth a
+		// warning; a release is the worker's decision, not a failure.
 		level := slog.LevelWarn
-		if res.Code == 0 {
+		switch res.Code {
+		case 0:
 			level = slog.LevelDebug
+		case ExitRelease:
+			level = slog.LevelInfo
 		}
 		log.Log(context.Background(), level, "worker finished", "exit_code", res.Code, "duration", res.Duration.String())
 	}
