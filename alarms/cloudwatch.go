@@ -43,7 +43,8 @@ type batch struct {
 }
 
 // putCloudWatch queues the window's datums behind earlier unsent ones and sends them all, oldest
-// first, until a call fails. What was not sent stays buffered for the next flush.
+// first, until a call fails. What was not sent stays buffered for the next flush. Its caller
+// holds the flushing token.
 func (p *Publisher) putCloudWatch(ctx context.Context, now time.Time, window map[Metric]*aggregate) error {
 	if len(window) > 0 {
 		p.pending = append(p.pending, batch{at: now, datums: p.datums(now, window)})
@@ -205,10 +206,8 @@ func datumTotals(d types.MetricDatum) (samples, sum float64) {
 	return samples, sum
 }
 
-// dropPending gives up on every buffered window.
+// dropPending gives up on every buffered window. Its caller holds the flushing token.
 func (p *Publisher) dropPending(reason string) {
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
 	for _, b := range p.pending {
 		p.drop(b.datums, reason, nil)
 	}

@@ -249,8 +249,12 @@ type Publisher struct {
 	window  map[Metric]*aggregate
 	refused map[Metric]int64
 
-	flushMu sync.Mutex // serialises flushes; guards pending
-	pending []batch    // windows (or what is left of them) CloudWatch has not taken yet
+	// flushing holds one token, which the flush under way takes: it serialises the flushes,
+	// and its holder alone reads and writes pending. It is a channel, not a lock, because
+	// its holder calls CloudWatch: a flush that waits for another gives up when its context
+	// ends.
+	flushing chan struct{}
+	pending  []batch // windows (or what is left of them) CloudWatch has not taken yet
 
 	published, dropped, refusedTotal, failures atomic.Int64
 }
@@ -282,11 +286,12 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		dimSets = append(dimSets, cfg.Dimensions[:1])
 	}
 	return &Publisher{
-		cfg:     cfg,
-		log:     log.With("metrics", cfg.Mode),
-		dimSets: dimSets,
-		window:  make(map[Metric]*aggregate),
-		refused: make(map[Metric]int64),
+		cfg:      cfg,
+		log:      log.With("metrics", cfg.Mode),
+		dimSets:  dimSets,
+		window:   make(map[Metric]*aggregate),
+		refused:  make(map[Metric]int64),
+		flushing: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -339,10 +344,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
-			_ = p.Flush(fctx) // failures are logged and counted by Flush
-			cancel()
-			p.dropPending("the final flush failed")
+			p.finalFlush(context.WithoutCancel(ctx))
 			return nil
 		case <-ticker.C:
 			p.sampleDLQ(ctx)
@@ -381,8 +383,28 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	if p.cfg.Mode == ModeNone {
 		return nil
 	}
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
+	select {
+	case p.flushing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.flushing }()
+	return p.flush(ctx)
+}
+
+// finalFlush flushes once more, bounded by FlushTimeout, and gives up on what CloudWatch did
+// not take: it waits for the flush under way, if any, then holds the token throughout.
+func (p *Publisher) finalFlush(ctx context.Context) {
+	p.flushing <- struct{}{}
+	defer func() { <-p.flushing }()
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.FlushTimeout)
+	_ = p.flush(fctx) // failures are logged and counted by flush
+	cancel()
+	p.dropPending("the final flush failed")
+}
+
+// flush is Flush's work, by the holder of the flushing token.
+func (p *Publisher) flush(ctx context.Context) error {
 	now := p.cfg.Now()
 
 	p.mu.Lock()

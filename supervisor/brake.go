@@ -93,8 +93,10 @@ type brakeRun struct {
 //     successful run until it reaches the concurrency, and the window starts afresh, so
 //     the outage's failures do not brake again; failures then brake only by the same rule.
 //
-// It is shared by the runs (which report outcomes and ask for a probe) and the loop (which
-// reads the limit); a mutex guards it. Transitions are logged.
+// Its owner is the runs, which change it (observe, probeFor) as their outcomes are judged;
+// the loop reads what it allows (gate) and tells it when a message leaves (left). mu guards
+// every field below it, held only to read or change them: the transitions are logged once it
+// is released.
 type brake struct {
 	cfg         BrakeConfig
 	concurrency int
@@ -136,19 +138,28 @@ func (b *brake) ratio(now time.Time) (float64, int) {
 }
 
 // observe records a run's outcomes: failed and succeeded messages (a batch run reports its
-// messages; neutral outcomes are left out).
+// messages; neutral outcomes are left out), and logs the change of state they make.
 func (b *brake) observe(now time.Time, failed, succeeded int) {
 	if !b.cfg.Enabled || failed+succeeded == 0 {
 		return
 	}
+	if t := b.record(now, failed, succeeded); t != nil {
+		t.log(b.log)
+	}
+}
+
+// record is observe under the lock: it returns the change of state the outcomes made, nil
+// when none, to be logged once the lock is released.
+func (b *brake) record(now time.Time, failed, succeeded int) *brakeChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == brakeBraking {
-		if succeeded > 0 {
-			b.to(now, brakeRecovering, "a probe succeeded: ramping back up", 0)
-			b.limit = min(b.concurrency, 1+succeeded)
+		if succeeded == 0 {
+			return nil
 		}
-		return
+		t := b.to(now, brakeRecovering, "a probe succeeded: ramping back up", 0)
+		b.limit = min(b.concurrency, 1+succeeded)
+		return t
 	}
 	for range failed {
 		b.runs = append(b.runs, brakeRun{at: now, failed: true})
@@ -161,31 +172,45 @@ func (b *brake) observe(now time.Time, failed, succeeded int) {
 	}
 	ratio, n := b.ratio(now)
 	if n >= b.cfg.MinRuns && ratio >= b.cfg.Threshold {
-		b.to(now, brakeBraking, "nearly every run fails: braking to one probe at a time, receiving nothing else", ratio)
+		t := b.to(now, brakeBraking, "nearly every run fails: braking to one probe at a time, receiving nothing else", ratio)
 		b.limit, b.failures, b.nextAt = 1, 0, now
-		return
+		return t
 	}
 	if b.state == brakeRecovering && succeeded > 0 {
 		b.limit = min(b.concurrency, b.limit+succeeded)
 		if b.limit == b.concurrency {
-			b.to(now, brakeOpen, "recovered: back to full concurrency", ratio)
+			return b.to(now, brakeOpen, "recovered: back to full concurrency", ratio)
 		}
+	}
+	return nil
+}
+
+// brakeChange is a change of the brake's state, and why, to log.
+type brakeChange struct {
+	to    brakeState
+	why   string
+	attrs []any
+}
+
+// log logs the change: braking is a warning, the rest information.
+func (t *brakeChange) log(log *slog.Logger) {
+	if t.to == brakeBraking {
+		log.Warn(t.why, t.attrs...)
+	} else {
+		log.Info(t.why, t.attrs...)
 	}
 }
 
-// to changes state, logging why with the failure ratio. The lock is held.
-func (b *brake) to(now time.Time, s brakeState, why string, ratio float64) {
+// to changes state and returns the change, with the failure ratio, for the caller to log
+// once the lock is released. The lock is held.
+func (b *brake) to(now time.Time, s brakeState, why string, ratio float64) *brakeChange {
 	attrs := []any{"state", s.String(), "failure_ratio", fmt.Sprintf("%.2f", ratio), "concurrency", b.concurrency}
 	if b.state == brakeBraking {
 		attrs = append(attrs, "braked_for", now.Sub(b.since).Round(time.Second).String(), "failed_probes", b.failures)
 	}
-	if s == brakeBraking {
-		b.log.Warn(why, attrs...)
-	} else {
-		b.log.Info(why, attrs...)
-	}
 	b.state, b.since, b.runs = s, now, nil
 	b.probe, b.turns = nil, 0
+	return &brakeChange{to: s, why: why, attrs: attrs}
 }
 
 // probeFor is asked when a run of j failed: it returns how long j waits to probe again,

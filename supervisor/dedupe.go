@@ -113,7 +113,9 @@ type deduper struct {
 	// failed, a completion or release cut short one that did not go out.
 	cut *cutoff
 
-	// mu guards claims, those of the messages of the runs under way, and the error log's state.
+	// mu guards claims, those of the messages of the runs under way, and the error log's
+	// state (lastError, quiet). It is held only to read or write them: never across a call to
+	// the table, a log line or a metric.
 	mu        sync.Mutex
 	claims    map[*job]*keyClaim
 	lastError time.Time
@@ -414,30 +416,42 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 		defer cancel()
 		errs[i] = d.api.Extend(ctx, exts[i].c.key, exts[i].c.owner, exts[i].until)
 	})
+	// The answers are applied under the lock, to the claims still the runs'; what failed is
+	// logged and counted after it is released.
+	type failure struct {
+		ext
+		err      error
+		lapsesIn time.Duration
+	}
+	var failures []failure
 	now := time.Now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for i, e := range exts {
-		err := errs[i]
-		if d.claims[e.j] != e.c {
-			continue // its run finished meanwhile
-		}
 		switch {
-		case err == nil:
+		case d.claims[e.j] != e.c:
+			// its run finished meanwhile
+		case errs[i] == nil:
 			if e.until.After(e.c.until) { // extensions of two heartbeats may end out of order
 				e.c.until = e.until
 			}
-		case errors.Is(err, dedupe.ErrLost):
-			e.j.log.Error("stopping job: its claim of the dedupe key passed to another run", "dedupe_key", e.c.key, "error", err)
-			lost = append(lost, e.j)
-		case e.c.until.Sub(now) < d.margin:
-			e.j.log.Error("stopping job: its claim of the dedupe key could not be extended and lapses before the next heartbeat; the message will be delivered again",
-				"dedupe_key", e.c.key, "error", err, "claim_lapses_in", e.c.until.Sub(now).Round(time.Millisecond).String())
-			d.metrics.Add(alarms.DedupeErrors, 1)
-			lost = append(lost, e.j)
 		default:
-			d.failedLocked(e.j.log, "could not extend the claim of the dedupe key; trying again at the next heartbeat", err,
-				"dedupe_key", e.c.key, "claim_lapses_in", e.c.until.Sub(now).Round(time.Second).String())
+			failures = append(failures, failure{ext: e, err: errs[i], lapsesIn: e.c.until.Sub(now)})
+		}
+	}
+	d.mu.Unlock()
+	for _, f := range failures {
+		switch {
+		case errors.Is(f.err, dedupe.ErrLost):
+			f.j.log.Error("stopping job: its claim of the dedupe key passed to another run", "dedupe_key", f.c.key, "error", f.err)
+			lost = append(lost, f.j)
+		case f.lapsesIn < d.margin:
+			f.j.log.Error("stopping job: its claim of the dedupe key could not be extended and lapses before the next heartbeat; the message will be delivered again",
+				"dedupe_key", f.c.key, "error", f.err, "claim_lapses_in", f.lapsesIn.Round(time.Millisecond).String())
+			d.metrics.Add(alarms.DedupeErrors, 1)
+			lost = append(lost, f.j)
+		default:
+			d.failed(f.j.log, "could not extend the claim of the dedupe key; trying again at the next heartbeat", f.err,
+				"dedupe_key", f.c.key, "claim_lapses_in", f.lapsesIn.Round(time.Second).String())
 		}
 	}
 	return lost
@@ -468,19 +482,24 @@ func inParallel(n int, f func(i int)) {
 // failed counts a failed call to the table and logs it, at error level at most once per
 // dedupeErrorLog (with how many were not logged since), else at debug level.
 func (d *deduper) failed(log *slog.Logger, msg string, err error, attrs ...any) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.failedLocked(log, msg, err, attrs...)
-}
-
-func (d *deduper) failedLocked(log *slog.Logger, msg string, err error, attrs ...any) {
 	d.metrics.Add(alarms.DedupeErrors, 1)
 	attrs = append(attrs, "error", err)
-	if now := time.Now(); now.Sub(d.lastError) >= dedupeErrorLog {
-		log.Error(msg, append(attrs, "failures_not_logged", d.quiet)...)
-		d.lastError, d.quiet = now, 0
+	if quiet, due := d.errorLogDue(time.Now()); due {
+		log.Error(msg, append(attrs, "failures_not_logged", quiet)...)
 		return
 	}
-	d.quiet++
 	log.Debug(msg, attrs...)
+}
+
+// errorLogDue reports whether a failure at now is logged at error level, and how many were
+// not since the last that was; it holds the lock for that alone.
+func (d *deduper) errorLogDue(now time.Time) (quiet int, due bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now.Sub(d.lastError) >= dedupeErrorLog {
+		quiet, d.lastError, d.quiet = d.quiet, now, 0
+		return quiet, true
+	}
+	d.quiet++
+	return 0, false
 }
