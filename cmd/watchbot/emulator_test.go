@@ -89,7 +89,7 @@ func TestLocalSQSScript(t *testing.T) {
 			}
 			listen, log := paste(printed("bin/watchbot listen ", "--dedupe-table"))
 			testenv.Eventually(t, "the message to be processed", 30*time.Second, func() bool {
-				return strings.Contains(log.String(), `"msg":"message done"`)
+				return testenv.Logged(log.String(), "outcome", "delete")
 			}, log.String)
 			_ = listen.Cmd.Process.Kill()
 			listen.Wait(t, 10*time.Second)

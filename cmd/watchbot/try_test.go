@@ -206,8 +206,8 @@ func TestTryLogFormat(t *testing.T) {
 		code   int
 		want   string
 	}{
-		{"json", 0, `"msg":"worker output"`},
-		{"text", 0, `level=INFO msg="worker output"`},
+		{"json", 0, `"level":"INFO",`},
+		{"text", 0, `level=INFO `},
 		{"xml", 2, `--log-format: "xml" is not json or text`},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
@@ -217,6 +217,9 @@ func TestTryLogFormat(t *testing.T) {
 			}
 			if tc.code == 0 && !strings.Contains(stderr, "from-worker") {
 				t.Errorf("stderr %q lacks the worker's line", stderr)
+			}
+			if tc.format == "json" && !testenv.Logged(stderr, "stream", "stderr", "line", "from-worker") {
+				t.Errorf("stderr %q lacks a JSON record of the worker's line", stderr)
 			}
 		})
 	}
