@@ -63,7 +63,7 @@ func NewProcess(cfg ProcessConfig) *Process {
 // Start finds the command's program and checks the volumes, so that a command that cannot
 // run is refused before any message is received.
 func (p *Process) Start(context.Context) error {
-	command, err := Resolve(p.cfg.Command)
+	command, err := resolve(p.cfg.Command)
 	if err != nil {
 		return err
 	}
@@ -79,10 +79,10 @@ func (p *Process) Start(context.Context) error {
 // Stop does nothing: every process ended with its run.
 func (p *Process) Stop() {}
 
-// Resolve finds the worker command's program as starting it would, and returns the command
+// resolve finds the worker command's program as starting it would, and returns the command
 // with the program's path: listen and try refuse a command that cannot be run before any
 // message is received or run.
-func Resolve(command []string) ([]string, error) {
+func resolve(command []string) ([]string, error) {
 	path, err := exec.LookPath(command[0])
 	if err != nil {
 		if e, ok := errors.AsType[*exec.Error](err); ok {

@@ -22,15 +22,15 @@ func TestResolveCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Resolve(tt.command)
+			got, err := resolve(tt.command)
 			if tt.wantErr != "" {
 				if prefix := `worker command "` + tt.command[0] + `": `; err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.HasSuffix(err.Error(), tt.wantErr) {
-					t.Fatalf("Resolve(%q) = %q, %v; want an error naming the command, ending %q", tt.command, got, err, tt.wantErr)
+					t.Fatalf("resolve(%q) = %q, %v; want an error naming the command, ending %q", tt.command, got, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil || !filepath.IsAbs(got[0]) || filepath.Base(got[0]) != tt.command[0] || !slices.Equal(got[1:], tt.command[1:]) {
-				t.Fatalf("Resolve(%q) = %q, %v; want the program's path and its arguments", tt.command, got, err)
+				t.Fatalf("resolve(%q) = %q, %v; want the program's path and its arguments", tt.command, got, err)
 			}
 		})
 	}
