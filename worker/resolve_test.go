@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Resolve is the one check of the worker command, for listen and try alike.
+// resolve is the one check of the worker command, for listen and try alike.
 func TestResolveCommand(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
