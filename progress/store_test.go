@@ -133,9 +133,17 @@ func TestCompletePartConcurrentDuplicatesTrueOnce(t *testing.T) {
 	})
 }
 
-// A 100,000-part job completes, each part once, with a fifth of them delivered twice.
+// raceDetector is true in a build with -race (race_test.go).
+var raceDetector bool
+
+// A 100,000-part job completes, each part once, with a fifth of them delivered twice (20,000
+// parts under the race detector, where the 100,000 take 45 s).
 func TestHundredThousandParts(t *testing.T) {
-	const total = 100_000
+	t.Parallel()
+	total := int64(100_000)
+	if raceDetector {
+		total = 20_000
+	}
 	db := newFakeDB("progress")
 	s := quick(db, "progress")
 	mustSetTotal(t, s, "big", total)
@@ -154,6 +162,7 @@ func TestHundredThousandParts(t *testing.T) {
 // The same on the emulator, with WATCHBOT_PROGRESS_PARTS parts (default 2,000: the emulator
 // completes about a thousand parts a second; WATCHBOT_PROGRESS_PARTS=100000 takes two minutes).
 func TestLargeJobOnEmulator(t *testing.T) {
+	t.Parallel()
 	total := int64(2000)
 	if v := os.Getenv("WATCHBOT_PROGRESS_PARTS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
