@@ -8,6 +8,7 @@ import (
 )
 
 func TestAggregate(t *testing.T) {
+	t.Parallel()
 	many := make([]float64, 200)
 	for i := range many {
 		many[i] = float64(i + 1) // 200 distinct values: beyond maxDistinct
@@ -52,6 +53,7 @@ func TestAggregate(t *testing.T) {
 // TestSamplerKeepsStatistics checks that the samples handed out in chunks add up to the
 // window's statistic set, whether the window is exact or synthesized.
 func TestSamplerKeepsStatistics(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2, 3, 99, 100, 101, 150, 151, 1000, 12345} {
 		a := newAggregate()
 		for i := range n {
@@ -83,6 +85,7 @@ func TestSamplerKeepsStatistics(t *testing.T) {
 }
 
 func TestValidValue(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		v    float64
 		want bool
@@ -97,6 +100,7 @@ func TestValidValue(t *testing.T) {
 }
 
 func TestSplitRequests(t *testing.T) {
+	t.Parallel()
 	sized := func(sizes ...int) []datum {
 		ds := make([]datum, len(sizes))
 		for i, s := range sizes {

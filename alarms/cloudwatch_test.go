@@ -233,6 +233,7 @@ func newCloudWatchClient(url string, attempts int) *cloudwatch.Client {
 }
 
 func TestCloudWatchThroughTheSDK(t *testing.T) {
+	t.Parallel()
 	srv, hs := newCloudWatchServer(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cfg := testConfig(ModeCloudWatch)
@@ -281,6 +282,7 @@ func TestCloudWatchThroughTheSDK(t *testing.T) {
 }
 
 func TestCloudWatchThrottlingIsRetried(t *testing.T) {
+	t.Parallel()
 	srv, hs := newCloudWatchServer(t)
 	srv.respond = func(attempt int, w http.ResponseWriter) bool {
 		if attempt <= 2 {
@@ -311,6 +313,7 @@ func TestCloudWatchThrottlingIsRetried(t *testing.T) {
 // TestCloudWatchThrottledTooLongIsKept: once the SDK gives up, the window stays buffered and
 // goes out with the next flush.
 func TestCloudWatchThrottledTooLongIsKept(t *testing.T) {
+	t.Parallel()
 	srv, hs := newCloudWatchServer(t)
 	srv.respond = func(attempt int, w http.ResponseWriter) bool {
 		if attempt <= 3 {
@@ -352,6 +355,7 @@ func TestCloudWatchThrottledTooLongIsKept(t *testing.T) {
 // TestCloudWatchDeadEndpoint: nothing listens; Add goes on, flushes return, and at shutdown
 // the lost counts are reported.
 func TestCloudWatchDeadEndpoint(t *testing.T) {
+	t.Parallel()
 	hs := httptest.NewServer(http.NotFoundHandler())
 	url := hs.URL
 	hs.Close() // connections to url are now refused
@@ -399,6 +403,7 @@ func TestCloudWatchDeadEndpoint(t *testing.T) {
 // TestCloudWatchHangingEndpoint: an endpoint that never answers holds the final flush for
 // FlushTimeout at most, then Run returns and reports what was lost.
 func TestCloudWatchHangingEndpoint(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // so that the server notices when the client hangs up
@@ -435,6 +440,7 @@ func TestCloudWatchHangingEndpoint(t *testing.T) {
 // TestCloudWatchRequestLimits: many large datums are split so that no request holds more than
 // 1,000 datums or 1 MB, as measured on what the SDK really sends.
 func TestCloudWatchRequestLimits(t *testing.T) {
+	t.Parallel()
 	srv, hs := newCloudWatchServer(t)
 	srv.respond = func(attempt int, w http.ResponseWriter) bool {
 		if attempt <= 12 { // the first 12 flushes fail, so windows pile up

@@ -61,6 +61,7 @@ func (q *redriveQueues) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput,
 }
 
 func TestDLQDepth(t *testing.T) {
+	t.Parallel()
 	q := &redriveQueues{visible: "7"}
 	depth := DLQDepth(q, srcURL)
 	for range 3 {
@@ -79,6 +80,7 @@ func TestDLQDepth(t *testing.T) {
 
 // A sample stuck on a slow call to SQS holds up no other sample.
 func TestDLQDepthHoldsNoLockAcrossCalls(t *testing.T) {
+	t.Parallel()
 	q := &redriveQueues{visible: "2"}
 	depth := DLQDepth(q, srcURL)
 	if _, err := depth(t.Context()); err != nil {

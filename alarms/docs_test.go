@@ -10,6 +10,7 @@ import (
 
 // TestDocumentedMetrics keeps the metrics table of docs/metrics.md equal to Metrics.
 func TestDocumentedMetrics(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +26,7 @@ func TestDocumentedMetrics(t *testing.T) {
 // TestDocumentedPrometheusMetrics keeps docs/metrics.md's Prometheus table equal to
 // PrometheusMetrics.
 func TestDocumentedPrometheusMetrics(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ func emfTotals(t *testing.T, lines []string, dims map[string]string) map[Metric]
 }
 
 func TestEMFLines(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		out := &writes{}
 		cfg := testConfig(ModeEMF)
@@ -226,6 +227,7 @@ func TestEMFLines(t *testing.T) {
 // TestEMFManySamples: windows with more samples than a line may carry are spread over several
 // lines so that CloudWatch's SampleCount, Sum, Minimum and Maximum are the window's.
 func TestEMFManySamples(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		samples  int
@@ -274,6 +276,7 @@ func TestEMFManySamples(t *testing.T) {
 }
 
 func TestEMFWriteFailureIsReported(t *testing.T) {
+	t.Parallel()
 	out := &writes{fail: errors.New("write /dev/stdout: broken pipe")}
 	var logs logBuffer
 	cfg := testConfig(ModeEMF)

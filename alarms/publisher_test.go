@@ -32,6 +32,7 @@ func testConfig(mode string) PublisherConfig {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 256)
 	tests := []struct {
 		name    string
@@ -99,6 +100,7 @@ func TestValidate(t *testing.T) {
 // TestNewPublisherNeedsItsOutput: the wiring is NewPublisher's to check, not Validate's, so
 // listen can validate --metrics cloudwatch before it builds the CloudWatch client.
 func TestNewPublisherNeedsItsOutput(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		change  func(*PublisherConfig)
@@ -259,6 +261,7 @@ func start(t *testing.T, p *Publisher) (stop func()) {
 }
 
 func TestCloudWatchAggregatesEachWindow(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{}
 		cfg := testConfig(ModeCloudWatch)
@@ -337,6 +340,7 @@ func TestCloudWatchAggregatesEachWindow(t *testing.T) {
 }
 
 func TestCloudWatchQuietWindowSendsNothing(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{}
 		cfg := testConfig(ModeCloudWatch)
@@ -358,6 +362,7 @@ func TestCloudWatchQuietWindowSendsNothing(t *testing.T) {
 // back, they go out oldest first, more than 1,000 datums split over several requests, and no
 // count is lost.
 func TestCloudWatchBuffersFailedWindows(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{fail: errors.New("connection refused")}
 		var logs logBuffer
@@ -424,6 +429,7 @@ var synctestEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // TestCloudWatchDropsBeyondTheBuffer: a dead CloudWatch costs the oldest windows once the
 // buffer is full, and at shutdown the rest; every lost count is in Stats and in the log.
 func TestCloudWatchDropsBeyondTheBuffer(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{fail: errors.New("dial tcp 127.0.0.1:9: connection refused")}
 		var logs logBuffer
@@ -460,6 +466,7 @@ func TestCloudWatchDropsBeyondTheBuffer(t *testing.T) {
 }
 
 func TestCloudWatchRejectedDataIsDroppedNotRetried(t *testing.T) {
+	t.Parallel()
 	cw := &memCloudWatch{fail: &types.InvalidParameterValueException{Message: aws.String("The value NaN is invalid")}}
 	var logs logBuffer
 	cfg := testConfig(ModeCloudWatch)
@@ -490,6 +497,7 @@ func TestCloudWatchRejectedDataIsDroppedNotRetried(t *testing.T) {
 }
 
 func TestRefusedValues(t *testing.T) {
+	t.Parallel()
 	cw := &memCloudWatch{}
 	var logs logBuffer
 	cfg := testConfig(ModeCloudWatch)
@@ -526,6 +534,7 @@ func TestRefusedValues(t *testing.T) {
 }
 
 func TestDLQDepthIsSampledEachInterval(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{}
 		var logs logBuffer
@@ -570,6 +579,7 @@ func TestDLQDepthIsSampledEachInterval(t *testing.T) {
 // TestSamplersAreSampledEachInterval: one value of each sampler per periodic flush, none at
 // the final flush, so a stopping task adds no partial window of its slots.
 func TestSamplersAreSampledEachInterval(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cw := &memCloudWatch{}
 		busy := []float64{0.5, 3}
@@ -608,6 +618,7 @@ func TestSamplersAreSampledEachInterval(t *testing.T) {
 
 // TestAddNeverWaitsForAFlush holds a PutMetricData call open and records meanwhile.
 func TestAddNeverWaitsForAFlush(t *testing.T) {
+	t.Parallel()
 	cw := &memCloudWatch{entered: make(chan struct{}), release: make(chan struct{})}
 	cfg := testConfig(ModeCloudWatch)
 	cfg.CloudWatch = cw
@@ -644,6 +655,7 @@ func TestAddNeverWaitsForAFlush(t *testing.T) {
 }
 
 func TestNoneMode(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		cfg := testConfig(ModeNone)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestReadTenantFigures(t *testing.T) {
+	t.Parallel()
 	text := `# TYPE watchbot_tenant_runs_total counter
 watchbot_tenant_runs_total{queue="b",tenant="x"} 1
 watchbot_tenant_runs_total{queue="a",tenant="other"} 50

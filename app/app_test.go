@@ -6,6 +6,7 @@ import (
 )
 
 func TestScaleInProtection(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode, uri string
 		want      bool   // an agent client

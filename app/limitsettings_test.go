@@ -28,6 +28,7 @@ func (downStore) Pause(context.Context, time.Time) error { return errDown }
 
 // LimitFallbackSeconds is each minute's share of the time in fallback.
 func TestFallbackSeconds(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := limits.DefaultConfig()
 		cfg.Concurrency, cfg.Table, cfg.Task = 4, "limits", "task-a"

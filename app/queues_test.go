@@ -15,6 +15,7 @@ import (
 // With several queues, /metrics carries each queue's series under its own label and
 // /readyz answers for every queue, naming the first that is not ready.
 func TestStatusServerSeveralQueues(t *testing.T) {
+	t.Parallel()
 	lim := limits.New(limits.DefaultConfig(), nil, time.Now, slog.New(slog.DiscardHandler))
 	queues := []queueView{
 		{url: "https://sqs.us-east-1.amazonaws.com/1/urgent", name: "urgent", load: supervisor.NewLoad(), health: supervisor.NewHealth(supervisor.DefaultConfig())},

@@ -13,6 +13,7 @@ import (
 // TestTenantCollector: each tenant row is one series of each of alarms.TenantPrometheusMetrics,
 // labelled queue and tenant.
 func TestTenantCollector(t *testing.T) {
+	t.Parallel()
 	tenants := supervisor.NewTenants()
 	tenants.Record("jobs", "acme", 2*time.Second)
 	tenants.Record("jobs", "acme", 4*time.Second)

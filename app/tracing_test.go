@@ -11,6 +11,7 @@ import (
 // The spans' flush ends when the drain's window does, counted from the stop, however long the
 // drain took; a supervisor that ended without a stop gives the flush a whole window.
 func TestFlushSpansEndsWithTheDrainWindow(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		stopped bool

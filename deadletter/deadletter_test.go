@@ -76,6 +76,7 @@ func newFake(sources ...string) *fakeQueues {
 }
 
 func TestLocateByDeadLetterSourceQueues(t *testing.T) {
+	t.Parallel()
 	t.Run("one source is the target", func(t *testing.T) {
 		f := newFake(fakeSrc)
 		q, err := Locate(t.Context(), f, Location{DLQURL: fakeDLQ})
@@ -134,6 +135,7 @@ func TestLocateByDeadLetterSourceQueues(t *testing.T) {
 }
 
 func TestLocationValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		loc  Location
@@ -164,6 +166,7 @@ func TestLocationValidate(t *testing.T) {
 }
 
 func TestCauseOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		attrs  map[string]types.MessageAttributeValue
@@ -186,6 +189,7 @@ func TestCauseOf(t *testing.T) {
 }
 
 func TestReplayMessage(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", 3600))
 	stamp := str("2026-01-02T02:04:05Z")
 	t.Run("strips watchbot attributes and stamps", func(t *testing.T) {
@@ -267,6 +271,7 @@ func TestReplayMessage(t *testing.T) {
 }
 
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	m := Message{Body: `{"user":42,"op":"resize"}`, Attributes: map[string]types.MessageAttributeValue{
 		"kind": str("bad"), "n": num("7"), "blob": bin([]byte{1, 2, 3}),
 		dlqattr.Packed: str(`{"reason":"timeout","sourceQueue":"q","attempts":3}`),
@@ -303,6 +308,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestParseFilterRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		body  string
@@ -324,6 +330,7 @@ func TestParseFilterRefuses(t *testing.T) {
 }
 
 func TestReplayConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(*ReplayConfig)
@@ -353,6 +360,7 @@ func TestReplayConfigValidate(t *testing.T) {
 }
 
 func TestPacer(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := newPacer(4) // one message every 250 ms
 		start := time.Now()
@@ -384,6 +392,7 @@ func TestPacer(t *testing.T) {
 }
 
 func TestParseRecord(t *testing.T) {
+	t.Parallel()
 	std := producer.Limits{MaxSize: 1024}
 	fifo := producer.Limits{MaxSize: 1024, FIFO: true}
 	tests := []struct {
@@ -432,6 +441,7 @@ func TestParseRecord(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		state      TriageState
 		answer     string

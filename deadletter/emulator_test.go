@@ -104,6 +104,7 @@ func testConfig() ReplayConfig {
 }
 
 func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -184,6 +185,7 @@ func TestReplayMatchAttrMovesOnlyMatchingMessages(t *testing.T) {
 }
 
 func TestReplayBodyRegexLimitAndPackedReason(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -253,6 +255,7 @@ func (f failingSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 }
 
 func TestReplaySendFailureLeavesMessageInDLQ(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -296,6 +299,7 @@ func TestReplaySendFailureLeavesMessageInDLQ(t *testing.T) {
 }
 
 func TestReplayWholeCallFailureLeavesEverything(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -318,6 +322,7 @@ func TestReplayWholeCallFailureLeavesEverything(t *testing.T) {
 }
 
 func TestReplayFIFOKeepsGroupAndIsNotDeduplicated(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3, FIFO: true})
@@ -352,6 +357,7 @@ func TestReplayFIFOKeepsGroupAndIsNotDeduplicated(t *testing.T) {
 }
 
 func TestPeekLeavesTheQueueAsItWas(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -389,6 +395,7 @@ func TestPeekLeavesTheQueueAsItWas(t *testing.T) {
 }
 
 func TestPeekShowsMessagesMovedByRedrive(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 1})
@@ -421,6 +428,7 @@ func TestPeekShowsMessagesMovedByRedrive(t *testing.T) {
 }
 
 func TestExportPurgeImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -493,6 +501,7 @@ func TestExportPurgeImportRoundTrip(t *testing.T) {
 }
 
 func TestExportDeleteWritesBeforeDeleting(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -539,6 +548,7 @@ func (s *syncRecorder) Sync() error {
 }
 
 func TestImportReportsBadLinesAndContinues(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -581,6 +591,7 @@ func TestImportReportsBadLinesAndContinues(t *testing.T) {
 }
 
 func TestLocateRefusesWrongQueues(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -624,6 +635,7 @@ func TestLocateRefusesWrongQueues(t *testing.T) {
 }
 
 func TestStatusMatchesTheQueue(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 4, VisibilityTimeout: 40 * time.Second})
@@ -670,6 +682,7 @@ func TestStatusMatchesTheQueue(t *testing.T) {
 }
 
 func TestTriageActsOnAnswers(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

@@ -23,6 +23,7 @@ import (
 // object; replayed, its copy carries the same pointer and size attribute, runs with the whole
 // body, and once it succeeds the object is deleted.
 func TestReplayKeepsThePayload(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c, s3c := emu.Client(), emu.S3()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

@@ -13,6 +13,7 @@ import (
 // TestListingShowsPayload: the listing that peek and triage print names a pointer's object and
 // size, says what the body shown is, and says why a message marked as a pointer is not one.
 func TestListingShowsPayload(t *testing.T) {
+	t.Parallel()
 	size := func(name, v string) map[string]types.MessageAttributeValue {
 		return map[string]types.MessageAttributeValue{name: {DataType: aws.String("Number"), StringValue: aws.String(v)}}
 	}
@@ -68,6 +69,7 @@ func TestListingShowsPayload(t *testing.T) {
 // TestRecordOfPointer: a Record names the object and the size, and an import of it sends
 // the pointer as it was.
 func TestRecordOfPointer(t *testing.T) {
+	t.Parallel()
 	m := Message{ID: "1", Body: payload.Pointer{Bucket: "b", Key: "k"}.Encode(), Attributes: map[string]types.MessageAttributeValue{
 		payload.SizeAttribute: {DataType: aws.String("Number"), StringValue: aws.String("42")},
 	}}

@@ -62,6 +62,7 @@ func attr(s string) types.MessageAttributeValue {
 // run ends after one pass, counts the copy that came back, and the copy in the DLQ carries the
 // message's lineage.
 func TestReplayEndsWhenTheCopyComesBack(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -104,6 +105,7 @@ func TestReplayEndsWhenTheCopyComesBack(t *testing.T) {
 // TestReplayByIDAndInterrupted replays two messages chosen by id, one by its DLQ id and one by
 // its original id, then interrupts a replay mid-walk: nothing is left in flight.
 func TestReplayByIDAndInterrupted(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

@@ -16,6 +16,7 @@ import (
 // it was first sent with, so its next run joins the original trace (docs/tracing.md) —
 // whether its cause and lineage fit one attribute each, are packed, or have no room at all.
 func TestReplayKeepsTheTraceContext(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

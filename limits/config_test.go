@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want float64
@@ -43,6 +44,7 @@ func TestParseRate(t *testing.T) {
 }
 
 func TestRateWindows(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		rate     float64
 		capacity int
@@ -62,6 +64,7 @@ func TestRateWindows(t *testing.T) {
 }
 
 func TestValidateNamesTheFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)

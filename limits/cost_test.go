@@ -76,6 +76,7 @@ func units1k(size int) int64 { return int64((size + 1023) / 1024) }
 // tasks sharing the table, for docs/limits.md. It asserts only that the table is never
 // called for every start far from the limit.
 func TestCostPerMessage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		cfg     func(*Config)

@@ -52,6 +52,7 @@ func fleetOnTable(t *testing.T, store Store, table string, cfg Config, tasks ...
 }
 
 func TestDynamoStoreWritesOnlyOverTheVersionItRead(t *testing.T) {
+	t.Parallel()
 	store, _ := emulatorTable(t, direct)
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond)
@@ -89,6 +90,7 @@ func TestDynamoStoreWritesOnlyOverTheVersionItRead(t *testing.T) {
 }
 
 func TestDynamoStoreFleetItem(t *testing.T) {
+	t.Parallel()
 	store, _ := emulatorTable(t, direct)
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond)
@@ -121,6 +123,7 @@ func TestDynamoStoreFleetItem(t *testing.T) {
 }
 
 func TestDynamoTasksShareTheConcurrency(t *testing.T) {
+	t.Parallel()
 	store, table := emulatorTable(t, direct)
 	cfg := DefaultConfig()
 	cfg.Concurrency = 4
@@ -133,6 +136,7 @@ func TestDynamoTasksShareTheConcurrency(t *testing.T) {
 }
 
 func TestDynamoTasksShareTheRate(t *testing.T) {
+	t.Parallel()
 	store, table := emulatorTable(t, direct)
 	cfg := DefaultConfig()
 	cfg.Rate = 20
@@ -146,6 +150,7 @@ func TestDynamoTasksShareTheRate(t *testing.T) {
 }
 
 func TestDynamoSlotsOfADeadTaskLapseWithinALease(t *testing.T) {
+	t.Parallel()
 	store, table := emulatorTable(t, direct)
 	cfg := DefaultConfig()
 	cfg.Concurrency = 2
@@ -184,6 +189,7 @@ func TestDynamoSlotsOfADeadTaskLapseWithinALease(t *testing.T) {
 }
 
 func TestDynamoPauseReachesEveryTask(t *testing.T) {
+	t.Parallel()
 	store, table := emulatorTable(t, direct)
 	cfg := DefaultConfig()
 	ts := fleetOnTable(t, store, table, cfg, "a", "b")
@@ -210,6 +216,7 @@ func TestDynamoPauseReachesEveryTask(t *testing.T) {
 // retries off so that the limiter sees every failure. The limits hold: exceeded, at most,
 // by the shares of the tasks in fallback.
 func TestDynamoFaults(t *testing.T) {
+	t.Parallel()
 	proxy := (*faultproxy.Proxy)(nil)
 	store, table := emulatorTable(t, func(d *testenv.Dynamo) string {
 		p, url := faultproxy.Serve(t, d.Endpoint, faultproxy.Config{Seed: 36, Rules: []faultproxy.Rule{
@@ -256,6 +263,7 @@ func TestDynamoFaults(t *testing.T) {
 // The limiter's client tries a call a few times, quickly, whatever the client's own setting:
 // Run retries on its own, and falls back after FallbackAfter.
 func TestClientOptionsRetryFewAndSoon(t *testing.T) {
+	t.Parallel()
 	c := dynamodb.New(dynamodb.Options{Region: "us-east-1", RetryMaxAttempts: 8}, ClientOptions)
 	r := c.Options().Retryer
 	if got := r.MaxAttempts(); got != callAttempts {

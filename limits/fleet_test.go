@@ -124,6 +124,7 @@ func driveAll(t *testing.T, ts []*task, d time.Duration, workers int, key string
 }
 
 func TestRateBoundsEveryWindow(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		rate    float64
@@ -170,6 +171,7 @@ func TestRateBoundsEveryWindow(t *testing.T) {
 }
 
 func TestBurstIsOneSecondsWorth(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate = 20
@@ -192,6 +194,7 @@ func TestBurstIsOneSecondsWorth(t *testing.T) {
 }
 
 func TestChunksFollowDemandAndSpareCalls(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate = 1000
@@ -220,6 +223,7 @@ func TestChunksFollowDemandAndSpareCalls(t *testing.T) {
 }
 
 func TestConcurrencyIsSharedAndSlotsComeBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 4
@@ -235,6 +239,7 @@ func TestConcurrencyIsSharedAndSlotsComeBack(t *testing.T) {
 }
 
 func TestIdleSlotsGoToTheTaskThatNeedsThem(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 4
@@ -253,6 +258,7 @@ func TestIdleSlotsGoToTheTaskThatNeedsThem(t *testing.T) {
 }
 
 func TestLeasesRenewWhileJobsRunAndLapseWhenATaskDies(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 2
@@ -286,6 +292,7 @@ func TestLeasesRenewWhileJobsRunAndLapseWhenATaskDies(t *testing.T) {
 }
 
 func TestPerKeyLimitsHoldOneKeyAndNotTheOthers(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.ConcurrencyPerKey = 1
@@ -318,6 +325,7 @@ func TestPerKeyLimitsHoldOneKeyAndNotTheOthers(t *testing.T) {
 }
 
 func TestPauseIsCappedAndHoldsTheFleet(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.MaxPause = 5 * time.Second
@@ -357,6 +365,7 @@ func TestPauseIsCappedAndHoldsTheFleet(t *testing.T) {
 }
 
 func TestLocalPauseHoldsTheTaskAlone(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		l := New(DefaultConfig(), nil, time.Now, nil)
 		l.Pause(2 * time.Second)
@@ -373,6 +382,7 @@ func TestLocalPauseHoldsTheTaskAlone(t *testing.T) {
 }
 
 func TestFallbackHoldsToTheShareAndComesBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 6
@@ -415,6 +425,7 @@ func TestFallbackHoldsToTheShareAndComesBack(t *testing.T) {
 }
 
 func TestAStalledTableFallsBackAndRecovers(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 4
@@ -455,6 +466,7 @@ func TestAStalledTableFallsBackAndRecovers(t *testing.T) {
 }
 
 func TestRatePerKeyHoldsEachKeyApart(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.RatePerKey = 5
@@ -484,6 +496,7 @@ func TestRatePerKeyHoldsEachKeyApart(t *testing.T) {
 }
 
 func TestABatchLargerThanTheLimitTakesTheWholeLimit(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate, cfg.Concurrency = 5, 4
@@ -532,6 +545,7 @@ func doneAll(permits []Permit) {
 // work, gives its slots back: its demand of the time does not keep them from a task that
 // waits.
 func TestSlotsOfATaskWhoseDemandPassedGoBack(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 4
@@ -572,6 +586,7 @@ func TestSlotsOfATaskWhoseDemandPassedGoBack(t *testing.T) {
 // fail as often as the other calls; and at most a fallback share per task in fallback runs
 // beyond the limit.
 func TestSlotsGoToTheTaskThatNeedsThemUnderFaults(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency = 3
@@ -605,6 +620,7 @@ func TestSlotsGoToTheTaskThatNeedsThemUnderFaults(t *testing.T) {
 // Tasks that could never read the table do not know how many share the limits: in fallback
 // each takes the smallest share, one slot and one start a second.
 func TestAFallbackBeforeTheTableWasReadTakesTheSmallestShare(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Concurrency, cfg.Rate = 6, 30

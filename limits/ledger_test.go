@@ -6,6 +6,7 @@ import (
 )
 
 func TestLedgerCountsHoldsUntilTheyLapse(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := Ledger{Version: 3, Holds: map[string]Hold{
 		"a": {N: 2, Until: t0.Add(time.Second)},
@@ -43,6 +44,7 @@ func TestLedgerCountsHoldsUntilTheyLapse(t *testing.T) {
 }
 
 func TestSettledChunks(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	grant := Hold{N: 10, Until: t0.Add(time.Second + 50*time.Millisecond)}
 	for _, tc := range []struct {

@@ -132,6 +132,7 @@ func maxInWindow(starts []time.Time, w time.Duration) int {
 }
 
 func TestLocalRateHoldsEveryWindowAndKeepsUp(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate = 20
@@ -153,6 +154,7 @@ func TestLocalRateHoldsEveryWindowAndKeepsUp(t *testing.T) {
 }
 
 func TestSnapshotSaysWhatTheTaskHoldsAndWaited(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rate, cfg.Concurrency = 10, 2
