@@ -19,6 +19,8 @@ import (
 // queueInfo is what the startup checks learn of a queue, from which the queue's supervisor
 // is built.
 type queueInfo struct {
+	// arn is the queue's ARN, which a Lambda record's eventSourceARN names.
+	arn  string
 	fifo bool
 	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
 	// redrive policy's (0 and "" without one).
@@ -44,6 +46,7 @@ func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, d
 	if err != nil {
 		return queueInfo{}, err
 	}
+	info.arn = attrs.ARN
 	if info.dedupeTTL, err = checkDedupe(ctx, dedupe, cfg.Dedupe, attrs, log); err != nil {
 		return queueInfo{}, err
 	}

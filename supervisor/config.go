@@ -96,6 +96,9 @@ type Config struct {
 	// HTTP, when its URL is set, POSTs each message to an application instead of running
 	// Command (--http-worker and --http-*).
 	HTTP worker.HTTPWorker
+	// Lambda, when enabled, runs Command as a Lambda runtime served the Runtime API
+	// (--lambda and --lambda-*).
+	Lambda worker.LambdaWorker
 	// HealthGrace is how long receives may fail without a break before Health reports
 	// watchbot unhealthy (--health-grace).
 	HealthGrace time.Duration
@@ -130,6 +133,7 @@ func DefaultConfig() Config {
 		Brake:             DefaultBrake(),
 		HealthGrace:       time.Minute,
 		HTTP:              worker.DefaultHTTPWorker(),
+		Lambda:            worker.DefaultLambdaWorker(),
 		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
 		Limits:            DefaultLimits(),
 		Queues:            Queues{Policy: PolicyWeighted},
@@ -149,6 +153,14 @@ func (c Config) Validate() error {
 		return refuse(setting.QueueURL, nil, err.Error())
 	}
 	switch {
+	case c.Lambda.Enabled && c.HTTP.URL != "":
+		return refuse(listenspec.SettingLambda, nil, "cannot be combined with "+setting.Ref(listenspec.SettingHTTPWorker)+": a Lambda runtime is the command after --")
+	case c.Lambda.Enabled && (len(c.Command) == 0 || c.Command[0] == ""):
+		return refuse(listenspec.SettingLambda, nil, "needs the runtime's command after --, e.g. watchbot listen --lambda --queue-url URL -- ./bootstrap")
+	case c.Lambda.Enabled:
+		if err := c.Lambda.Check(); err != nil {
+			return err
+		}
 	case c.HTTP.URL != "" && len(c.Command) > 0:
 		return refuse(listenspec.SettingHTTPWorker, nil, "cannot be combined with a worker command after --: give one or the other")
 	case c.HTTP.URL != "":

@@ -38,6 +38,8 @@ type message struct {
 	Sequence string
 	// TraceHeader is the AWSTraceHeader system attribute (X-Ray's), "" if absent.
 	TraceHeader string
+	// System is the system attributes as received.
+	System map[string]string
 	// Trace is the message's trace context (tracing.Extract); TraceMalformed the carriers
 	// that were present but could not be read.
 	Trace          tracing.Remote
@@ -56,6 +58,7 @@ func parseMessage(m types.Message) message {
 	}
 	msg.Body = msg.Raw
 	sys := m.Attributes
+	msg.System = sys
 	msg.Attempt, _ = strconv.Atoi(sys[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
 	if msg.Attempt < 1 {
 		msg.Attempt = 1

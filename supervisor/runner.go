@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/tracing"
 	"github.com/watchbot/watchbot/limits"
@@ -23,7 +24,9 @@ type runner struct {
 	kind worker.Kind
 	// dirs hold the fetched payloads' files (nil when there is nothing to hold).
 	dirs *worker.Dirs
-	fifo bool
+	// queueARN is the queue's, fifo whether it is a FIFO queue.
+	queueARN string
+	fifo     bool
 	// maxAttempts is the effective --max-attempts; maxReceiveCount and dlqURL are the
 	// redrive policy's (0 and "" without one).
 	maxAttempts     int
@@ -312,7 +315,7 @@ type runnerParts struct {
 // p.workers. listen and try build their runners here alike.
 func newRunner(cfg Config, q queueInfo, p runnerParts) *runner {
 	return &runner{cfg: cfg, kind: p.workers.kind, dirs: p.workers.dirs,
-		fifo: q.fifo, maxAttempts: q.maxAttempts, maxReceiveCount: q.maxReceiveCount, dlqURL: q.dlqURL,
+		queueARN: q.arn, fifo: q.fifo, maxAttempts: q.maxAttempts, maxReceiveCount: q.maxReceiveCount, dlqURL: q.dlqURL,
 		api: p.api, acks: p.acks, cut: p.cut, brake: p.brake, limiter: p.limiter, metrics: p.metrics, log: p.log, random: p.random,
 		dedupe: p.dedupe, s3: p.s3, tracer: p.tracer, queueName: queueattr.NameFromURL(cfg.QueueURL), tenants: p.tenants}
 }
@@ -326,19 +329,26 @@ type workers struct {
 }
 
 // openWorkers makes the directories of the runs' files and builds the worker kind cfg names,
-// not yet started: an application over HTTP (--http-worker), or a command run per job.
+// not yet started: an application over HTTP (--http-worker), Lambda runtimes (--lambda), or a
+// command run per job.
 // spawn stands in for worker processes in tests (nil runs real ones).
 func openWorkers(cfg Config, spawn worker.Spawn, log *slog.Logger) (workers, error) {
 	var w workers
-	if cfg.HTTP.URL == "" || cfg.Payload.enabled() {
+	if cfg.HTTP.URL == "" && !cfg.Lambda.Enabled || cfg.Payload.enabled() {
 		dirs, err := worker.OpenDirs(cfg.TempDir, log)
 		if err != nil {
 			return w, err
 		}
 		w.dirs = dirs
 	}
-	if cfg.HTTP.URL != "" {
+	switch {
+	case cfg.HTTP.URL != "":
 		w.kind = worker.NewHTTP(cfg.HTTP, runSlots(cfg), cfg.MaxJobDuration, w.dirs, log)
+		return w, nil
+	case cfg.Lambda.Enabled:
+		w.kind = worker.NewLambda(worker.LambdaConfig{Command: cfg.Command, Environ: os.Environ(), Lambda: cfg.Lambda,
+			QueueURL: cfg.QueueURL, Runtimes: runSlots(cfg), MaxDuration: cfg.MaxJobDuration, KillGrace: cfg.KillGrace,
+			Restart: backoff.Exponential{Base: cfg.Backoff.Base, Max: min(cfg.Backoff.Max, time.Minute), Jitter: backoff.None}, Log: log})
 		return w, nil
 	}
 	w.kind = worker.NewProcess(worker.ProcessConfig{Command: cfg.Command, Environ: os.Environ(), MaxDuration: cfg.MaxJobDuration,

@@ -23,7 +23,7 @@ type workerRun struct {
 // runWorker runs the worker once for jobs, and returns how the run ended with the worker's
 // directives, by message id.
 func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[string]*worker.Directive) {
-	job := worker.Job{QueueURL: r.cfg.QueueURL, MaxAttempts: r.maxAttempts, Messages: make([]worker.Message, len(jobs)),
+	job := worker.Job{QueueURL: r.cfg.QueueURL, QueueARN: r.queueARN, FIFO: r.fifo, MaxAttempts: r.maxAttempts, Messages: make([]worker.Message, len(jobs)),
 		Batch: r.cfg.BatchSize > 1, Log: r.workerLog(ctx, jobs),
 		Started: func(kill func()) {
 			for _, j := range jobs {
@@ -59,7 +59,7 @@ func workerMessage(j *job) worker.Message {
 	m := j.msg
 	return worker.Message{ID: m.ID, Raw: m.Raw, Body: m.Body, Subject: m.Subject, Attributes: m.Attributes, SQSAttributes: m.SQSAttributes,
 		Receives: m.Attempt, Attempt: j.attempt, SentAt: m.SentAt, FirstReceive: m.FirstReceive, SenderID: m.SenderID, GroupID: m.GroupID,
-		Payload: j.fetched}
+		ReceiptHandle: m.ReceiptHandle, TraceHeader: m.TraceHeader, System: m.System, Payload: j.fetched}
 }
 
 // starting measures the messages' age, per tenant too, and logs their bodies when asked, as

@@ -36,7 +36,11 @@ type Job struct {
 	// QueueURL is the messages' queue; MaxAttempts its effective --max-attempts.
 	QueueURL    string
 	MaxAttempts int
-	Messages    []Message
+	// QueueARN is the queue's ARN ("" when unknown); FIFO says it is a FIFO queue, whose
+	// groups keep their order.
+	QueueARN string
+	FIFO     bool
+	Messages []Message
 	// Batch: the batch contract (--batch-size above 1), even for one message.
 	Batch bool
 	// Log is the run's logger; the worker's output and how the run ended go to it.
@@ -63,6 +67,11 @@ type Message struct {
 	SenderID             string
 	// GroupID is the MessageGroupId: a FIFO group, or a fair queue's tenant.
 	GroupID string
+	// ReceiptHandle is this receive's; System the SQS system attributes as received
+	// (ApproximateReceiveCount, SentTimestamp, MessageGroupId, …), and TraceHeader their
+	// AWSTraceHeader: a Lambda record carries them as they are.
+	ReceiptHandle, TraceHeader string
+	System                     map[string]string
 	// Payload, when the body was an S3 pointer, is its object, fetched; nil otherwise.
 	Payload *Payload
 }

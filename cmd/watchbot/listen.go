@@ -65,6 +65,9 @@ func listenConfig(c *cli.Context) (listenArgs, error) {
 		return a, err
 	}
 	a.Listen.Command = c.Args().Slice()
+	if a.Listen.Lambda.Enabled && !c.IsSet("batch-size") {
+		a.Listen.BatchSize = listenspec.DefaultLambdaBatchSize // Lambda's own default
+	}
 	if v := os.Getenv(limitsLeaseEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {

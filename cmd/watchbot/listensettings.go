@@ -101,6 +101,14 @@ var listenSettings = []listenSetting{
 		usage: "`PATH` on the application that answers 2xx once it is up", defaultText: "its port accepting connections"},
 	{name: "http-startup-timeout", setting: listenspec.SettingHTTPStartup, field: func(a *listenArgs) any { return &a.Listen.HTTP.StartupTimeout },
 		usage: "how long startup waits for the application before it gives up (exit 2)"},
+	{name: "lambda", setting: listenspec.SettingLambda, field: func(a *listenArgs) any { return &a.Listen.Lambda.Enabled },
+		usage: "run the command after -- as a Lambda runtime, served the Runtime API", env: []string{"WATCHBOT_LAMBDA"}},
+	{name: "lambda-function-name", setting: listenspec.SettingLambdaFunction, field: func(a *listenArgs) any { return &a.Listen.Lambda.FunctionName }, trim: true,
+		usage: "the function's `NAME`: AWS_LAMBDA_FUNCTION_NAME and the invoked ARN's", defaultText: "the queue's name"},
+	{name: "lambda-handler", setting: listenspec.SettingLambdaHandler, field: func(a *listenArgs) any { return &a.Listen.Lambda.Handler }, trim: true,
+		usage: "the `HANDLER` that runtimes read from _HANDLER (index.handler)", defaultText: "unset"},
+	{name: "lambda-init-timeout", setting: listenspec.SettingLambdaInitTimeout, field: func(a *listenArgs) any { return &a.Listen.Lambda.InitTimeout },
+		usage: "how long a runtime may take to ask for work before it is restarted"},
 	{name: "dedupe-table", setting: listenspec.SettingDedupeTable, bind: bindDedupeTable,
 		flag: func() cli.Flag {
 			return &cli.StringFlag{Name: "dedupe-table", Usage: "run each key once: claim it in this DynamoDB `TABLE` (name or ARN) first",
@@ -138,7 +146,7 @@ var listenSettings = []listenSetting{
 	{name: "max-job-duration", setting: listenspec.SettingMaxJobDuration, field: func(a *listenArgs) any { return &a.Listen.MaxJobDuration }, template: templateOption,
 		usage: "stop a worker after this long (0 = no limit)", env: []string{"maxJobDuration"}},
 	{name: "batch-size", setting: listenspec.SettingBatchSize, field: func(a *listenArgs) any { return &a.Listen.BatchSize }, template: templateOption,
-		usage: "messages per worker run, as JSON Lines (1..100; 1: one message per run)"},
+		usage: "messages per worker run, as JSON Lines (1..100; 1: one message per run)", defaultText: "1; 10 with --lambda"},
 	{name: "batch-window", setting: listenspec.SettingBatchWindow, field: func(a *listenArgs) any { return &a.Listen.BatchWindow }, template: templateOption,
 		usage: "how long a batch may wait to fill after its first message (0..30s)"},
 

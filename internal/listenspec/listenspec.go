@@ -33,8 +33,10 @@ const (
 // Listen's defaults that the template generator also writes into a stack, so a template
 // that leaves a setting alone gets what listen does.
 const (
-	DefaultConcurrency       = 1
-	DefaultBatchSize         = 1
+	DefaultConcurrency = 1
+	DefaultBatchSize   = 1
+	// DefaultLambdaBatchSize is --batch-size with --lambda: Lambda's own default BatchSize.
+	DefaultLambdaBatchSize   = 10
 	DefaultVisibilityTimeout = 3 * time.Minute
 	DefaultKillGrace         = 5 * time.Second
 	DefaultShutdownTimeout   = 20 * time.Second

@@ -38,6 +38,10 @@ const (
 	SettingHTTPConnect       setting.Name = "HTTP.ConnectTimeout"
 	SettingHTTPStartup       setting.Name = "HTTP.StartupTimeout"
 	SettingHTTPHealthPath    setting.Name = "HTTP.HealthPath"
+	SettingLambda            setting.Name = "Lambda.Enabled"
+	SettingLambdaFunction    setting.Name = "Lambda.FunctionName"
+	SettingLambdaHandler     setting.Name = "Lambda.Handler"
+	SettingLambdaInitTimeout setting.Name = "Lambda.InitTimeout"
 	SettingDedupeTable       setting.Name = "Dedupe.Table"
 	SettingDedupeKey         setting.Name = "Dedupe.Key"
 	SettingDedupeTTL         setting.Name = "Dedupe.TTL"
@@ -71,7 +75,7 @@ var Settings = []setting.Name{
 	SettingBackoffBase, SettingBackoffMin, SettingBackoffMax, SettingBackoffJitter, SettingBrake,
 	SettingBrakeThreshold, SettingBrakeWindow, SettingBrakeMinRuns, SettingBrakeProbeMax,
 	SettingHTTPWorker, SettingHTTPContentType, SettingHTTPTimeout, SettingHTTPConnect, SettingHTTPStartup,
-	SettingHTTPHealthPath, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL,
+	SettingHTTPHealthPath, SettingLambda, SettingLambdaFunction, SettingLambdaHandler, SettingLambdaInitTimeout, SettingDedupeTable, SettingDedupeKey, SettingDedupeTTL,
 	SettingRateLimit, SettingFleetConcurrency, SettingRatePerKey, SettingConcurrencyPerKey, SettingLimitsTable,
 	SettingMaxPause, SettingLimitKey, SettingLimitWait, SettingHTTPAddr, SettingScaleInProtection, SettingAttempt,
 	SettingQueuePolicy, SettingQueueWeight, SettingQueueReserve, SettingPayloadBuckets, SettingKeepPayloads,

@@ -62,8 +62,13 @@ type FunctionError struct {
 
 func (e *FunctionError) Error() string { return e.Type + ": " + e.Message }
 
-// ErrClosed is returned by Invoke once the server is closed: its runtime is gone.
-var ErrClosed = errors.New("the runtime API is closed")
+// ErrClosed is returned by Invoke when the server closes before the runtime took the
+// invocation: another runtime may take it. ErrGone is returned when the runtime went away
+// with the invocation: it crashed, or was stopped.
+var (
+	ErrClosed = errors.New("the runtime API is closed")
+	ErrGone   = errors.New("the runtime ended during the invocation")
+)
 
 // Server is one execution environment's Runtime and Extensions APIs, for one runtime
 // process: it hands out one invocation at a time and takes its answer. Build it with
@@ -124,7 +129,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Close ends the APIs: waiting calls return and Invoke returns ErrClosed.
+// Close ends the APIs: waiting calls return, and Invoke returns ErrClosed or ErrGone.
 func (s *Server) Close() {
 	s.once.closed.Do(func() { close(s.closed) })
 	_ = s.http.Close()
@@ -154,7 +159,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (Answer, error) {
 		s.abandon(c)
 		return Answer{}, context.Cause(ctx)
 	case <-s.closed:
-		return Answer{}, ErrClosed
+		return Answer{}, ErrGone
 	}
 }
 

@@ -1,0 +1,52 @@
+package worker
+
+import (
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// startRuntime starts rt's process in its own process group, killed if watchbot dies, its
+// output logged; rt.exited closes once it has exited.
+func startRuntime(rt *runtimeEnv, command, env []string, log *slog.Logger) error {
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &lockedLines{l: lineLog{stream: "stdout", log: log}}, &lockedLines{l: lineLog{stream: "stderr", log: log}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The group's processes may keep the output open after the runtime exits.
+	cmd.WaitDelay = rt.grace + time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the runtime: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	rt.signal = func(term bool) {
+		sig := syscall.SIGKILL
+		if term {
+			sig = syscall.SIGTERM
+		}
+		_ = signalGroup(pgid, sig)
+	}
+	go func() { // ended by the process's exit; keep waits for exited
+		rt.err = cmd.Wait()
+		_ = signalGroup(pgid, syscall.SIGKILL) // what it left behind in its group
+		close(rt.exited)
+	}()
+	return nil
+}
+
+// lockedLines logs a runtime's output stream a line at a time, as Lambda sends it to
+// CloudWatch; os/exec copies into it from a goroutine of its own.
+type lockedLines struct {
+	mu sync.Mutex
+	l  lineLog
+}
+
+func (w *lockedLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.l.write(p)
+	return len(p), nil
+}
