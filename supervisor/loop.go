@@ -73,8 +73,7 @@ func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, an
 			l.onHeldStopped()
 		case <-l.timer.C:
 		case <-s.limitsChanged:
-			// A start the limiter refused, over all keys or for a key, may now succeed.
-			l.sched.gateClosed, l.sched.heldBack = false, 0
+			l.sched.limitsChanged()
 		case <-l.pool.granted():
 		case <-l.stopRequested:
 			l.beginDrain()
@@ -100,7 +99,7 @@ func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 		l.pool.acquire(l.ended, 0) // nothing starts: slots kept for this queue go to the others
 		l.ended = 0
 	}
-	l.sched.fill, l.sched.share = l.pool.view()
+	l.sched.sharedView(l.pool.view())
 	var wake time.Time
 	if l.stopping {
 		if l.drain(now, l.sched.draining(l.receiving, runHeld)) {
@@ -109,8 +108,9 @@ func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 	} else {
 		wake = l.ask(now)
 	}
-	l.s.load.set(now, loadState{slots: l.slots, limit: gate.limit, running: l.sched.runs,
-		held: l.sched.held + l.sched.runMsgs, active: !l.sched.empty(), braking: gate.braking})
+	running, held := l.sched.load()
+	l.s.load.set(now, loadState{slots: l.slots, limit: gate.limit, running: running, held: held,
+		active: !l.sched.empty(), braking: gate.braking})
 	if wake.IsZero() {
 		l.timer.Stop()
 	} else {
@@ -128,7 +128,7 @@ func (l *loop) startRuns(jobs context.Context, now time.Time) {
 		paused := l.s.gate.begin(now)
 		runs = l.sched.next(now)
 		if l.s.gate.end(len(runs) > 0) || paused {
-			l.sched.gateClosed = true
+			l.sched.gateShut()
 		}
 	} else {
 		runs = l.startShared(now)
@@ -150,19 +150,21 @@ func (l *loop) startRuns(jobs context.Context, now time.Time) {
 // the messages held back for their key past --limit-wait are released all the same.
 func (l *loop) startShared(now time.Time) [][]*job {
 	if l.s.gate.due(now) {
-		l.sched.heldBack = 0 // counted as startable again, so that a pass releases the overdue
+		l.sched.heldBackDue()
 	}
 	granted := l.pool.acquire(l.ended, l.sched.startable(now))
 	l.ended = 0
 	if granted == 0 {
-		l.sched.gateClosed = l.sched.gateClosed || now.Before(l.s.limiter.PausedUntil())
+		if now.Before(l.s.limiter.PausedUntil()) {
+			l.sched.gateShut()
+		}
 		l.s.gate.releaseDue(now)
 		return nil
 	}
 	paused := l.s.gate.begin(now)
 	runs := l.sched.nextUpTo(now, granted)
 	if l.s.gate.end(len(runs) > 0) || paused {
-		l.sched.gateClosed = true
+		l.sched.gateShut()
 	}
 	l.pool.release(granted - len(runs)) // granted but not started: back to the pool
 	return runs
@@ -273,7 +275,7 @@ func (l *loop) handBackOverdue(now time.Time) {
 		if !found {
 			continue
 		}
-		l.sched.heldBack = max(0, l.sched.heldBack-1)
+		l.sched.heldBackLeft()
 		l.s.brake.left(now, j)
 		l.s.runner.metrics.Add(alarms.LimitReleases, 1)
 		j.log.Info("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",

@@ -260,6 +260,29 @@ func (s *scheduler) nextUpTo(now time.Time, n int) [][]*job {
 	return runs
 }
 
+// limitsChanged is told that a start the limiter refused, over all keys or for a key, may
+// now succeed: the groups held back count as startable again, and the gate is open until
+// the next pass finds otherwise.
+func (s *scheduler) limitsChanged() { s.gateClosed, s.heldBack = false, 0 }
+
+// gateShut records that the limits admit no run until they change: the latest pass started
+// nothing the gate looked at, or a pause is in force.
+func (s *scheduler) gateShut() { s.gateClosed = true }
+
+// heldBackDue counts the groups held back for their key as startable again, so that the
+// next pass finds those held back past --limit-wait.
+func (s *scheduler) heldBackDue() { s.heldBack = 0 }
+
+// heldBackLeft is told that a group held back for its key was handed back (--limit-wait).
+func (s *scheduler) heldBackLeft() { s.heldBack = max(0, s.heldBack-1) }
+
+// sharedView records the shared slots' view of this queue: the slots it could take now
+// (fill) and its share of them, which room goes on (sharedRoom).
+func (s *scheduler) sharedView(fill, share int) { s.fill, s.share = fill, share }
+
+// load returns the runs under way, and the messages held or running, for the gauges.
+func (s *scheduler) load() (running, held int) { return s.runs, s.held + s.runMsgs }
+
 // candidate returns the run that take(at) would start, without taking it.
 func (s *scheduler) candidate(at int) []*job {
 	if s.batchSize == 1 {
@@ -306,123 +329,6 @@ func (s *scheduler) take(at int) []*job {
 	return run
 }
 
-// room returns how many messages may be received now.
-func (s *scheduler) room() int {
-	if s.gateClosed {
-		return 0 // nothing may start: what is received would only wait
-	}
-	if s.shared {
-		return s.sharedRoom()
-	}
-	if s.fifo && s.batchSize == 1 {
-		return s.groupRoom(s.slots - s.runMsgs - (len(s.ready) - s.heldBack)) // groups that could start at once
-	}
-	startable := s.readyMsgs
-	if s.batchSize == 1 {
-		startable = len(s.ready) - s.heldBack
-	}
-	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held))
-}
-
-// groupRoom is a FIFO queue's room in per-message mode for free new groups: free times the
-// messages per group recent receives brought, at most readAhead of work per group.
-func (s *scheduler) groupRoom(free int) int {
-	if free <= 0 {
-		return 0
-	}
-	perGroup := s.depth
-	if s.took > 0 {
-		perGroup = min(perGroup, max(1, float64(readAhead)/float64(s.took)))
-	}
-	return max(0, min(sqsspec.MaxReceive, int(float64(free)*perGroup), s.holdLimit-s.held))
-}
-
-// sharedRoom is room when the slots are shared with other queues: enough for the slots this
-// queue could take now (fill), and a read-ahead counted against its share (sharedAhead), so
-// that it keeps receiving while every slot is busy and its next message is at hand when a
-// slot goes to it, but holds no more than its share lets it start soon.
-func (s *scheduler) sharedRoom() int {
-	ahead := s.sharedAhead()
-	if s.fifo && s.batchSize == 1 {
-		return s.groupRoom(s.fill + ahead - (len(s.ready) - s.heldBack)) // groups that could start soon
-	}
-	startable := s.readyMsgs
-	if s.batchSize == 1 {
-		startable = len(s.ready) - s.heldBack
-	}
-	return max(0, min(sqsspec.MaxReceive, s.fill*s.batchSize+ahead-startable, s.holdLimit-s.held))
-}
-
-// sharedAhead is the read-ahead of a queue that shares the slots: a receive's worth, or
-// readAhead of work across its share of the slots at the jobs' recent duration when that is
-// less, and the share's worth of messages before a run has ended; at least one message while
-// the share has a slot, none while it has none.
-func (s *scheduler) sharedAhead() int {
-	ahead := s.share * s.batchSize
-	if ahead == 0 {
-		return 0
-	}
-	if s.took > 0 {
-		ahead = max(1, int(float64(ahead)*float64(readAhead)/float64(s.took)))
-	}
-	return min(sqsspec.MaxReceive, ahead)
-}
-
-// spare is the read-ahead of a standard queue: how many messages
-// may be held beyond what could start at once. It is a receive's worth, or readAhead of work
-// across the slots at the jobs' recent duration when that is less; none before a run has
-// ended, when the duration is not known.
-func (s *scheduler) spare() int {
-	if s.fifo || s.took == 0 {
-		return 0
-	}
-	return int(min(float64(sqsspec.MaxReceive), float64(s.slots*s.batchSize)*float64(readAhead)/float64(s.took)))
-}
-
-// runsBy reports whether the messages waiting for a slot would all have run by deadline at
-// the jobs' recent duration, twice over for margin: a round of the slots for the runs under
-// way, then a round for each slotful waiting. Before a run has ended the duration is not
-// known: then only what starts at once in the free slots runs, and has until deadline, as
-// the runs under way do. Past deadline nothing more runs.
-func (s *scheduler) runsBy(now, deadline time.Time) bool {
-	if !now.Before(deadline) {
-		return s.readyMsgs == 0
-	}
-	if s.took == 0 {
-		return s.readyMsgs <= max(0, s.slots-s.runs)*s.batchSize
-	}
-	capacity := s.slots * s.batchSize
-	rounds := 1 + (s.readyMsgs+capacity-1)/capacity
-	return !now.Add(2 * time.Duration(rounds) * s.took).After(deadline)
-}
-
-// refill reports whether a receive for less than target should start now: the read-ahead
-// would run dry before a receive answers, at the rate the slots take messages (their count
-// over the jobs' recent duration) and twice the receives' recent latency. Then half a
-// receive's room is enough to ask for, so the slots that free meanwhile find work; with long
-// jobs, or no read-ahead, it never is.
-func (s *scheduler) refill(latency time.Duration) bool {
-	if s.spare() == 0 || s.room() < sqsspec.MaxReceive/2 {
-		return false
-	}
-	rate := float64(s.slots*s.batchSize) / s.took.Seconds()
-	return float64(s.readyMsgs) <= rate*2*latency.Seconds()
-}
-
-// deep reports that recent FIFO receives brought several messages per group: a receive then
-// fills from one group, so a larger one does not bring more groups.
-func (s *scheduler) deep() bool { return s.fifo && s.batchSize == 1 && s.depth >= 2 }
-
-// target is the room worth a receive without waiting for more: a full receive, or the
-// capacity when it is smaller.
-func (s *scheduler) target() int {
-	if s.shared {
-		// The most room this queue can have now: waiting for more leaves its slots idle.
-		return max(1, min(sqsspec.MaxReceive, s.fill*s.batchSize+s.sharedAhead()))
-	}
-	return min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare())
-}
-
 // wake returns when next could start something without any other event: the end of an
 // in-place retry, or of a batch window while a slot is free. Zero means never. A batch
 // window already over at now is none: the pass just made found the batch due and did not
@@ -459,130 +365,6 @@ func (s *scheduler) ended(run []*job, took time.Duration) {
 			s.took = (3*s.took + took) / 4
 		}
 	}
-}
-
-// finish records how each job of a run left it (disps[i] is run[i]'s) and returns the held
-// messages that must go back to SQS because one of their group was returned.
-func (s *scheduler) finish(run []*job, disps []disposition, now time.Time) (back []*job) {
-	s.open--
-	var touched []*group
-	kept := map[*group][]*job{}
-	returned := map[*group]bool{}
-	for i, j := range run {
-		g, d := j.grp, disps[i]
-		if !slices.Contains(touched, g) {
-			touched = append(touched, g)
-		}
-		g.inRun--
-		switch {
-		case d.returned:
-			returned[g] = true
-		case d.keep:
-			if d.attempt {
-				j.attempt++
-			}
-			j.pending = d.pending
-			if len(kept[g]) == 0 {
-				g.readyAt = d.at
-			}
-			kept[g] = append(kept[g], j)
-		}
-	}
-	for _, g := range touched {
-		if returned[g] {
-			back = append(append(back, kept[g]...), g.jobs...)
-			s.held -= len(g.jobs)
-			g.jobs = nil
-		} else if k := kept[g]; len(k) > 0 {
-			g.jobs = append(k, g.jobs...)
-			s.held += len(k)
-		}
-		if g.inRun == 0 {
-			s.place(g, now)
-		}
-	}
-	return back
-}
-
-// drop takes a held job out, with the held messages of its group behind it, because it must
-// go back to SQS or is no longer watchbot's. It reports false when the job is not held (it
-// is in a run). wait is what is left of the job's in-place retry, when it was waiting one.
-func (s *scheduler) drop(j *job, now time.Time) (found bool, wait time.Duration, behind []*job) {
-	g := j.grp
-	i := -1
-	if g != nil {
-		i = slices.Index(g.jobs, j)
-	}
-	if i < 0 {
-		return false, 0, nil
-	}
-	if i == 0 && g.state == groupWaiting {
-		wait = g.readyAt.Sub(now)
-	}
-	behind = slices.Clone(g.jobs[i+1:])
-	n := len(g.jobs) - i
-	g.jobs = g.jobs[:i]
-	s.held -= n
-	switch g.state {
-	case groupReady:
-		s.readyMsgs -= n
-		if len(g.jobs) == 0 {
-			s.ready = slices.DeleteFunc(s.ready, func(r *group) bool { return r == g })
-			g.state = groupIdle
-		}
-	case groupWaiting:
-		if len(g.jobs) == 0 {
-			s.waiting = slices.DeleteFunc(s.waiting, func(w *group) bool { return w == g })
-			g.state = groupIdle
-		}
-	}
-	if len(g.jobs) == 0 && g.inRun == 0 {
-		delete(s.groups, g.key)
-	}
-	return true, wait, behind
-}
-
-// handBack is a held message to hand back to SQS, visible again after wait; or, lost, one
-// that is no longer watchbot's and is only let go.
-type handBack struct {
-	j    *job
-	wait time.Duration
-	lost bool
-}
-
-// drain takes out every held message, to be handed back: a group's head keeps what is left
-// of its in-place retry, the messages behind it go back at once.
-func (s *scheduler) drain(now time.Time) []handBack {
-	var out []handBack
-	take := func(g *group) {
-		for i, j := range g.jobs {
-			var wait time.Duration
-			if i == 0 && g.state == groupWaiting {
-				wait = max(0, g.readyAt.Sub(now))
-			}
-			out = append(out, handBack{j: j, wait: wait})
-		}
-		s.held -= len(g.jobs)
-		g.jobs = nil
-		g.state = groupIdle
-		if g.inRun == 0 {
-			delete(s.groups, g.key)
-		}
-	}
-	for _, g := range s.ready {
-		take(g)
-	}
-	for _, g := range s.waiting {
-		take(g)
-	}
-	// FIFO groups with a run under way hold their later messages too.
-	for _, g := range s.groups {
-		if len(g.jobs) > 0 {
-			take(g)
-		}
-	}
-	s.ready, s.waiting, s.readyMsgs = nil, nil, 0
-	return out
 }
 
 // empty reports that nothing is held or running.
