@@ -6,39 +6,62 @@
 //
 // # Who owns what
 //
-// Each piece of state has one owner; everything else sends the owner a message or reads a
-// snapshot.
+// Most state has one owner goroutine, and everything else sends it a message or reads a
+// snapshot. What several goroutines share is guarded by a lock of its own, listed below.
 //
 //   - The loop goroutine (Supervisor.loop) owns the scheduler: which messages are held, in
-//     which group, which run next, how many to receive. It alone takes a new delivery of a
+//     which group, which run next, how many to receive. The scheduler is changed only
+//     through its methods, on the loop's goroutine. The loop alone takes a new delivery of a
 //     held message over (job.takeOver) and decides hand-backs, so a hand-back it decided
 //     always comes before a redelivery it takes later.
 //   - The loop also owns the start gate (startGate, limits.go): before a run starts it takes a
 //     permit from the limiter (limits.Limiter.TryStart, which never waits and makes no
 //     call), and it gives the permit back when the run's worker has ended; a refused start
-//     is tried again when the limiter's Changed fires, and at least once a second. A message the
-//     limits hold back stays held, leased, in the scheduler. The limiter's goroutine
+//     is tried again when the limiter's Changed fires, and at least once a second. A message
+//     the limits hold back stays held, leased, in the scheduler. The limiter's goroutine
 //     (limits.Limiter.Run) makes every DynamoDB call of the limits; the runs pass it the
 //     pauses workers ask for (Limiter.Pause, which never waits).
 //   - The heartbeat goroutine (leaser.run) owns the renewals under way and when each job is
-//     renewed next (job.renewAt).
+//     renewed next (job.renewAt, atomic: the loop sets it too, at a new delivery).
 //   - A run's goroutine (runner.run) owns its worker and its messages' outcomes, and settles
 //     them. With S3 payloads (payload.go) it also fetches each pointer message's object into
 //     a file of the run's own before the worker starts, while the heartbeat keeps the message
 //     leased and the stop's cut bounds the fetch, and deletes the object only once SQS has
-//     deleted its message; a hand-back goroutine settles one message the loop gave it, or releases one
-//     received after the stop request.
+//     deleted its message; a hand-back goroutine settles one message the loop gave it, or
+//     releases one received after the stop request.
+//   - A job's scheduling and settling fields (job.go) belong to whoever holds the job: the
+//     loop while it is held, its run while it runs, its hand-back while it goes back; each
+//     handover is a goroutine's start or a channel send.
 //   - The acknowledger (acker.run) owns the batches of deletes and visibility changes; each
 //     batch's call runs in a goroutine of its pool (runPool), never on acker.run itself.
-//   - A job's delivery (receipt, lease, whether its settle has begun, how to kill its
-//     running worker at once) is guarded by job.mu, held only to read or write those fields: never across an
-//     SQS call, a channel send or a wait. A renewal snapshots the receipt, calls SQS without
-//     the lock, and applies the answer only if the job still has that receipt and has not
-//     begun to settle (job.renewed); a settle marks the job settled and waits for the renewal
-//     under way to return (job.beginSettle), so no renewal lands after the outcome's own
-//     visibility change. job.stopMu guards why the job must stop, how to stop its worker,
-//     and the span of the run it is part of.
-//     No goroutine holds two of these locks at once.
+//
+// The locks, and what each guards. Each is held only to read or change what it guards: never
+// across a call to SQS, DynamoDB or S3, a log line, a metric, a channel send or a wait. What
+// to log or send is collected under the lock and done after it is released.
+//
+//   - job.mu: a job's delivery (receipt, lease, whether its settle has begun, how to kill its
+//     running worker). A renewal snapshots the receipt, calls SQS without the lock, and
+//     applies the answer only if the job still has that receipt and has not begun to settle
+//     (job.renewed); a settle marks the job settled and waits for the renewal under way to
+//     return (job.beginSettle), so no renewal lands after the outcome's own visibility
+//     change.
+//   - job.stopMu: why the job must stop, how to stop its worker, and the span of its run.
+//   - leaser.mu: the registry of held jobs by message id.
+//   - mailbox.mu: the reports posted and not yet taken (the heartbeat's stopped jobs, the
+//     renewals' answers).
+//   - brake.mu: the brake's state and window. The runs change it as their outcomes are
+//     judged (observe, probeFor), the loop reads what it allows (gate) and tells it when a
+//     message leaves (left); a change of state is logged after the lock.
+//   - deduper.mu: the claims of the runs under way, and when a table error was last logged.
+//   - cutoff.mu: a stop's last moment, its timer and the calls under way it is to end; each
+//     call's cancel runs after the lock.
+//   - Health.mu: the receive, acknowledgement and heartbeat times that /healthz and /readyz
+//     read.
+//   - Load.mu: the loop's state for the gauges and the scale-in protector, which read it.
+//   - slotPool.mu: with several queues, the books of the shared slots (see Several queues).
+//   - Tenants.mu: each queue's top tenants and their counts, written as runs start.
+//
+// No goroutine holds two of these locks at once.
 //
 // # Who may wait on whom
 //

@@ -20,28 +20,34 @@ type job struct {
 	msg message
 	log *slog.Logger // with the message id
 
-	// Scheduling state, written by the supervisor's loop goroutine between runs and read by
-	// the run it starts. attempt is the receive count plus the runs watchbot gave the message
-	// in place (FIFO); pending is an outcome to apply without running the worker again (a
-	// delete or dead-letter send that failed, retried in place); settleFailures counts those
-	// failures, for their backoff.
-	grp            *group
-	attempt        int
-	pending        *outcome
+	// The fields up to stopMu belong to whoever holds the job: the loop while the message is
+	// held, a run's goroutine while it runs (from startRun until its runEvent), a hand-back's
+	// goroutine while it goes back. Each handover is a goroutine's start or a channel send,
+	// so no two goroutines use them at once, and no lock guards them.
+	//
+	// Written by the loop (scheduler.add and finish), read by the runs: grp is the message's
+	// group; attempt is the receive count plus the runs watchbot gave the message in place
+	// (FIFO); pending is an outcome to apply without running the worker again (a delete or
+	// dead-letter send that failed, retried in place).
+	grp     *group
+	attempt int
+	pending *outcome
+	// Written by the runs and hand-backs that settle the message: settleFailures counts the
+	// failed deletes and dead-letter sends retried in place, for their backoff; dedupeWaits
+	// the waits in place of a FIFO message whose dedupe key could not be claimed (dedupe.go),
+	// which space its claims as attempts would; payload is the object the message's pointer
+	// names, once a run has read it (docs/payloads.md), and fetched that object in a file,
+	// for the run under way.
 	settleFailures int
-	// dedupeWaits counts the waits in place of a FIFO message whose dedupe key could not be
-	// claimed (dedupe.go), which space its claims as attempts would; written by its runs.
-	dedupeWaits int
-	// payload is the object the message's pointer names, once a run has read it
-	// (docs/payloads.md); fetched is that object in a file, for the run under way. Both are
-	// written and read by the message's runs alone.
-	payload *payload.Pointer
-	fetched *worker.Payload
+	dedupeWaits    int
+	payload        *payload.Pointer
+	fetched        *worker.Payload
 
-	// stopMu guards cause, cancel and span. cause is the first reason the heartbeat gave to stop
-	// (errCeiling, errLeaseLost); cancel stops the worker running this message while one
-	// does. In batch mode a lost lease does not stop the shared worker: the message alone is
-	// abandoned when the batch settles.
+	// stopMu guards cause, cancel, shared and span, which the heartbeat (cause), the run
+	// (cancel, shared, span) and the loop (takeOver forgives a lost lease) write. cause is the
+	// first reason the heartbeat gave to stop (errCeiling, errLeaseLost); cancel stops the
+	// worker running this message while one does. In batch mode a lost lease does not stop
+	// the shared worker: the message alone is abandoned when the batch settles.
 	stopMu sync.Mutex
 	cause  error
 	cancel context.CancelCauseFunc
@@ -49,9 +55,11 @@ type job struct {
 	// span is the recording span of the run the job is part of, for the heartbeat's events.
 	span trace.Span
 
-	// mu guards the fields below. It is held only while they are read or written, never
-	// across an SQS call, a channel send or a wait: a renewal reads the receipt, calls SQS
-	// without the lock, and applies the answer only if the receipt is still the job's.
+	// mu guards the delivery below, up to renewAt, which the loop (takeOver, beginHandBack),
+	// the heartbeat's renewals, the settles and the run's worker (kill) write. It is held
+	// only while they are read or written, never across an SQS call, a channel send or a
+	// wait: a renewal reads the receipt, calls SQS without the lock, and applies the answer
+	// only if the receipt is still the job's.
 	mu sync.Mutex
 	// settled: the message's settle has begun (or the loop has decided to hand it back). No
 	// renewal starts after it, and a new delivery of the message is a new job.
@@ -67,8 +75,9 @@ type job struct {
 	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
 	// receive, or after the last successful renewal.
 	leaseUntil time.Time
-	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: read without
-	// mu, so the heartbeat never waits for a settle to learn what is due.
+	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: written by the
+	// heartbeat, and by the loop when a new delivery replaces the receipt (takeOver); atomic,
+	// so the heartbeat never waits for a settle to learn what is due.
 	renewAt atomic.Int64
 }
 

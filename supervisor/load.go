@@ -41,12 +41,12 @@ type loadState struct {
 // set records the loop's state at now.
 func (l *Load) set(now time.Time, st loadState) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.count(now)
 	changed := st.active != l.active
 	l.loadState = st
+	l.mu.Unlock()
 	if changed {
-		select {
+		select { // after the lock, as every send
 		case l.changed <- struct{}{}:
 		default:
 		}

@@ -169,7 +169,14 @@ func outcomeFor(r result) outcome {
 	default:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker exited %d", r.ExitCode), WorkerError: true}
 	}
+	return retryFor(r, o, unrun, released)
+}
 
+// retryFor is outcomeFor's last rows, for the outcome o its first rows left open: a worker's
+// dead-letter directive counts as a dead letter; a retry on the last attempt is a dead
+// letter; on a FIFO queue a retry happens in place. unrun: the worker did not run (its key
+// unclaimed, its payload not fetched); released: the worker released the message (exit 4).
+func retryFor(r result, o outcome, unrun, released bool) outcome {
 	if o.Action == actDeadLetter {
 		o.DeadLetter = true
 		return o
