@@ -46,7 +46,8 @@ type Config struct {
 	// ReceiveVisibility is the lease a receive takes, shorter than VisibilityTimeout, which
 	// the heartbeat gives a message once it has been held for a third of it; 0 means
 	// min(VisibilityTimeout, max(20s, KillGrace+15s)). A message whose receive answer never
-	// arrived (lost, or a long poll cancelled by a stop) is out of reach only this long.
+	// arrived (lost, or a long poll cancelled by a second stop request) is out of reach only
+	// this long.
 	ReceiveVisibility time.Duration
 	// HeartbeatInterval is how often running messages' leases are renewed; 0 means
 	// VisibilityTimeout/2.

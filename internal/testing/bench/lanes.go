@@ -293,8 +293,8 @@ func (b *bench) faults(ctx context.Context, name string, rules []faultproxy.Rule
 // stopRun is one stop of an idle watchbot.
 type stopRun struct {
 	took time.Duration // from SIGTERM to exit
-	// hidden is how long a message sent just after the exit stayed out of reach (a long poll
-	// the exit abandoned may still take it, as SQS may).
+	// hidden is how long a message sent just after the exit stayed out of reach: none, since
+	// the stop waits for its last long poll rather than abandon it to take the message.
 	hidden time.Duration
 }
 
