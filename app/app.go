@@ -66,9 +66,7 @@ type Options struct {
 
 // Run runs listen until ctx is done and the drain has ended, then stops the publisher after
 // its last flush and the server last. o comes validated, and Run checks it no more. Its errors
-// are the supervisor's (a setting.Error for a failed startup check), or a setting.Error for a
-// queue URL whose host no SQS client can be built for (neither AWS's nor a loopback address,
-// with no endpoint).
+// are the supervisor's (a setting.Error for a failed startup check).
 func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -84,9 +82,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := connectQueues(queues, awsCfg, o.Endpoint, log); err != nil {
-		return err
-	}
+	connectQueues(queues, awsCfg, o.Endpoint, log)
 	lim, err := newLimiter(ctx, o.Listen.Limits, o.LimitsTable, o.Listen.QueueURL, log)
 	if err != nil {
 		return err
@@ -149,25 +145,21 @@ func newQueueViews(cfg supervisor.Config) []queueView {
 
 // connectQueues gives each queue its SQS client (awsenv.QueueSQS): its requests go to
 // endpoint when it is set, for every queue; else to the endpoint and region the queue's URL
-// gives, so one listen serves queues on several endpoints or in several regions. A queue URL
-// whose host is neither AWS's nor a loopback address, with no endpoint, is refused.
-func connectQueues(queues []queueView, cfg aws.Config, endpoint string, log *slog.Logger) error {
+// gives, so one listen serves queues on several endpoints or in several regions. A queue whose
+// URL's host is its endpoint says so, since no setting named it.
+func connectQueues(queues []queueView, cfg aws.Config, endpoint string, log *slog.Logger) {
 	for i := range queues {
 		q := &queues[i]
-		client, own, err := awsenv.QueueSQS(cfg, awsenv.Options{Endpoint: endpoint, QueueURL: q.url, Logger: log}, os.Getenv)
-		if err != nil {
-			return setting.Refuse(setting.QueueURL, q.url, err.Error())
-		}
+		client, own := awsenv.QueueSQS(cfg, awsenv.Options{Endpoint: endpoint, QueueURL: q.url, Logger: log}, os.Getenv)
 		if own != "" {
 			qlog := log
 			if len(queues) > 1 {
 				qlog = log.With("queue", q.name)
 			}
-			qlog.Info("SQS endpoint taken from the queue URL, whose host is a loopback address", "endpoint", own)
+			qlog.Info("SQS endpoint taken from the queue URL's host", "endpoint", own)
 		}
 		q.sqs = client
 	}
-	return nil
 }
 
 // dedupeStores returns the function giving each queue's store in the dedupe table, or nil

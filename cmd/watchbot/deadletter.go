@@ -79,10 +79,7 @@ func operatorSQS(c *cli.Context, queueURL string) (*sqs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, _, err := awsenv.QueueSQS(cfg, opts, os.Getenv)
-	if err != nil {
-		return nil, usagef("--queue-url %s: %v", queueURL, err)
-	}
+	client, _ := awsenv.QueueSQS(cfg, opts, os.Getenv)
 	return client, nil
 }
 

@@ -29,7 +29,7 @@ var exitCodes = []struct {
 		var p progressFailure
 		return errors.As(err, &p)
 	}},
-	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, a queue listen may not read, AWS credentials missing or refused, a queue URL whose host is not AWS's with no endpoint", func(err error) bool {
+	{2, "bad usage or configuration: unknown flag, command or verb, missing or invalid value, stray argument, failed startup check, a queue that does not exist, a queue listen may not read, AWS credentials missing or refused", func(err error) bool {
 		var u usageError
 		var c setting.Error
 		return errors.As(err, &u) || errors.As(err, &c) && c.Err == nil

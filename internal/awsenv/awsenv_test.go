@@ -2,9 +2,10 @@ package awsenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -136,7 +137,7 @@ func TestSQSEndpoint(t *testing.T) {
 		name, queueURL, flag string
 		env                  map[string]string
 		want                 string
-		fromURL, notAWS      bool
+		fromURL              bool
 	}{
 		{name: "AWS", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"},
 		{name: "AWS China", queueURL: "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/jobs"},
@@ -146,7 +147,10 @@ func TestSQSEndpoint(t *testing.T) {
 		{name: "IPv6 loopback", queueURL: "http://[::1]:4566/000000000000/q", want: "http://[::1]:4566", fromURL: true},
 		{name: "localhost", queueURL: "http://localhost:4566/000000000000/q", want: "http://127.0.0.1:4566", fromURL: true},
 		{name: "an emulator's localhost name", queueURL: "http://sqs.us-east-1.localhost:4577/000000000000/q", want: "http://127.0.0.1:4577", fromURL: true},
-		{name: "another host", queueURL: "http://sqs.example.org:4566/0/q", notAWS: true},
+		{name: "a container's name", queueURL: "http://localstack:4566/000000000000/q", want: "http://localstack:4566", fromURL: true},
+		{name: "LocalStack's name", queueURL: "https://sqs.us-east-1.localhost.localstack.cloud:4566/000000000000/q", want: "https://sqs.us-east-1.localhost.localstack.cloud:4566", fromURL: true},
+		{name: "another host, default port", queueURL: "https://sqs.example.org/0/q", want: "https://sqs.example.org", fromURL: true},
+		{name: "not a URL", queueURL: "jobs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,12 +158,9 @@ func TestSQSEndpoint(t *testing.T) {
 			if tt.env != nil {
 				getenv = func(k string) string { return tt.env[k] }
 			}
-			got, fromURL, err := SQSEndpoint(Options{Endpoint: tt.flag, QueueURL: tt.queueURL}, getenv)
-			if errors.Is(err, ErrNotAWSHost) != tt.notAWS || got != tt.want || fromURL != tt.fromURL {
-				t.Fatalf("SQSEndpoint = %q, %v, %v; want %q, %v, not AWS %v", got, fromURL, err, tt.want, tt.fromURL, tt.notAWS)
-			}
-			if tt.notAWS && !strings.Contains(err.Error(), "--endpoint-url") {
-				t.Errorf("error %q does not name --endpoint-url", err)
+			got, fromURL := SQSEndpoint(Options{Endpoint: tt.flag, QueueURL: tt.queueURL}, getenv)
+			if got != tt.want || fromURL != tt.fromURL {
+				t.Fatalf("SQSEndpoint = %q, %v; want %q, %v", got, fromURL, tt.want, tt.fromURL)
 			}
 		})
 	}
@@ -199,20 +200,45 @@ func TestQueueSQS(t *testing.T) {
 		{name: "AWS through an endpoint", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", endpoint: "https://vpce.example", region: "eu-west-1", base: "https://vpce.example"},
 		{name: "an emulator", queueURL: "http://sqs.eu-west-1.localhost:4566/000000000000/jobs", region: "us-east-1", base: "http://127.0.0.1:4566", own: "http://127.0.0.1:4566"},
 		{name: "an emulator through an endpoint", queueURL: "http://127.0.0.1:4566/000000000000/jobs", endpoint: "http://127.0.0.1:9", region: "us-east-1", base: "http://127.0.0.1:9"},
+		{name: "an emulator in a container", queueURL: "http://localstack:4566/000000000000/jobs", region: "us-east-1", base: "http://localstack:4566", own: "http://localstack:4566"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, own, err := QueueSQS(cfg, Options{Endpoint: tt.endpoint, QueueURL: tt.queueURL}, none)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, own := QueueSQS(cfg, Options{Endpoint: tt.endpoint, QueueURL: tt.queueURL}, none)
 			o := c.Options()
 			if o.Region != tt.region || aws.ToString(o.BaseEndpoint) != tt.base || own != tt.own {
 				t.Errorf("region %q, endpoint %q, own %q; want %q, %q, %q", o.Region, aws.ToString(o.BaseEndpoint), own, tt.region, tt.base, tt.own)
 			}
 		})
 	}
-	if _, _, err := QueueSQS(cfg, Options{QueueURL: "http://sqs.example.org/0/q"}, none); !errors.Is(err, ErrNotAWSHost) {
-		t.Errorf("a host neither AWS's nor loopback gave %v, want ErrNotAWSHost", err)
+}
+
+// A queue URL on a host neither AWS's nor loopback, a container's name as docker compose gives
+// one, with no endpoint given: the requests go to that host, not to AWS. The machine cannot
+// resolve the name, so the client's dialer sends every connection to a server that records the
+// Host each request names.
+func TestQueueSQSSendsToTheURLsHost(t *testing.T) {
+	hosts := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = w.Write([]byte(`{"Attributes":{}}`))
+	}))
+	defer srv.Close()
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: aws.AnonymousCredentials{},
+		HTTPClient:  &http.Client{Transport: &http.Transport{DialContext: dial}},
+	}
+	queueURL := "http://localstack:4566/000000000000/jobs"
+	c, own := QueueSQS(cfg, Options{QueueURL: queueURL}, func(string) string { return "" })
+	if _, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL)}); err != nil {
+		t.Fatal(err)
+	}
+	if host := <-hosts; len(hosts) != 0 || host != "localstack:4566" || own != "http://localstack:4566" {
+		t.Errorf("a request to host %q (and %d more), own endpoint %q; want one to localstack:4566, its own", host, len(hosts), own)
 	}
 }

@@ -1,8 +1,6 @@
 package awsenv
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -19,37 +17,34 @@ import (
 //     name another host;
 //   - else a URL on AWS's SQS host (sqs.REGION.amazonaws.com, or a legacy form) goes to that
 //     region's endpoint;
-//   - else a URL on a loopback host (127.0.0.1:PORT, localhost, sqs.REGION.localhost) is its
-//     own endpoint: an emulator's queue;
-//   - any other host is refused (ErrNotAWSHost): the SDK would send to AWS, not to it.
+//   - else the URL's own host is its endpoint, as the AWS SDKs for JavaScript (v3) and Ruby
+//     send there too: an emulator's queue, on a loopback name (127.0.0.1:PORT, localhost,
+//     sqs.REGION.localhost, reached on 127.0.0.1) or a container's (http://localstack:4566).
+//     The SDK alone would send it to AWS, where the queue is not.
 //
 // Requests are signed for the region an AWS URL names (QueueRegion), where the queue lives,
 // whatever region the configuration names; for another host, the configuration's.
 
-// ErrNotAWSHost is returned by SQSEndpoint for a queue URL whose host is neither AWS's nor a
-// loopback address, with no endpoint set: the SDK would send to AWS and ignore the URL's host.
-var ErrNotAWSHost = errors.New("the queue URL's host is not AWS's")
-
 // SQSEndpoint returns where SQS requests for o.QueueURL go: o.Endpoint when set; "" (the SDK's
 // resolution) when getenv names an endpoint (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL) or the
-// URL's host is AWS's; the URL's own scheme, host and port when its host is a loopback address
-// (an emulator's URL), with fromURL true so that the caller can say so, a name such as
-// localhost or sqs.us-east-1.localhost becoming 127.0.0.1. Any other host wraps ErrNotAWSHost.
-func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromURL bool, err error) {
+// URL's host is AWS's; else the URL's own scheme, host and port, with fromURL true so that the
+// caller can say so, a loopback name such as localhost or sqs.us-east-1.localhost becoming
+// 127.0.0.1.
+func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromURL bool) {
 	if o.Endpoint != "" || getenv("AWS_ENDPOINT_URL_SQS") != "" || getenv("AWS_ENDPOINT_URL") != "" || o.QueueURL == "" {
-		return o.Endpoint, false, nil
+		return o.Endpoint, false
 	}
 	u, err := url.Parse(o.QueueURL)
-	if err != nil {
-		return "", false, nil // the URL's own check reports it
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", false // the URL's own check reports it
 	}
 	if _, ok := awsHost(u); ok {
-		return "", false, nil
+		return "", false
 	}
 	if endpoint, ok := loopback(u); ok {
-		return endpoint, true, nil
+		return endpoint, true
 	}
-	return "", false, fmt.Errorf("%w (%s): give the endpoint with --endpoint-url URL or AWS_ENDPOINT_URL_SQS, or use the queue's AWS URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", ErrNotAWSHost, u.Host)
+	return u.Scheme + "://" + u.Host, true
 }
 
 // QueueRegion returns the region of a queue URL on AWS's SQS host: sqs.REGION.amazonaws.com
@@ -109,12 +104,9 @@ func loopback(u *url.URL) (endpoint string, ok bool) {
 
 // QueueSQS returns the SQS client of the queue at o.QueueURL: its requests go where
 // SQSEndpoint decides, signed for the region the URL names (QueueRegion), else cfg's. ownEndpoint
-// is the endpoint when it is the URL's own (a loopback host), for the caller to say so; else "".
-func QueueSQS(cfg aws.Config, o Options, getenv func(string) string) (client *sqs.Client, ownEndpoint string, err error) {
-	endpoint, fromURL, err := SQSEndpoint(o, getenv)
-	if err != nil {
-		return nil, "", err
-	}
+// is the endpoint when it is the URL's own host, for the caller to say so; else "".
+func QueueSQS(cfg aws.Config, o Options, getenv func(string) string) (client *sqs.Client, ownEndpoint string) {
+	endpoint, fromURL := SQSEndpoint(o, getenv)
 	if r := QueueRegion(o.QueueURL); r != "" {
 		cfg.Region = r
 	}
@@ -122,7 +114,7 @@ func QueueSQS(cfg aws.Config, o Options, getenv func(string) string) (client *sq
 		ownEndpoint = endpoint
 	}
 	o.Endpoint = endpoint
-	return SQS(cfg, o), ownEndpoint, nil
+	return SQS(cfg, o), ownEndpoint
 }
 
 // SQS returns an SQS client for cfg, sending to o.Endpoint when it is set.
