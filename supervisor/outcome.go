@@ -26,6 +26,7 @@ const (
 	endNotRun                        // not started: the message was too old (--max-message-age)
 	endCeiling                       // stopped before the 12 h in-flight limit
 	endHTTPStatus                    // an HTTP worker answered a failure status (ExitCode holds it)
+	endFunctionFailed                // a Lambda function failed the message (an error, or batchItemFailures)
 	endUnclaimed                     // not started: the duplicate check did not claim its key (Unclaimed holds its decision)
 	endPayloadRejected               // not started: its S3 payload is not allowed, unreadable, missing or denied (Payload says which)
 	endPayloadError                  // not started: its S3 payload could not be fetched this time (Payload says why)
@@ -152,6 +153,8 @@ func outcomeFor(r result) outcome {
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker could not start", SpawnError: true}
 	case r.End == endTimedOut:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration", WorkerError: true}
+	case r.End == endFunctionFailed:
+		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: "the function failed", WorkerError: true}
 	case r.End == endHTTPStatus:
 		o = outcome{Action: actRetry, DelayFromBackoff: true, Reason: fmt.Sprintf("worker answered HTTP %d", r.ExitCode), WorkerError: true}
 	case r.End == endSignaled:

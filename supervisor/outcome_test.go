@@ -60,6 +60,8 @@ func TestOutcomeFor(t *testing.T) {
 			outcome{Action: actDelete, Reason: "worker rejected the message (exit 3, --on-reject delete)", WorkerError: true}},
 		{"exit 4 releases without a worker error", with(mid, func(r *result) { r.ExitCode = 4 }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker released the message (exit 4)"}},
+		{"a Lambda function's failure retries with backoff, a worker error", with(mid, func(r *result) { r.End = endFunctionFailed }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "the function failed", WorkerError: true}},
 		{"an HTTP failure status retries with backoff, a worker error", with(mid, func(r *result) { r.End = endHTTPStatus; r.ExitCode = 500 }),
 			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker answered HTTP 500", WorkerError: true}},
 		{"killed by a signal", with(mid, func(r *result) { r.End = endSignaled; r.ExitCode = 9 }),

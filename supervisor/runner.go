@@ -124,6 +124,8 @@ type attempt struct {
 	// ran: a worker ran, for took.
 	ran  bool
 	took time.Duration
+	// answer is the worker's answer, for try to print.
+	answer string
 }
 
 // attempt runs the worker once for the jobs that are to run (not stopped while they waited,
@@ -154,7 +156,7 @@ func (r *runner) attempt(ctx context.Context, cancel context.CancelCauseFunc, jo
 	}
 	defer dropFetched(live)
 	run, directives := r.runWorker(ctx, live)
-	a.ran, a.took = true, run.Duration
+	a.ran, a.took, a.answer = true, run.Duration, run.Answer
 	for _, i := range liveAt {
 		j := jobs[i]
 		a.results[i].End, a.results[i].ExitCode, a.results[i].Directive = run.End, run.ExitCode, directives[j.msg.ID]
@@ -240,7 +242,7 @@ func brakeFailure(res result) bool {
 		return false
 	}
 	switch res.End {
-	case endSignaled, endTimedOut, endSpawnError, endHTTPStatus:
+	case endSignaled, endTimedOut, endSpawnError, endHTTPStatus, endFunctionFailed:
 		return true
 	case endExited:
 		return res.ExitCode != 0 && res.ExitCode != exitReject && res.ExitCode != exitRelease

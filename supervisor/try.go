@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
 )
 
@@ -42,6 +45,9 @@ type Decision struct {
 	// DecidedBy is what decided: "exit code N", "signal N", "--max-job-duration", "result
 	// file: {...}", "the worker could not start".
 	DecidedBy string `json:"decidedBy"`
+	// Answer is what the worker answered the run, when it answers: a Lambda function's
+	// response, or the error it posted.
+	Answer string `json:"answer,omitempty"`
 }
 
 // String is the decision in one line a person reads at a glance.
@@ -97,7 +103,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 		return nil, err
 	}
 	// The queue is taken to have a redrive policy at cfg.MaxAttempts, as the stack's does.
-	q := queueInfo{maxAttempts: cfg.MaxAttempts, maxReceiveCount: cfg.MaxAttempts}
+	q := queueInfo{maxAttempts: cfg.MaxAttempts, maxReceiveCount: cfg.MaxAttempts, arn: tryQueueARN(cfg.QueueURL)}
 	r := newRunner(cfg, q, runnerParts{metrics: alarms.Discard, log: log, random: rand.Float64, s3: s3, workers: w})
 	jobs := tryJobs(msgs, attempt, log)
 	// try records no span; the worker still gets the message's context (a traceparent --attr).
@@ -113,7 +119,7 @@ func Try(ctx context.Context, cfg Config, msgs []TryMessage, attempt int, payloa
 		res := tried.results[i]
 		o := outcomeFor(res)
 		d := Decision{MessageID: j.msg.ID, Action: o.Action.String(), Reason: o.Reason, Attempt: attempt, MaxAttempts: cfg.MaxAttempts,
-			DecidedBy: decidedBy(res)}
+			DecidedBy: decidedBy(res, cfg.Lambda.Enabled), Answer: tried.answer}
 		switch {
 		case o.Action == actRetry:
 			d.Delay = r.delay(o, attempt)
@@ -152,7 +158,19 @@ func tryConfig(cfg Config, msgs []TryMessage, attempt int) (Config, error) {
 	case cfg.HTTP.URL != "":
 		return cfg, setting.Refuse(listenspec.SettingHTTPWorker, nil, "try runs a worker command")
 	}
+	cfg.Concurrency = 1 // one run, and with --lambda one runtime
 	return cfg, nil
+}
+
+// tryQueueARN is the ARN of the queue a queue URL names (the try queue's, or --queue-url),
+// as SQS would give it: arn:aws:sqs:REGION:ACCOUNT:NAME.
+func tryQueueARN(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return ""
+	}
+	account, name, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	return "arn:aws:sqs:" + queueattr.RegionFromURL(queueURL) + ":" + account + ":" + name
 }
 
 // tryJobs are the jobs of msgs, as listen would hold them had SQS just delivered them at
@@ -185,7 +203,13 @@ func tryJobs(msgs []TryMessage, attempt int, log *slog.Logger) []*job {
 }
 
 // decidedBy names what decided a run's outcome.
-func decidedBy(res result) string {
+func decidedBy(res result, lambda bool) string {
+	if lambda && (res.End == endExited || res.End == endFunctionFailed) {
+		if res.Directive != nil && res.Directive.Action != "ack" {
+			return "the record could not be invoked"
+		}
+		return "the function's answer"
+	}
 	if d := res.Directive; d != nil {
 		if d.Action == "" {
 			return fmt.Sprintf("result file: pause %q", d.Pause)

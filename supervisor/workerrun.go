@@ -18,6 +18,8 @@ type workerRun struct {
 	End      runEnd
 	ExitCode int // exit status, HTTP status, or the signal number when End is endSignaled
 	Duration time.Duration
+	// Answer is the worker's answer, for try to print.
+	Answer string
 }
 
 // runWorker runs the worker once for jobs, and returns how the run ended with the worker's
@@ -38,7 +40,7 @@ func (r *runner) runWorker(ctx context.Context, jobs []*job) (workerRun, map[str
 	if res.End != worker.NotStarted {
 		r.metrics.Add(alarms.WorkerDuration, float64(res.Duration.Milliseconds()))
 	}
-	run := workerRun{End: runEndOf(res), ExitCode: res.Code, Duration: res.Duration}
+	run := workerRun{End: runEndOf(res), ExitCode: res.Code, Duration: res.Duration, Answer: res.Answer}
 	if run.End == endSpawnError || run.End == endLeaseLost {
 		// The message is no longer watchbot's, or the worker never saw it.
 		return run, nil
@@ -88,6 +90,8 @@ func runEndOf(res worker.Result) runEnd {
 		return endExited
 	case worker.Failed:
 		return endHTTPStatus
+	case worker.FunctionFailed:
+		return endFunctionFailed
 	case worker.Signaled:
 		return endSignaled
 	case worker.TimedOut:

@@ -94,6 +94,10 @@ const (
 	NotStarted
 	// Stopped: ending the run's context stopped it; Err is the context's cause.
 	Stopped
+	// FunctionFailed: a Lambda function failed the records without a directive: it posted
+	// an error, answered what is no batch response, named them in batchItemFailures, or its
+	// runtime ended during the invocation; Err says which.
+	FunctionFailed
 )
 
 // Result is how a run ended, and what the worker said of each message.
@@ -105,4 +109,7 @@ type Result struct {
 	// Directives are the worker's decisions, by message id: a message without one follows
 	// End and Code.
 	Directives map[string]*Directive
+	// Answer is what the worker answered, for a person to read (try): a Lambda function's
+	// response, or the error it posted.
+	Answer string
 }

@@ -7,12 +7,12 @@ package worker
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,21 +106,8 @@ func NewLambda(cfg LambdaConfig) *Lambda {
 	if cfg.MaxDuration <= 0 {
 		cfg.MaxDuration = maxInvocation
 	}
-	return &Lambda{cfg: cfg, fn: lambda.Function{Name: name, Version: "$LATEST", Handler: cfg.Lambda.Handler}, region: urlRegion(cfg.QueueURL),
+	return &Lambda{cfg: cfg, fn: lambda.Function{Name: name, Version: "$LATEST", Handler: cfg.Lambda.Handler}, region: queueattr.RegionFromURL(cfg.QueueURL),
 		idle: make(chan *runtimeEnv, cfg.Runtimes), stop: make(chan struct{})}
-}
-
-// urlRegion is the region an SQS queue URL names (https://sqs.REGION.amazonaws.com/…), or "".
-func urlRegion(queueURL string) string {
-	u, err := url.Parse(queueURL)
-	if err != nil {
-		return ""
-	}
-	parts := strings.Split(u.Hostname(), ".")
-	if len(parts) >= 4 && parts[0] == "sqs" {
-		return parts[1]
-	}
-	return ""
 }
 
 // Start starts the runtimes and waits until each has asked for work once, so that no
@@ -178,6 +165,7 @@ func (l *Lambda) Run(ctx context.Context, job Job) Result {
 			return slices.ContainsFunc(in[0], func(x lambda.Record) bool { return x.MessageID == r.MessageID })
 		})
 		end, batchFailed := l.invoke(ctx, job, events[0], in[0])
+		res.Answer = end.Answer
 		for id := range batchFailed {
 			failed[id] = true
 			if g := groups[id]; g != "" {
@@ -189,7 +177,7 @@ func (l *Lambda) Run(ctx context.Context, job Job) Result {
 		}
 	}
 	if res.End == Succeeded && len(failed)+len(records) > 0 {
-		res.End, res.Err = Failed, errors.New("the function reported failed records")
+		res.End, res.Err = FunctionFailed, errors.New("the function reported failed records")
 	}
 	failed = lambda.HoldSuccessors(failed, order, groups)
 	for _, r := range records {
@@ -246,7 +234,7 @@ func (l *Lambda) invoke(ctx context.Context, job Job, event []byte, records []la
 		case errors.Is(err, lambda.ErrClosed):
 			continue // it ended while idle: another takes the invocation
 		case errors.Is(err, lambda.ErrGone):
-			return Result{End: Failed, Err: fmt.Errorf("runtime %d ended during the invocation", rt.slot)}, all
+			return Result{End: FunctionFailed, Err: fmt.Errorf("runtime %d ended during the invocation", rt.slot)}, all
 		case err != nil:
 			// The deadline, or a stop: the runtime is replaced, as Lambda resets a
 			// timed-out sandbox.
@@ -256,14 +244,15 @@ func (l *Lambda) invoke(ctx context.Context, job Job, event []byte, records []la
 		l.idle <- rt
 		if answer.Error != nil {
 			job.Log.Warn("the function failed", "error_type", answer.Error.Type, "error_message", answer.Error.Message)
-			return Result{End: Failed, Err: answer.Error}, all
+			posted, _ := json.Marshal(answer.Error)
+			return Result{End: FunctionFailed, Err: answer.Error, Answer: string(posted)}, all
 		}
 		failed, perr := lambda.Failures(answer.Response, all)
 		if perr != nil {
 			job.Log.Warn("the function's response fails the whole batch", "error", perr)
-			return Result{End: Failed, Err: perr}, all
+			return Result{End: FunctionFailed, Err: perr, Answer: string(answer.Response)}, all
 		}
-		return Result{End: Succeeded}, failed
+		return Result{End: Succeeded, Answer: string(answer.Response)}, failed
 	}
 }
 

@@ -243,6 +243,8 @@ func logEnd(log *slog.Logger, res Result, limit time.Duration) {
 		log.Warn("worker answered a failure", attrs...)
 	case Stopped:
 		log.Warn("worker stopped by watchbot", "reason", res.Err, "duration", res.Duration.String())
+	case FunctionFailed:
+		log.Warn("the function failed", "error", res.Err, "duration", res.Duration.String())
 	case Succeeded:
 		log.Debug("worker finished", "duration", res.Duration.String())
 	default:

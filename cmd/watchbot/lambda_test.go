@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/supervisor"
 )
 
 // invocation is one invocation as the aws-lambda-go handler (testdata/lambdahandler) saw it.
@@ -371,4 +374,27 @@ func TestLambdaInitFailure(t *testing.T) {
 	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	p.Wait(t, 30*time.Second, out.String)
+}
+
+// TestTryLambda: try --lambda invokes the runtime once with the SQS event of a batch, and
+// prints each record's decision and the handler's answer.
+func TestTryLambda(t *testing.T) {
+	t.Parallel()
+	handler := testenv.Build(t, "./cmd/watchbot/testdata/lambdahandler")
+	cmd := exec.Command(testenv.Binary(t), "try", "--lambda", "--batch", "--json", "--", handler)
+	cmd.Env = testenv.CleanEnv(t, "HANDLER_DIR="+t.TempDir())
+	cmd.Stdin = strings.NewReader("ok one\nfail-once two\n")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 11 {
+		t.Fatalf("exit %v, want 11 (a retry); output %s", err, out)
+	}
+	var got struct{ Decisions []supervisor.Decision }
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Decisions) != 2 {
+		t.Fatalf("decisions %s: %v", out, err)
+	}
+	ok, failed := got.Decisions[0], got.Decisions[1]
+	if ok.Action != "delete" || failed.Action != "retry" || !strings.Contains(failed.Answer, `"itemIdentifier":"`+failed.MessageID+`"`) {
+		t.Errorf("decisions %+v, want the first deleted and the second retried, as the answer %q says", got.Decisions, failed.Answer)
+	}
 }

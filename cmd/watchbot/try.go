@@ -16,6 +16,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // tryExits is `watchbot try`'s exit status for each decision (a batch exits with the highest
@@ -56,6 +57,10 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal (the printed delay is then one draw)"},
 			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
 			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
+			&cli.BoolFlag{Name: "lambda", Usage: "COMMAND is a Lambda runtime: one invocation with the SQS event of the message(s)"},
+			&cli.StringFlag{Name: "lambda-function-name", Usage: "the function's `NAME`", DefaultText: "the queue's name"},
+			&cli.StringFlag{Name: "lambda-handler", Usage: "the `HANDLER` runtimes read from _HANDLER (index.handler)"},
+			durationFlag("lambda-init-timeout", def.Lambda.InitTimeout, "how long the runtime may take to ask for work"),
 			&cli.StringSliceFlag{Name: "payload-bucket", Usage: "fetch S3 payload pointers from this `BUCKET` as listen does; repeatable", DefaultText: "pointers passed through"},
 			&cli.BoolFlag{Name: "json", Usage: "print the decision as JSON"},
 			logFormatFlag(),
@@ -110,6 +115,8 @@ func tryConfig(c *cli.Context) (supervisor.Config, error) {
 	cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
 	cfg.RetryDelay = durationOf(c, "retry-delay")
 	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
+	cfg.Lambda = worker.LambdaWorker{Enabled: c.Bool("lambda"), FunctionName: strings.TrimSpace(c.String("lambda-function-name")),
+		Handler: strings.TrimSpace(c.String("lambda-handler")), InitTimeout: durationOf(c, "lambda-init-timeout")}
 	var err error
 	cfg.QueueURL, err = tryQueueURL(c)
 	return cfg, err
@@ -239,6 +246,9 @@ func printDecisions(w io.Writer, ds []supervisor.Decision, batch, asJSON bool) e
 			fmt.Fprintf(w, "%s: ", d.MessageID)
 		}
 		fmt.Fprintln(w, d.String())
+	}
+	if ds[0].Answer != "" {
+		fmt.Fprintln(w, "the function answered:", ds[0].Answer)
 	}
 	return nil
 }
