@@ -25,9 +25,10 @@ node_modules/.package-lock.json: package-lock.json
 ## starve the others, then the container smoke run, the built binary under env -i, and the demo
 ## against its golden transcript. internal/testing/testprogress prints a line per package as it
 ## ends, failures in full, and "N passed, N failed" last; it fails when go test did, though the
-## pipe drops go test's exit status
+## pipe drops go test's exit status. -parallel 8: most parallel tests wait on processes and
+## emulators in real time, so more of them than the cores run at once
 test: node_modules/.package-lock.json fmt-check vet cross
-	{ $(GO) test -json -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container); \
+	{ $(GO) test -json -race -count=1 -parallel 8 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container); \
 	  $(GO) test -json -race -count=1 -timeout 12m ./internal/testing/scenarios; } 2>&1 | $(GO) run ./internal/testing/testprogress
 	$(MAKE) --no-print-directory smoke-container
 	$(MAKE) --no-print-directory smoke

@@ -28,6 +28,7 @@ cron:
 // example), and lints every template with scripts/lint-template, the command docs/template.md
 // gives users: none may have an error or a warning.
 func TestDocsTemplatesPassTheLinter(t *testing.T) {
+	t.Parallel()
 	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // (runLocalBlock). Then the state the example leaves is checked: what its worker wrote, what
 // the table holds.
 func TestDocsLocalExamples(t *testing.T) {
+	t.Parallel()
 	pages := docPages(t)
 	for _, c := range []struct {
 		page  string
@@ -71,6 +72,7 @@ func TestDocsLocalExamples(t *testing.T) {
 		}},
 	} {
 		t.Run(c.page, func(t *testing.T) {
+			t.Parallel() // each starts its own emulator
 			blocks := markedBlocks(t, pages[filepath.Clean("../../docs/"+c.page)], "local")
 			if len(blocks) != 2 {
 				t.Fatalf("%d blocks between the local markers, want 2: make emulator, then the example", len(blocks))

@@ -35,6 +35,7 @@ func twoEmulators(t *testing.T, n, m int) (first, second testenv.Queue, clients 
 // One listen serves queues on two endpoints: with no endpoint given, each queue's requests
 // go to its URL's host, and both queues' messages run and are deleted.
 func TestListenQueuesOnTwoEndpoints(t *testing.T) {
+	t.Parallel()
 	first, second, clients := twoEmulators(t, 2, 3)
 	cmd := testenv.SQS(t).Watchbot(t, "listen", "--queue-url", first.URL, "--queue-url", second.URL, "--concurrency", "2", "--", "true")
 	cmd.Env = append(cmd.Env, "AWS_ENDPOINT_URL_SQS=") // each URL names its endpoint

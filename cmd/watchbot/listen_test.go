@@ -141,6 +141,7 @@ func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv
 }
 
 func TestListenStartupFailuresReceiveNothing(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	withDLQ := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -204,6 +205,7 @@ func TestListenDrainsOnSIGTERM(t *testing.T) {
 }
 
 func TestListenSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

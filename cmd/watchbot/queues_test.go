@@ -99,6 +99,7 @@ func TestListenSeveralQueuesRefused(t *testing.T) {
 // listen serves two queues from one binary: each worker learns its message's queue, the
 // metrics name each queue, and SIGTERM drains both.
 func TestListenTwoQueuesEndToEnd(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	urgent := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
@@ -148,6 +149,7 @@ func TestListenTwoQueuesEndToEnd(t *testing.T) {
 // A queue that fails its startup check stops the start, exit 2, naming the queue; no queue
 // receives anything.
 func TestListenSeveralQueuesStartupFailure(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	c := emu.Client()
 	good := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})

@@ -51,6 +51,7 @@ func attr(m types.Message, name string) string {
 // TestSendCarriesTheTraceContext runs `watchbot send` as a worker would, with TRACEPARENT
 // and TRACESTATE in its environment and no exporter: the message carries them as they are.
 func TestSendCarriesTheTraceContext(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{})
 	code, _, stderr := sendBinary(t, emu, []string{"TRACEPARENT=" + producerParent, "TRACESTATE=vendor=abc"}, "--queue-url", q.URL, "--body", "next job")
@@ -92,6 +93,7 @@ func TestSendCarriesTheTraceContext(t *testing.T) {
 // OTLP/HTTP receiver: it exports one PRODUCER span in TRACEPARENT's trace, a child of it,
 // and the message names that span as its parent.
 func TestSendExportsAProducerSpan(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{})
 	sink, err := otlpsink.Start()

@@ -37,6 +37,7 @@ func inMounts(cmd *exec.Cmd, mounts ...string) {
 // nothing while /dev/shm takes files; with /dev/shm read-only too, listen refuses to start,
 // naming --temp-dir, and receives nothing.
 func TestListenTempDirs(t *testing.T) {
+	t.Parallel()
 	testenv.RequireRoot(t, "mounting read-only file systems")
 	emu := testenv.SQS(t)
 	c := emu.Client()

@@ -18,6 +18,7 @@ import (
 //
 //	producer (TRACEPARENT) → send → process(first) → send → process(second)
 func TestTraceChainAcrossJobs(t *testing.T) {
+	t.Parallel()
 	emu := testenv.SQS(t)
 	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
 	sink, err := otlpsink.Start()

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +80,7 @@ func TestWorkerSeesAUsersEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "env")
-	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--", worker)
+	cmd := emu.Watchbot(t, "listen", "--queue-url", q.URL, "--once", "--", worker)
 	cmd.Env = append(cmd.Env, "OUT="+out)
 	var logs testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -96,7 +95,6 @@ func TestWorkerSeesAUsersEnvironment(t *testing.T) {
 		seen, err = os.ReadFile(out)
 		return err == nil
 	}, logs.String)
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.Wait(t, 30*time.Second, logs.String); code != 0 || strings.Contains(logs.String(), "panic:") {
 		t.Fatalf("listen exit %d:\n%s", code, logs.String())
 	}
