@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -24,7 +23,7 @@ import (
 // dlqLocationFlags name the queues; they are accepted before or after the verb.
 func dlqLocationFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "queue-url", Usage: "the source `URL` (its redrive policy names the DLQ)", DefaultText: "$WATCHBOT_QUEUE_URL, $QueueUrl"},
+		oneQueueFlag("the source `URL` (its redrive policy names the DLQ)"),
 		&cli.StringFlag{Name: "dlq-url", Usage: "the dead-letter queue's `URL` itself"},
 		&cli.StringFlag{Name: "to", Usage: "with --dlq-url: the queue `URL` replay sends to (its redrive policy must name the DLQ)"},
 		opEndpointFlag(),
@@ -85,19 +84,14 @@ func operatorSQS(c *cli.Context, queueURL string) (*sqs.Client, error) {
 
 // opLocateDLQ reads the location flags, checks them, and finds the queues.
 func opLocateDLQ(c *cli.Context) (*sqs.Client, deadletter.Queues, error) {
-	loc := deadletter.Location{
-		QueueURL: opFlag(c, "queue-url"),
-		DLQURL:   opFlag(c, "dlq-url"),
-		To:       opFlag(c, "to"),
-	}
-	if loc.QueueURL == "" && loc.DLQURL == "" {
-		// As listen takes it. The flags do not read these variables themselves: a verb's flag set
-		// from the environment would hide the same flag given before the verb.
-		loc.QueueURL = queueURLFromEnv()
-	}
-	if strings.Contains(loc.QueueURL, ",") {
-		// listen takes a list of queues there; a dead-letter queue belongs to one of them.
-		return nil, deadletter.Queues{}, usagef("the queue URL names several queues (%s): the dead-letter tools work on one queue's dead-letter queue: give that queue with --queue-url", loc.QueueURL)
+	loc := deadletter.Location{DLQURL: opFlag(c, "dlq-url"), To: opFlag(c, "to")}
+	if opFlag(c, "queue-url") != "" || loc.DLQURL == "" {
+		// From the environment too, as listen takes it; a dead-letter queue belongs to one queue.
+		url, err := oneQueueURL(c, "the dead-letter tools work on the dead-letter queue of")
+		if err != nil {
+			return nil, deadletter.Queues{}, err
+		}
+		loc.QueueURL = url
 	}
 	if err := loc.Validate(); err != nil {
 		return nil, deadletter.Queues{}, usageError{err}

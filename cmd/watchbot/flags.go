@@ -1,10 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,20 +128,45 @@ func queueURLFromEnv() string {
 	return ""
 }
 
-// queueURLOf is --queue-url, or queueURLFromEnv: the flag's own reading of its variables takes
-// the first one set, even when it is set empty, and then would not read QueueUrl.
-func queueURLOf(c *cli.Context) string {
-	return cmp.Or(strings.TrimSpace(c.String("queue-url")), queueURLFromEnv())
+// oneQueueFlag is --queue-url of a command that works on one queue: repeatable, so that
+// oneQueueURL can refuse a second one instead of keeping the last.
+func oneQueueFlag(usage string) cli.Flag {
+	return &cli.GenericFlag{Name: "queue-url", Value: &repeated{}, Usage: usage, DefaultText: "$WATCHBOT_QUEUE_URL, $QueueUrl"}
 }
 
-// queueURLFlag is --queue-url, taken from the environment as listen takes it.
-func queueURLFlag() cli.Flag {
-	return &cli.StringFlag{Name: "queue-url", Usage: "the queue `URL`", EnvVars: queueURLEnv}
+// oneQueueURL returns the queue of a command that works on one (what says what it does):
+// --queue-url, before or after a verb, else queueURLFromEnv (not the flag's own variables: a
+// verb's flag set from them would hide the same flag given before the verb). Several queues,
+// which listen and status take (the flag repeated, or a list that commas separate), are
+// refused rather than all but one ignored.
+func oneQueueURL(c *cli.Context, what string) (string, error) {
+	var urls []string
+	for _, cc := range c.Lineage() {
+		if slices.Contains(cc.LocalFlagNames(), "queue-url") {
+			urls = append(urls, repeatedValues(cc, "queue-url")...)
+		}
+	}
+	switch {
+	case len(urls) > 1:
+		return "", usagef("--queue-url is given %d times: %s one queue (run it once per queue)", len(urls), what)
+	case len(urls) == 1:
+		urls[0] = strings.TrimSpace(urls[0])
+	default:
+		urls = []string{queueURLFromEnv()}
+	}
+	if strings.Contains(urls[0], ",") {
+		return "", usagef("the queue URL names several queues (%s): %s one queue: give it with --queue-url", urls[0], what)
+	}
+	return urls[0], nil
 }
 
-// requireQueueURL returns --queue-url, checked, or a one-line usage error saying how to give it.
+// requireQueueURL returns send's --queue-url, checked, or a one-line usage error saying how
+// to give it.
 func requireQueueURL(c *cli.Context) (string, error) {
-	url := queueURLOf(c)
+	url, err := oneQueueURL(c, "send puts messages on")
+	if err != nil {
+		return "", err
+	}
 	if url == "" {
 		return "", noQueueGiven(c)
 	}

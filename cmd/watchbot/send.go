@@ -23,7 +23,7 @@ func sendCommand() *cli.Command {
 			"written to S3 and the message carries a pointer to it, as AWS's SQS Extended Client\n" +
 			"libraries write it: listen and those libraries read the body back (docs/payloads.md).",
 		Flags: append([]cli.Flag{
-			queueURLFlag(),
+			oneQueueFlag("the queue `URL`"),
 			&cli.StringFlag{Name: "body", Usage: "send one message with body `S`"},
 			&cli.StringFlag{Name: "file", Usage: "send one message whose body is the content of `F` (- for all of stdin)"},
 			&cli.GenericFlag{Name: "attr", Value: &repeated{}, Usage: "message attribute `K=V`, K:Number=V or K:Binary=BASE64 (repeatable)"},

@@ -107,7 +107,12 @@ func TestMistakes(t *testing.T) {
 		{"no queue given: status", creds, []string{"status"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: send", creds, []string{"send", "--body", "x"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		{"no queue given: dead-letter", creds, []string{"dead-letter", "count"}, 2, "give --queue-url", ""},
-		{"several queues: dead-letter", withEnv(creds, "WATCHBOT_QUEUE_URL", q.URL+","+missing), []string{"dead-letter", "count"}, 2, "the dead-letter tools work on one queue's dead-letter queue", ""},
+		// Several queues where a command works on one: refused, none ignored.
+		{"several queues: dead-letter", withEnv(creds, "WATCHBOT_QUEUE_URL", q.URL+","+missing), []string{"dead-letter", "count"}, 2, "the dead-letter tools work on the dead-letter queue of one queue", ""},
+		{"several queues, before and after the verb: dead-letter", creds, []string{"dead-letter", "--queue-url", q.URL, "count", "--queue-url", missing}, 2, "--queue-url is given 2 times: the dead-letter tools work on the dead-letter queue of one queue", ""},
+		{"several queues: send", creds, []string{"send", "--queue-url", q.URL, "--queue-url", missing, "--body", "x"}, 2, "--queue-url is given 2 times: send puts messages on one queue", ""},
+		{"several queues in one value: send", creds, []string{"send", "--queue-url", q.URL + "," + missing, "--body", "x"}, 2, "names several queues", ""},
+		{"the dead-letter queue given, several queues in the environment: dead-letter", withEnv(creds, "WATCHBOT_QUEUE_URL", q.URL+","+missing), []string{"dead-letter", "--dlq-url", q.DLQURL, "count"}, 0, "", "visible:"},
 		{"no queue given: listen", creds, []string{"listen", "--", "true"}, 2, "give the queue: --queue-url URL, or WATCHBOT_QUEUE_URL", ""},
 		// Arguments that mean nothing.
 		{"stray argument: send", creds, []string{"send", "--queue-url", q.URL, "hello"}, 2, `watchbot send takes no arguments, but got "hello": a message body goes in --body`, ""},
