@@ -116,7 +116,9 @@ func rootCause(err error) error {
 }
 
 // foreignEndpoint returns the endpoint err's request went to (from the SDK's response, or the
-// HTTP client's error when nothing answered), when its host is not queueURL's own; else "".
+// HTTP client's error when nothing answered), when its host is not queueURL's own; else "",
+// and "" too when queueURL is not known (a command given several queues), whose host no
+// endpoint can be said to differ from.
 func foreignEndpoint(err error, queueURL string) string {
 	var sent string
 	if re, ok := errors.AsType[*smithyhttp.ResponseError](err); ok && re.Response != nil && re.Response.Request != nil {
@@ -126,7 +128,7 @@ func foreignEndpoint(err error, queueURL string) string {
 	}
 	to, err1 := url.Parse(sent)
 	queue, err2 := url.Parse(queueURL)
-	if sent == "" || err1 != nil || err2 != nil || to.Host == "" || sameHost(to, queue) {
+	if sent == "" || err1 != nil || err2 != nil || to.Host == "" || queue.Host == "" || sameHost(to, queue) {
 		return ""
 	}
 	return to.Scheme + "://" + to.Host

@@ -55,6 +55,9 @@ func TestExplainSQS(t *testing.T) {
 			if !errors.Is(qe, err) || ExplainSQS(qe, tt.queueURL, "") != qe {
 				t.Error("the explanation does not wrap the SDK's error, or is explained twice")
 			}
+			if unknown := ExplainSQS(err, "", ""); unknown == nil || unknown.Cause != tt.cause || unknown.Endpoint != "" {
+				t.Errorf("told no queue URL, explained as %+v; want cause %d and no endpoint named", unknown, tt.cause)
+			}
 		})
 	}
 	if qe := ExplainSQS(errors.New("something else"), "", ""); qe != nil {
