@@ -134,7 +134,10 @@ func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask recei
 	sent := time.Now()
 	call, cancel := context.WithCancel(receives)
 	defer cancel()
-	unhook := context.AfterFunc(stop, func() { time.AfterFunc(time.Until(sent.Add(ask.wait+receiveSlack)), cancel) })
+	unhook := context.AfterFunc(stop, func() {
+		bound := time.AfterFunc(time.Until(sent.Add(ask.wait+receiveSlack)), cancel)
+		context.AfterFunc(call, func() { bound.Stop() })
+	})
 	defer unhook()
 	s.health.receiveStarted(sent)
 	msgs, retried, err := s.receive(call, ask, attemptID, quick)

@@ -175,6 +175,35 @@ func TestSchedulerRunsBy(t *testing.T) {
 
 // busyScheduler returns a standard queue's scheduler with all its slots running, after one run
 // that took took ended, and ready messages waiting for a slot.
+// TestSchedulerRunsByBeforeAnyRunEnded: with no job's duration known (an idle watchbot whose
+// last long poll brought messages at a stop), what starts at once in the free slots runs in
+// the drain, with the window the runs under way have; more, or past the deadline, does not.
+func TestSchedulerRunsByBeforeAnyRunEnded(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		ready    int
+		deadline time.Duration
+		want     bool
+	}{
+		{"one message, four free slots", 1, time.Second, true},
+		{"four messages, four free slots", 4, time.Second, true},
+		{"five messages, four free slots", 5, time.Hour, false},
+		{"one message, past the deadline", 1, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(4, 1, 0, false, nil, false)
+			for i := range tt.ready {
+				s.add(t0, &job{msg: message{ID: fmt.Sprint(i)}})
+			}
+			if got := s.runsBy(t0, t0.Add(tt.deadline)); got != tt.want {
+				t.Errorf("runsBy = %v with %d waiting, want %v", got, tt.ready, tt.want)
+			}
+		})
+	}
+}
+
 func busyScheduler(slots int, took time.Duration, ready int) *scheduler {
 	s := newScheduler(slots, 1, 0, false, nil, false)
 	var js []*job
