@@ -110,8 +110,9 @@ type Options struct {
 	// Limits adds LimitsTable, the table through which the tasks share their limits and
 	// pauses (listen's --limits-table, docs/limits.md).
 	Limits bool
-	// LimitArgs are listen's limit flags with their values (--rate-limit 20/s, ...), passed on
-	// as given; the command line checks them with listen's own rules.
+	// LimitArgs are listen's limit and Lambda flags with their values (--rate-limit 20/s,
+	// --lambda, ...), passed on as given; the command line checks them with listen's own
+	// rules.
 	LimitArgs []string
 	// OTelEndpoint is the OTLP endpoint watchbot exports its traces to (an http or https
 	// URL), set on the container as OTEL_EXPORTER_OTLP_ENDPOINT; empty exports nothing.

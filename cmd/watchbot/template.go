@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -197,7 +198,13 @@ func readTemplateListen(c *cli.Context, o *cloudformation.Options) error {
 	l := a.Listen
 	o.Backoff, o.HeartbeatInterval, o.MaxJobDuration, o.BatchSize, o.BatchWindow = l.Backoff, l.HeartbeatInterval, l.MaxJobDuration, l.BatchSize, l.BatchWindow
 	for _, s := range rows {
-		if s.template == templateArg && c.IsSet(s.name) {
+		switch {
+		case s.template != templateArg || !c.IsSet(s.name):
+		case s.field != nil && reflect.TypeOf(s.field(&a)).Elem().Kind() == reflect.Bool:
+			if c.Bool(s.name) {
+				o.LimitArgs = append(o.LimitArgs, "--"+s.name) // a bool flag takes no separate value
+			}
+		default:
 			o.LimitArgs = append(o.LimitArgs, "--"+s.name, c.String(s.name))
 		}
 	}

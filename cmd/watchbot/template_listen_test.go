@@ -19,6 +19,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/cloudformation"
 	"github.com/watchbot/watchbot/supervisor"
+	"github.com/watchbot/watchbot/worker"
 )
 
 // TestTemplatesStartListen generates templates over a table of option combinations, takes the
@@ -68,6 +69,11 @@ func TestTemplatesStartListen(t *testing.T) {
 				c.MaxAttempts, c.ShutdownTimeout, c.KillGrace = 10, 90*time.Second, 25*time.Second
 			}},
 		{"no metrics", []string{"--metrics", "none"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
+		{"a Lambda function", []string{"--lambda", "--lambda-function-name", "resize", "--lambda-handler", "index.handler", "--lambda-init-timeout", "30s"},
+			func(c *supervisor.Config) {
+				c.MaxAttempts, c.BatchSize = 10, 10
+				c.Lambda = worker.LambdaWorker{Enabled: true, FunctionName: "resize", Handler: "index.handler", InitTimeout: 30 * time.Second}
+			}},
 		{"metrics scraped from outside the task", []string{"--http-addr", ":9464"}, func(c *supervisor.Config) { c.MaxAttempts = 10 }},
 		{"no brake", []string{"--brake", "off"}, func(c *supervisor.Config) { c.MaxAttempts, c.Brake.Enabled = 10, false }},
 		{"Watchbot's environment", []string{"--env", "Volumes=/scratch", "--env", "maxJobDuration=300", "--env", "structuredLogging=false", "--env", "TMPDIR=/work"},
