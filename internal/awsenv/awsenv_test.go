@@ -151,6 +151,7 @@ func TestSQSEndpoint(t *testing.T) {
 		{name: "LocalStack's name", queueURL: "https://sqs.us-east-1.localhost.localstack.cloud:4566/000000000000/q", want: "https://sqs.us-east-1.localhost.localstack.cloud:4566", fromURL: true},
 		{name: "another host, default port", queueURL: "https://sqs.example.org/0/q", want: "https://sqs.example.org", fromURL: true},
 		{name: "not a URL", queueURL: "jobs"},
+		{name: "a VPC endpoint", queueURL: "https://vpce-0a1b2c3d-4e5f6a7b.sqs.eu-west-1.vpce.amazonaws.com/123456789012/q", want: "https://vpce-0a1b2c3d-4e5f6a7b.sqs.eu-west-1.vpce.amazonaws.com", fromURL: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,6 +201,8 @@ func TestQueueSQS(t *testing.T) {
 		{name: "AWS through an endpoint", queueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", endpoint: "https://vpce.example", region: "eu-west-1", base: "https://vpce.example"},
 		{name: "an emulator", queueURL: "http://sqs.eu-west-1.localhost:4566/000000000000/jobs", region: "us-east-1", base: "http://127.0.0.1:4566", own: "http://127.0.0.1:4566"},
 		{name: "an emulator through an endpoint", queueURL: "http://127.0.0.1:4566/000000000000/jobs", endpoint: "http://127.0.0.1:9", region: "us-east-1", base: "http://127.0.0.1:9"},
+		{name: "a VPC endpoint", queueURL: "https://vpce-0a1b2c3d-4e5f6a7b.sqs.eu-west-1.vpce.amazonaws.com/123456789012/jobs", region: "eu-west-1",
+			base: "https://vpce-0a1b2c3d-4e5f6a7b.sqs.eu-west-1.vpce.amazonaws.com", own: "https://vpce-0a1b2c3d-4e5f6a7b.sqs.eu-west-1.vpce.amazonaws.com"},
 		{name: "an emulator in a container", queueURL: "http://localstack:4566/000000000000/jobs", region: "us-east-1", base: "http://localstack:4566", own: "http://localstack:4566"},
 	}
 	for _, tt := range tests {

@@ -19,8 +19,10 @@ import (
 //     region's endpoint;
 //   - else the URL's own host is its endpoint, as the AWS SDKs for JavaScript (v3) and Ruby
 //     send there too: an emulator's queue, on a loopback name (127.0.0.1:PORT, localhost,
-//     sqs.REGION.localhost, reached on 127.0.0.1) or a container's (http://localstack:4566).
-//     The SDK alone would send it to AWS, where the queue is not.
+//     sqs.REGION.localhost, reached on 127.0.0.1) or a container's (http://localstack:4566),
+//     or an interface VPC endpoint's (vpce-ID.sqs.REGION.vpce.amazonaws.com), which a VPC
+//     without the endpoint's private DNS reaches SQS through. The SDK alone would send them
+//     to the region's public endpoint.
 //
 // Requests are signed for the region an AWS URL names (QueueRegion), where the queue lives,
 // whatever region the configuration names; for another host, the configuration's.
@@ -38,7 +40,7 @@ func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromUR
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return "", false // the URL's own check reports it
 	}
-	if _, ok := awsHost(u); ok {
+	if name, ok := awsHost(u); ok && !strings.HasSuffix(name, ".vpce") {
 		return "", false
 	}
 	if endpoint, ok := loopback(u); ok {
@@ -49,7 +51,8 @@ func SQSEndpoint(o Options, getenv func(string) string) (endpoint string, fromUR
 
 // QueueRegion returns the region of a queue URL on AWS's SQS host: sqs.REGION.amazonaws.com
 // (or .amazonaws.com.cn, the dual-stack sqs.REGION.api.aws, sqs-fips.REGION…), or the legacy
-// REGION.queue.amazonaws.com and queue.amazonaws.com (us-east-1); "" for any other host.
+// REGION.queue.amazonaws.com and queue.amazonaws.com (us-east-1), or an interface VPC
+// endpoint's vpce-ID.sqs.REGION.vpce.amazonaws.com; "" for any other host.
 func QueueRegion(queueURL string) string {
 	u, err := url.Parse(queueURL)
 	if err != nil {
@@ -65,6 +68,8 @@ func QueueRegion(queueURL string) string {
 		return labels[0]
 	case name == "queue":
 		return "us-east-1"
+	case len(labels) == 4 && labels[1] == "sqs" && labels[3] == "vpce":
+		return labels[2]
 	}
 	return ""
 }
