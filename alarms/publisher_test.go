@@ -654,6 +654,43 @@ func TestAddNeverWaitsForAFlush(t *testing.T) {
 	}
 }
 
+// TestFlushBehindAHungFlushGivesUp: a flush waits for the one under way, which holds a
+// PutMetricData call open, only as long as its own context lasts; the window it would have
+// sent goes out with the next flush.
+func TestFlushBehindAHungFlushGivesUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cw := &memCloudWatch{entered: make(chan struct{}), release: make(chan struct{})}
+		cfg := testConfig(ModeCloudWatch)
+		cfg.CloudWatch = cw
+		p, err := NewPublisher(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Add(WorkerErrors, 1)
+		flushed := make(chan error, 1)
+		go func() { flushed <- p.Flush(t.Context()) }()
+		<-cw.entered // the first flush holds PutMetricData open
+		p.Add(WorkerErrors, 1)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := p.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a flush behind a hung one = %v, want its deadline", err)
+		}
+		close(cw.release)
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+		cw.entered = nil
+		if err := p.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := totals(t, cw.inputs(), queueDims); got[WorkerErrors].Sum != 2 {
+			t.Errorf("WorkerErrors published %v, want 2", got[WorkerErrors].Sum)
+		}
+	})
+}
+
 func TestNoneMode(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
