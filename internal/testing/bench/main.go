@@ -7,6 +7,7 @@
 package main
 
 import (
+	"path/filepath"
 	"context"
 	"flag"
 	"fmt"
@@ -144,6 +145,7 @@ func run() error {
 		{name: "watchbot, standard queue, fakesqs", emu: sqsLike},
 		{name: "watchbot, FIFO, fakesqs (SQS's FIFO delivery)", emu: sqsLike, groups: o.groups},
 		{name: "watchbot --http-worker (an application answering 200)", emu: fauxqs, http: true},
+		{name: "watchbot --lambda (an aws-lambda-go handler returning at once, --batch-size 10)", emu: fauxqs, lambda: true},
 	}
 	fmt.Printf("%d messages per run, worker %q, %d cores, %d interleaved rounds; medians (min–max)\n", o.messages, worker, numCPU(), o.rounds)
 	ctx := context.Background()
@@ -247,8 +249,12 @@ func run() error {
 	return nil
 }
 
-// httpContender is the index of the --http-worker contender among run's.
-const httpContender = 5
+// httpContender and lambdaContender are the indexes of the --http-worker and --lambda
+// contenders among run's.
+const (
+	httpContender   = 5
+	lambdaContender = 6
+)
 
 // contender is one way of emptying a preloaded queue: the baseline loop or watchbot, on a
 // standard queue or a FIFO queue of groups groups, on one server.
@@ -260,6 +266,9 @@ type contender struct {
 	// http runs watchbot with --http-worker against an application in the bench's process
 	// that answers every POST 200 at once, so no process is started per message.
 	http bool
+	// lambda runs watchbot with --lambda and --concurrency runtimes of an aws-lambda-go handler
+	// that returns at once, ten messages an invocation.
+	lambda bool
 }
 
 // result is one run of a contender.
@@ -298,6 +307,12 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 		}
 		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency), "--http-worker", app}, nil)
 		stop()
+	case c.lambda:
+		handler, herr := lambdaHandler()
+		if herr != nil {
+			return result{}, herr
+		}
+		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency), "--lambda", "--batch-size", "10"}, nil, handler)
 	default:
 		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency)}, nil, worker)
 	}
@@ -308,6 +323,26 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 	return result{rate: float64(o.messages) / r.took.Seconds(), reqPerMsg: float64(reqs) / float64(o.messages), detail: detail,
 		rss: r.rss, cpuPerMsg: r.cpu / time.Duration(o.messages), failedReceives: strings.Count(r.log, `"msg":"receive failed`)}, nil
 }
+
+// lambdaHandler builds the tests' aws-lambda-go handler once; without HANDLER_DIR it returns
+// at once, every record done.
+var lambdaHandler = sync.OnceValues(func() (string, error) {
+	root, err := testenv.Root()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "watchbot-bench-lambda-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "bootstrap")
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/watchbot/testdata/lambdahandler")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the Lambda handler: %w\n%s", err, out)
+	}
+	return path, nil
+})
 
 // okApplication serves, on loopback, an HTTP worker application that reads each POST's body
 // and answers 200: the least an --http-worker application can do. It returns its URL and a

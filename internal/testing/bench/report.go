@@ -87,6 +87,9 @@ func (r report) figures() []figure {
 		{"watchbot's own CPU per message (children excluded)", fmt.Sprintf("%.3f ms", median(wb, cpuMs)), "≤ 0.2 ms"},
 		{"… / the baseline loop's own CPU per message", cpuRatio(wb, r.results[0]), ""},
 		{"… with `--http-worker` (no process per message)", fmt.Sprintf("%.3f ms", median(r.results[httpContender], cpuMs)), ""},
+		{"… with `--lambda` (8 runtimes, 10 messages an invocation) / with `--http-worker`", cpuRatio(r.results[lambdaContender], r.results[httpContender]), "≤ 1.0"},
+		{"throughput, `--lambda` / the process per message", rateRatio(r.results[lambdaContender], r.results[1]), "≥ 3.0"},
+		{"throughput, `--lambda` / `--http-worker`", rateRatio(r.results[lambdaContender], r.results[httpContender]), "≥ 1.0"},
 		{"watchbot's peak RSS", fmt.Sprintf("%.1f MiB", median(wb, func(r result) float64 { return float64(r.rss) })/1024), ""},
 		{"FIFO / standard, 16 groups, SQS's FIFO delivery (fakesqs)", ratio(4, 3), ""},
 		{"FIFO / standard, 16 groups, fauxqs", ratio(2, 1), ""},
@@ -355,4 +358,13 @@ func (r report) rewrite(path string) error {
 	}
 	out := slices.Concat(data[:i+len(pageStart)], []byte("\n"+r.markdown()), data[j:])
 	return os.WriteFile(path, out, 0o644)
+}
+
+// rateRatio is the spread of a's throughput over b's, round by round.
+func rateRatio(a, b []result) string {
+	var rs []result
+	for k := range min(len(a), len(b)) {
+		rs = append(rs, result{rate: a[k].rate / b[k].rate})
+	}
+	return spread(rs, func(r result) float64 { return r.rate }, "%.2f")
 }
