@@ -157,9 +157,8 @@ func TestListenDedupeTwoWatchbots(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join(dir, "ran"))
 		return strings.Count(string(data), "\n") >= keys && testenv.Depth(t, c, q.URL).Total() == 0
 	}, logs)
-	for _, p := range procs {
-		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.Wait(t, 30*time.Second, logs); code != 0 {
+	for _, code := range testenv.Stop(t, 30*time.Second, logs, procs...) {
+		if code != 0 {
 			t.Errorf("exit code %d after SIGTERM, want 0", code)
 		}
 	}

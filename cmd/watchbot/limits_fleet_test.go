@@ -148,14 +148,16 @@ func (f *limitsFleet) waitDone(n int, limit time.Duration) {
 // stop stops the watchbots still running with SIGTERM.
 func (f *limitsFleet) stop() {
 	f.t.Helper()
+	var running []*testenv.Process // a task the test killed has its own exit code
 	for _, p := range f.procs {
 		select {
 		case <-p.Done():
-			continue
 		default:
+			running = append(running, p)
 		}
-		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-		if code := p.Wait(f.t, 60*time.Second, f.logs); code != 0 {
+	}
+	for _, code := range testenv.Stop(f.t, 60*time.Second, f.logs, running...) {
+		if code != 0 {
 			f.t.Errorf("exit code %d after SIGTERM, want 0", code)
 		}
 	}

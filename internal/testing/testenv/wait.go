@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,6 +109,25 @@ func (p *Process) Wait(tb testing.TB, limit time.Duration, logs ...func() string
 		tb.Fatalf("%s did not exit within %v%s", filepath.Base(p.Cmd.Path), limit, joinLogs(logs))
 		return -1
 	}
+}
+
+// Stop sends SIGTERM to every one of procs still running, all at once (an idle listen's stop
+// waits for its last long poll, up to 20 s: one after another, a fleet's stops add up), then
+// waits up to limit for each and returns their exit codes in order.
+func Stop(tb testing.TB, limit time.Duration, logs func() string, procs ...*Process) []int {
+	tb.Helper()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		default:
+			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	codes := make([]int, len(procs))
+	for i, p := range procs {
+		codes[i] = p.Wait(tb, limit, logs)
+	}
+	return codes
 }
 
 // joinLogs renders what logs return for a failure message.
