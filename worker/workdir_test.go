@@ -28,7 +28,7 @@ import (
 func workDirs(t *testing.T, shm, tmp string) (*Dirs, *bytes.Buffer, error) {
 	t.Helper()
 	var log bytes.Buffer
-	dirs, err := openWorkDirs("", shm, tmp, slog.New(slog.NewTextHandler(&log, nil)))
+	dirs, err := openWorkDirs("", shm, tmp, slog.New(slog.NewJSONHandler(&log, nil)))
 	if err != nil {
 		return nil, &log, err
 	}
@@ -113,7 +113,7 @@ func TestWorkDirsRefused(t *testing.T) {
 		if filepath.Dir(r.work) != shm {
 			t.Errorf("work directory %s, want one in %s", r.work, shm)
 		}
-		if !strings.Contains(log.String(), "$TMPDIR cannot be written") {
+		if !testenv.Logged(log.String(), "level", "WARN", "tmpdir", "*") {
 			t.Errorf("log = %q, want a warning that nothing can spill", log)
 		}
 		files, err := r.writeJobFiles("body")
@@ -185,7 +185,7 @@ func TestWorkDirsOfGoneOwnersAreRemoved(t *testing.T) {
 	}
 
 	var log bytes.Buffer
-	next, err := openWorkDirs(parent, "", "", slog.New(slog.NewTextHandler(&log, nil)))
+	next, err := openWorkDirs(parent, "", "", slog.New(slog.NewJSONHandler(&log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestWorkDirsOfGoneOwnersAreRemoved(t *testing.T) {
 	if _, err := os.Stat(killedDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the killed watchbot's directory is still there (%v)", err)
 	}
-	if !strings.Contains(log.String(), "removed the work directory of a watchbot that is gone") || !strings.Contains(log.String(), killedDir) {
+	if !testenv.Logged(log.String(), "level", "INFO", "dir", killedDir) {
 		t.Errorf("log = %q, want the removal of %s", log.String(), killedDir)
 	}
 	for _, d := range []string{liveDir, noOwner, staged, other, link, filepath.Join(target, ownerFile)} {
@@ -307,7 +307,7 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(log.String(), "$TMPDIR cannot be written") {
+		if !testenv.Logged(log.String(), "level", "WARN", "tmpdir", "*") {
 			t.Errorf("log = %q, want a warning that nothing can spill", log)
 		}
 		var held []*jobFiles
@@ -344,7 +344,7 @@ func TestWorkDirsInTmpfs(t *testing.T) {
 		if filepath.Dir(r.work) != volume || r.spillParent != "" {
 			t.Errorf("work directory %s, spill in %q; want one in %s", r.work, r.spillParent, volume)
 		}
-		if !strings.Contains(log.String(), "no space left on device") {
+		if !testenv.Logged(log.String(), "level", "INFO", "error", "*") || !strings.Contains(log.String(), syscall.ENOSPC.Error()) {
 			t.Errorf("log = %q, want why /dev/shm is not used", log)
 		}
 		if d := workDirsIn(t, shm); len(d) != 0 {
