@@ -23,6 +23,9 @@ import (
 const (
 	runtimePrefix = "/2018-06-01/runtime/"
 
+	// HeaderRequestID, HeaderDeadline, HeaderFunctionARN and HeaderTraceID are the headers
+	// of a /next answer: the invocation's id, its deadline in Unix milliseconds, the invoked
+	// function's ARN and X-Ray's trace header.
 	HeaderRequestID   = "Lambda-Runtime-Aws-Request-Id"
 	HeaderDeadline    = "Lambda-Runtime-Deadline-Ms"
 	HeaderFunctionARN = "Lambda-Runtime-Invoked-Function-Arn"
@@ -60,6 +63,7 @@ type FunctionError struct {
 	Trace   []string `json:"stackTrace,omitempty"`
 }
 
+// Error is the error's type and message, as a log line shows them.
 func (e *FunctionError) Error() string { return e.Type + ": " + e.Message }
 
 // ErrClosed is returned by Invoke when the server closes before the runtime took the
