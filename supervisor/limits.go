@@ -249,6 +249,14 @@ func (g *startGate) releaseDue(now time.Time) {
 	g.keyHeld = kept
 }
 
+// takeOverdue returns the messages found overdue since the last call, for the loop to hand
+// back, and forgets them.
+func (g *startGate) takeOverdue() []*job {
+	overdue := g.overdue
+	g.overdue = nil
+	return overdue
+}
+
 // done gives back the permit of a run whose worker has ended.
 func (g *startGate) done(run []*job) {
 	if p, ok := g.permits[run[0]]; ok {

@@ -270,20 +270,19 @@ func (l *loop) handBackOrPutOff(items []handBack, why string) {
 // full for --limit-wait, with their group's messages behind them (visible at once): each
 // costs a receive, so each is counted and logged.
 func (l *loop) handBackOverdue(now time.Time) {
-	for _, j := range l.s.gate.overdue {
+	for _, j := range l.s.gate.takeOverdue() {
 		found, _, behind := l.sched.drop(j, now)
 		if !found {
 			continue
 		}
 		l.sched.heldBackLeft()
 		l.s.brake.left(now, j)
-		l.s.runner.metrics.Add(alarms.LimitReleases, 1)
+		l.s.metrics.Add(alarms.LimitReleases, 1)
 		j.log.Info("limit key stayed full for --limit-wait: message released with a delay; its next receive counts toward the redrive policy",
 			"limit_key", limitKey(l.s.cfg.Limits.Key, j.msg), "limit_wait", l.s.cfg.Limits.Wait.String())
 		l.handBackOrPutOff([]handBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
 		l.handBackOrPutOff(atOnce(behind), "an earlier message of its group went back to the queue")
 	}
-	l.s.gate.overdue = nil
 }
 
 // onHeldStopped hands back the held jobs the heartbeat stopped.
@@ -306,9 +305,9 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 	now := time.Now()
 	jobs := make([]*job, 0, len(msgs))
 	for _, m := range msgs {
-		s.runner.metrics.Add(alarms.MessageReceives, 1)
+		s.metrics.Add(alarms.MessageReceives, 1)
 		msg := parseMessage(m)
-		noteTrace(msg, s.log, s.runner.metrics)
+		noteTrace(msg, s.log, s.metrics)
 		lease, renew := s.leaser.received()
 		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, lease, renew) {
 			continue
