@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -14,7 +13,8 @@ import (
 func startRuntime(rt *runtimeEnv, command, env []string, log *slog.Logger) error {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = &lockedLines{l: lineLog{stream: "stdout", log: log}}, &lockedLines{l: lineLog{stream: "stderr", log: log}}
+	stdout, stderr := &lineWriter{l: lineLog{stream: "stdout", log: log}}, &lineWriter{l: lineLog{stream: "stderr", log: log}}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The group's processes may keep the output open after the runtime exits.
 	cmd.WaitDelay = rt.grace + time.Second
@@ -31,22 +31,21 @@ func startRuntime(rt *runtimeEnv, command, env []string, log *slog.Logger) error
 	}
 	go func() { // ended by the process's exit; keep waits for exited
 		rt.err = cmd.Wait()
+		// Wait has returned, so the copying goroutines have too.
+		stdout.l.flush()
+		stderr.l.flush()
 		_ = signalGroup(pgid, syscall.SIGKILL) // what it left behind in its group
 		close(rt.exited)
 	}()
 	return nil
 }
 
-// lockedLines logs a runtime's output stream a line at a time, as Lambda sends it to
-// CloudWatch; os/exec copies into it from a goroutine of its own.
-type lockedLines struct {
-	mu sync.Mutex
-	l  lineLog
-}
+// lineWriter logs a runtime's output stream a line at a time, as Lambda sends it to
+// CloudWatch. os/exec copies into each writer that is not a file from one goroutine of its
+// own, so no lock is needed, and none is held while a line is logged.
+type lineWriter struct{ l lineLog }
 
-func (w *lockedLines) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (w *lineWriter) Write(p []byte) (int, error) {
 	w.l.write(p)
 	return len(p), nil
 }
