@@ -79,20 +79,20 @@ func (a *aggregate) valueCounts() (values, counts []float64) {
 	return []float64{a.min, rest, a.max}, []float64{1, a.count - 2, 1}
 }
 
-// sampler hands out a window's samples (each value repeated as often as it occurred) in chunks.
-type sampler struct {
+// sampleChunks hands out a window's samples (each value repeated as often as it occurred) in chunks.
+type sampleChunks struct {
 	values, counts []float64
 	i              int
 	used           float64 // occurrences of values[i] already handed out
 }
 
-func newSampler(a *aggregate) *sampler {
+func newSampleChunks(a *aggregate) *sampleChunks {
 	values, counts := a.valueCounts()
-	return &sampler{values: values, counts: counts}
+	return &sampleChunks{values: values, counts: counts}
 }
 
 // next returns up to n further samples, or nil when none are left.
-func (s *sampler) next(n int) []float64 {
+func (s *sampleChunks) next(n int) []float64 {
 	var out []float64
 	for len(out) < n && s.i < len(s.values) {
 		out = append(out, s.values[s.i])

@@ -50,16 +50,16 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
-// TestSamplerKeepsStatistics checks that the samples handed out in chunks add up to the
+// TestSampleChunksKeepStatistics checks that the samples handed out in chunks add up to the
 // window's statistic set, whether the window is exact or synthesized.
-func TestSamplerKeepsStatistics(t *testing.T) {
+func TestSampleChunksKeepStatistics(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{1, 2, 3, 99, 100, 101, 150, 151, 1000, 12345} {
 		a := newAggregate()
 		for i := range n {
 			a.add(float64(i%400) + 0.5)
 		}
-		s := newSampler(a)
+		s := newSampleChunks(a)
 		var count, sum float64
 		lo, hi := math.Inf(1), math.Inf(-1)
 		chunks := 0

@@ -66,10 +66,10 @@ func (p *Publisher) emfLines(now time.Time, window map[Metric]*aggregate) ([]emf
 		}
 	}
 	metrics := sortedKeys(window)
-	samplers := make(map[Metric]*sampler)
+	chunks := make(map[Metric]*sampleChunks)
 	for _, m := range metrics {
 		if def, _ := Lookup(m); def.Kind != Counter {
-			samplers[m] = newSampler(window[m])
+			chunks[m] = newSampleChunks(window[m])
 		}
 	}
 	var lines []emfLine
@@ -80,7 +80,7 @@ func (p *Publisher) emfLines(now time.Time, window map[Metric]*aggregate) ([]emf
 		for _, m := range metrics {
 			def, _ := Lookup(m)
 			var v any
-			if s := samplers[m]; s != nil {
+			if s := chunks[m]; s != nil {
 				chunk := s.next(maxEMFValues)
 				if len(chunk) == 0 {
 					continue

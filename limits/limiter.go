@@ -99,9 +99,10 @@ func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) *Lim
 func (l *Limiter) Changed() <-chan struct{} { return l.changed }
 
 // Permit is a start TryStart allowed. Done must be called once the run ended.
-type Permit struct{ p *permit }
+type Permit struct{ p *permitState }
 
-type permit struct {
+// permitState is what a Permit gives back when it is done: its slots, once.
+type permitState struct {
 	l     *Limiter
 	slots [2]*slots
 	n     int
@@ -161,7 +162,7 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 		signal(l.wake)
 		return Permit{}, false
 	}
-	p := &permit{l: l, n: n}
+	p := &permitState{l: l, n: n}
 	for _, t := range toks {
 		if t != nil {
 			t.take(now, n, l.fallback, l.live)
