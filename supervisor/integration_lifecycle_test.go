@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -181,20 +180,8 @@ func TestQuickLeaseAfterAFailedReceive(t *testing.T) {
 	}
 	// The debug lines that say where the time went: the receive that brought the message on
 	// a short lease, and its extension.
-	var brought, extended bool
-	for _, line := range strings.Split(h.logs.String(), "\n") {
-		var e struct {
-			Msg           string
-			Got, Extended int
-			TookMS        *int64 `json:"took_ms"`
-			ShortLease    bool   `json:"short_lease"`
-		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.TookMS == nil {
-			continue
-		}
-		brought = brought || e.Msg == "receive" && e.Got == 1 && e.ShortLease
-		extended = extended || e.Msg == "short lease extension" && e.Extended == 1
-	}
+	brought := testenv.Logged(h.logs.String(), "level", "DEBUG", "got", "1", "short_lease", "true", "took_ms", "*")
+	extended := testenv.Logged(h.logs.String(), "level", "DEBUG", "extended", "1", "took_ms", "*")
 	if !brought || !extended {
 		t.Errorf("debug lines: a short-lease receive that brought the message %v, its extension %v; logs:\n%s", brought, extended, h.logs)
 	}

@@ -116,7 +116,7 @@ func TestTraceContinuesTheProducersTrace(t *testing.T) {
 			continue
 		}
 		span := producerSpan
-		if strings.Contains(line, `"msg":"message done"`) {
+		if strings.Contains(line, `"outcome":`) { // the run's own line: its message's outcome
 			span = s.SpanID()
 		}
 		if !strings.Contains(line, `"trace_id":"`+producerTrace+`","span_id":"`+span+`"`) {
