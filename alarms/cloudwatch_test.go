@@ -347,7 +347,7 @@ func TestCloudWatchThrottledTooLongIsKept(t *testing.T) {
 	if sum != 2 {
 		t.Errorf("WorkerErrors published %v, want 2", sum)
 	}
-	if n := len(logs.records(t, "publish metrics to CloudWatch; keeping them for the next flush")); n != 1 {
+	if n := len(logs.records(t, flushKept...)); n != 1 {
 		t.Errorf("%d warnings, want 1", n)
 	}
 }
@@ -393,7 +393,7 @@ func TestCloudWatchDeadEndpoint(t *testing.T) {
 	if s := p.Stats(); s.Dropped != 3 || s.Failures != 2 || s.Published != 0 {
 		t.Errorf("stats %+v, want 3 datums dropped after 2 failed flushes", s)
 	}
-	for _, r := range logs.records(t, "publish metrics to CloudWatch; keeping them for the next flush") {
+	for _, r := range logs.records(t, flushKept...) {
 		if !strings.Contains(r["error"].(string), "connection refused") {
 			t.Errorf("warning without the cause: %v", r)
 		}

@@ -292,7 +292,7 @@ func TestEMFWriteFailureIsReported(t *testing.T) {
 	if err := p.Flush(t.Context()); err == nil || !strings.Contains(err.Error(), "broken pipe") {
 		t.Fatalf("Flush() = %v, want the write error", err)
 	}
-	recs := logs.records(t, "metrics dropped")
+	recs := logs.records(t, metricsLost...)
 	if len(recs) != 1 {
 		t.Fatalf("%d drop records, want 1", len(recs))
 	}

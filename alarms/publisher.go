@@ -368,7 +368,7 @@ func (p *Publisher) sampleDLQ(ctx context.Context) {
 	n, err := p.cfg.DLQDepth(sctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.log.Warn("sample dead-letter queue depth", "error", err)
+			p.log.Warn("sample dead-letter queue depth", "metric", string(DeadLetterQueueDepth), "error", err)
 		}
 		return
 	}

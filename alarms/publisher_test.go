@@ -216,8 +216,10 @@ type logBuffer struct{ testenv.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
 
-// records returns the records whose msg is msg.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
+// records returns the records that have every one of attrs: key, value pairs, each value
+// compared as text, "*" taking any value of its key. Records are found by their level and
+// attributes, never their message, which may be reworded freely.
+func (l *logBuffer) records(t *testing.T, attrs ...string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(l.String()))
@@ -226,18 +228,26 @@ func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("log line %q: %v", sc.Text(), err)
 		}
-		if r["msg"] == msg {
+		if testenv.Logged(sc.Text(), attrs...) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// lostSum adds up, over "metrics dropped" records, the sum lost for m.
+// The publisher's log records, by level and attributes.
+var (
+	flushKept     = []string{"level", "WARN", "buffered_windows", "*"} // a failed flush keeps the windows
+	metricsLost   = []string{"level", "ERROR", "reason", "*"}          // metrics dropped
+	valuesRefused = []string{"level", "WARN", "refused", "*"}
+	dlqUnsampled  = []string{"level", "WARN", "metric", string(DeadLetterQueueDepth), "error", "*"}
+)
+
+// lostSum adds up, over the records of metrics dropped, the sum lost for m.
 func (l *logBuffer) lostSum(t *testing.T, m Metric) float64 {
 	t.Helper()
 	var total float64
-	for _, r := range l.records(t, "metrics dropped") {
+	for _, r := range l.records(t, metricsLost...) {
 		lost, _ := r["lost"].(map[string]any)
 		if g, ok := lost[string(m)].(map[string]any); ok {
 			total += g["sum"].(float64)
@@ -417,7 +427,7 @@ func TestCloudWatchBuffersFailedWindows(t *testing.T) {
 		if s.Failures != failing || s.Dropped != 0 || s.Published != int64(datums) {
 			t.Errorf("stats %+v, want %d failures, 0 dropped, %d published", s, failing, datums)
 		}
-		if n := len(logs.records(t, "publish metrics to CloudWatch; keeping them for the next flush")); n != failing {
+		if n := len(logs.records(t, flushKept...)); n != failing {
 			t.Errorf("%d warnings logged, want one per failed flush (%d)", n, failing)
 		}
 	})
@@ -490,7 +500,7 @@ func TestCloudWatchRejectedDataIsDroppedNotRetried(t *testing.T) {
 	if s := p.Stats(); s.Dropped != 1 || s.Failures != 1 {
 		t.Errorf("stats %+v, want 1 dropped, 1 failure", s)
 	}
-	recs := logs.records(t, "metrics dropped")
+	recs := logs.records(t, metricsLost...)
 	if len(recs) != 1 || recs[0]["reason"] != "CloudWatch rejected them" || !strings.Contains(recs[0]["error"].(string), "InvalidParameterValue") {
 		t.Errorf("drop log %v", recs)
 	}
@@ -525,7 +535,7 @@ func TestRefusedValues(t *testing.T) {
 		t.Errorf("Refused = %d, want 5", s.Refused)
 	}
 	got := make(map[string]float64)
-	for _, r := range logs.records(t, "metric values refused: not finite, beyond ±2^360, or an unknown metric") {
+	for _, r := range logs.records(t, valuesRefused...) {
 		got[r["metric"].(string)] = r["refused"].(float64)
 	}
 	if diff := cmp.Diff(map[string]float64{"WorkerDuration": 2, "MessageAge": 2, "NoSuchMetric": 1}, got); diff != "" {
@@ -570,7 +580,7 @@ func TestDLQDepthIsSampledEachInterval(t *testing.T) {
 		if calls != 3 {
 			t.Errorf("DLQDepth called %d times in 3 minutes, want 3 (not at shutdown)", calls)
 		}
-		if n := len(logs.records(t, "sample dead-letter queue depth")); n != 1 {
+		if n := len(logs.records(t, dlqUnsampled...)); n != 1 {
 			t.Errorf("%d sampling failures logged, want 1", n)
 		}
 	})
