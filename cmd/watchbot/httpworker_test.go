@@ -222,7 +222,7 @@ func TestHTTPWorkerStartup(t *testing.T) {
 	app := &application{release: make(chan struct{})}
 	p, stderr := listenBinary(t, emu, "--queue-url", q.URL, "--http-worker", "http://"+addr+"/", "--http-health-path", "/healthz")
 	testenv.Eventually(t, "the wait to be logged", 30*time.Second, func() bool {
-		return strings.Contains(stderr.String(), "waiting for the HTTP worker to accept requests")
+		return testenv.Logged(stderr.String(), "level", "INFO", "health_path", "/healthz", "error", "*")
 	}, stderr.String)
 	time.Sleep(time.Second)
 	if n := len(app.byBody("")); n != 0 {
