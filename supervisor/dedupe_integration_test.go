@@ -149,7 +149,7 @@ func TestDedupeUnreachableTableRunsNothingAndLosesNothing(t *testing.T) {
 	// claim takes the SDK's retries first, and so does the removal of what it may have written.
 	testenv.Eventually(t, "every message released twice", 90*time.Second, func() bool {
 		released := map[string]int{}
-		for _, l := range logRecords(logs.String(), "message will be retried") {
+		for _, l := range logRecords(logs.String(), retried...) {
 			if strings.HasPrefix(fmt.Sprint(l["reason"]), "duplicate check failed") {
 				released[fmt.Sprint(l["message_id"])]++
 			}
@@ -224,7 +224,7 @@ func TestDedupeHeldKeyIsReleased(t *testing.T) {
 			second := h.sendKeyed("second", "order-7")
 			testenv.Eventually(t, "the queue empty", 30*time.Second, func() bool { return h.empty(h.q.URL) }, logs.String)
 			releases := 0
-			for _, l := range logRecords(logs.String(), "message will be retried") {
+			for _, l := range logRecords(logs.String(), retried...) {
 				if l["message_id"] == second && strings.HasPrefix(fmt.Sprint(l["reason"]), "its dedupe key is held by ") {
 					releases++
 					if v, _ := l["visible_in_seconds"].(float64); v < 1 || v > 4 {
@@ -249,12 +249,16 @@ func TestDedupeHeldKeyIsReleased(t *testing.T) {
 	}
 }
 
-// logRecords returns the JSON log lines whose msg is msg.
-func logRecords(logs, msg string) []map[string]any {
+// retried are the records of a retry's visibility change.
+var retried = []string{"level", "INFO", "outcome", "retry", "visible_in_seconds", "*"}
+
+// logRecords returns the JSON log records that have every one of attrs, as testenv.Logged
+// matches them: by level and attributes, never by message.
+func logRecords(logs string, attrs ...string) []map[string]any {
 	var out []map[string]any
 	for _, line := range strings.Split(logs, "\n") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+		if json.Unmarshal([]byte(line), &rec) == nil && testenv.Logged(line, attrs...) {
 			out = append(out, rec)
 		}
 	}

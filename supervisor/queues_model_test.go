@@ -455,7 +455,7 @@ func TestQueuesKeyedLimit(t *testing.T) {
 				if len(runs) != 2 || runs[1].at.Sub(runs[0].at) < 10*time.Second {
 					t.Fatalf("runs %+v, want a2 after a1 ended (one run of k1 at a time)", runs)
 				}
-				if released := strings.Contains(r.trail(), "limit key stayed full for --limit-wait"); released != tc.releases {
+				if released := testenv.Logged(r.trail(), "level", "INFO", "limit_key", "*", "limit_wait", "*"); released != tc.releases {
 					t.Errorf("released: %v, want %v", released, tc.releases)
 				}
 				if !tc.releases && runs[1].at.Sub(runs[0].at) > 12*time.Second {
@@ -715,7 +715,7 @@ func TestQueuesKeyedLimitWaitWhileSlotsBusy(t *testing.T) {
 		r.send(1, "x2")
 		testenv.Eventually(t, "x2 in the last slot", time.Minute, func() bool { return len(r.runsOf("second")) == 2 }, r.trail)
 		testenv.Eventually(t, "a2 released after --limit-wait", 30*time.Second, func() bool {
-			return strings.Contains(r.trail(), "limit key stayed full for --limit-wait")
+			return testenv.Logged(r.trail(), "level", "INFO", "limit_key", "*", "limit_wait", "*")
 		}, r.trail)
 		if d := time.Since(started); d > 10*time.Second {
 			t.Errorf("a2 released %v after it was first held back, want about --limit-wait (5s), not when a slot frees", d)
