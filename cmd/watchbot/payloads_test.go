@@ -477,8 +477,8 @@ func TestTryResolvesPayloads(t *testing.T) {
 		t.Errorf("S3 was asked %d kinds of request for a bucket not allowed", n)
 	}
 
-	code, _, stderr = runCLI(t, nil, append([]string{"try", "--body", p.Encode(), "--attr", size}, worker...)...)
-	if got, _ := os.ReadFile(filepath.Join(dir, "stdin")); code != 0 || string(got) != p.Encode() || !strings.Contains(stderr, "passed to the worker as it is") {
+	code, _, stderr = runCLI(t, nil, append([]string{"try", "--log-format", "json", "--body", p.Encode(), "--attr", size}, worker...)...)
+	if got, _ := os.ReadFile(filepath.Join(dir, "stdin")); code != 0 || string(got) != p.Encode() || !testenv.Logged(stderr, "level", "WARN", "payload", p.URI()) {
 		t.Errorf("without --payload-bucket: exit %d, the worker read %.80q; %s", code, got, stderr)
 	}
 }
