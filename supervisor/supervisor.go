@@ -200,8 +200,16 @@ func (s *Supervisor) awaitStop(ctx context.Context) {
 	if n := len(s.leaser.list()); n > 0 {
 		s.log.Info("stop requested: draining running jobs", "held", n, "shutdown_timeout", s.cfg.ShutdownTimeout.String())
 	}
-	cut := time.Now().Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace)
-	if poll := s.pollUnderWay(); poll.After(cut) {
+	now := time.Now()
+	cut := now.Add(s.cfg.ShutdownTimeout + s.cfg.KillGrace)
+	poll := s.pollUnderWay()
+	if poll.After(now) {
+		// An idle stop is silent until the poll answers: say why, so nobody takes it for a hang
+		// and sends the second signal that would strand what the poll brings.
+		s.log.Info("stop requested: waiting for the long poll under way to answer; a second signal stops at once",
+			"until", poll.UTC().Format(time.RFC3339))
+	}
+	if poll.After(cut) {
 		cut = poll
 	}
 	s.cut.set(cut.Add(releaseSlack))
