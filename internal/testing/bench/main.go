@@ -7,7 +7,6 @@
 package main
 
 import (
-	"path/filepath"
 	"context"
 	"flag"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
