@@ -101,7 +101,7 @@ type Result struct {
 
 // Run simulates load under policy, with the stack generated from o (Metrics set by policy).
 func Run(load Load, policy Policy, o cloudformation.Options) (Result, error) {
-	o.Metrics = policy.Metrics
+	o = withMetrics(o, policy.Metrics)
 	tpl, err := cloudformation.Generate(o)
 	if err != nil {
 		return Result{}, err
@@ -390,4 +390,16 @@ func (w *world) account(t int) {
 func (r Result) String() string {
 	return fmt.Sprintf("%s/%s: peak %d, %.0f task-min, drained %ds, max wait %ds, cut %d, %d/%d done",
 		r.Load, r.Policy, r.Peak, float64(r.TaskSeconds)/60, r.Drained, r.MaxWait, r.Cut, r.Done, r.Sent)
+}
+
+// withMetrics returns o with metrics. Without watchbot's metrics the stack scales on the
+// visible messages alone: the backlog's settings do not apply, and the generator refuses
+// them, so they go back to their defaults.
+func withMetrics(o cloudformation.Options, metrics cloudformation.MetricsMode) cloudformation.Options {
+	o.Metrics = metrics
+	if metrics == cloudformation.MetricsNone {
+		def := cloudformation.DefaultOptions()
+		o.ExpectedJobDuration, o.TargetLatency = def.ExpectedJobDuration, def.TargetLatency
+	}
+	return o
 }

@@ -199,8 +199,7 @@ func TestAlarmEvaluate(t *testing.T) {
 // tweak changed the template.
 func newTestWorld(t *testing.T, load Load, policy Policy, tweak func(*cloudformation.Template)) *world {
 	t.Helper()
-	o := Options(load)
-	o.Metrics = policy.Metrics
+	o := withMetrics(Options(load), policy.Metrics)
 	tpl, err := cloudformation.Generate(o)
 	if err != nil {
 		t.Fatal(err)
