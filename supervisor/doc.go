@@ -1,8 +1,8 @@
 // Package supervisor is watchbot's listen loop: it long-polls an SQS queue (or several, on
 // shared worker slots), runs a worker per message or batch through the worker package's
-// kinds (a process, an HTTP application), keeps each running message leased with a
-// heartbeat, turns the worker's result into an outcome (delete, retry with backoff, release,
-// dead-letter) and drains in two bounded phases when asked to stop.
+// kinds (a process, an HTTP application, a Lambda runtime), keeps each running message
+// leased with a heartbeat, turns the worker's result into an outcome (delete, retry with
+// backoff, release, dead-letter) and drains in two bounded phases when asked to stop.
 //
 // # Who owns what
 //

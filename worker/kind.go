@@ -1,11 +1,14 @@
 // Package worker runs the supervisor's jobs. What differs between kinds of worker (a process
-// per run, an HTTP application POSTed to) lives here, behind Kind; the supervisor decides
-// what a run's result means for each message (its outcome table) and names no kind.
+// per run, an HTTP application POSTed to, long-lived Lambda runtimes) lives here, behind Kind;
+// the supervisor decides what a run's result means for each message (its outcome table) and
+// names no kind.
 //
 // A kind keeps its own contract with the worker: the process kind writes the message file,
 // builds the WATCHBOT_* environment, runs the command in its own process group (stopped
 // with SIGTERM, then SIGKILL), logs its output and reads its result file; the HTTP kind
-// POSTs the message with Elastic Beanstalk's worker daemon headers and reads its answer.
+// POSTs the message with Elastic Beanstalk's worker daemon headers and reads its answer; the
+// Lambda kind invokes a runtime with the SQS event Lambda would build (worker/lambda) and
+// reads its partial batch response.
 package worker
 
 import (
