@@ -9,6 +9,21 @@
 // POSTs the message with Elastic Beanstalk's worker daemon headers and reads its answer; the
 // Lambda kind invokes a runtime with the SQS event Lambda would build (worker/lambda) and
 // reads its partial batch response.
+//
+// # Locks
+//
+// A kind's Run is called for many jobs at once, and what they share is guarded by a lock of
+// its own, held only to read or change it, never across a log line, a channel send or a
+// network call:
+//
+//   - slotFiles.mu: the free job-file slots of the work directory.
+//   - Dirs.mu: the spill directory and the directories' owner files. Making the spill
+//     directory (once, so two runs that spill at once make one) and removing the
+//     directories at the end are file I/O under it.
+//   - stopper.mu: whether a process's worker was signalled and has exited. The group is
+//     signalled under it, so that no signal follows the exit (a process group id may be
+//     reused).
+//   - lambda.Server.mu (worker/lambda): the invocation given out and the extensions.
 package worker
 
 import (
