@@ -124,11 +124,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer flushSpans(ctx, stopTracing, o.Listen.ShutdownTimeout, log)()
 	first := perQueue[queues[0].name]
-	deps := supervisor.Deps{SQS: first.SQS, Logger: log, Metrics: first.Metrics, Abort: o.Abort, Load: first.Load, Health: first.Health,
+	deps := supervisor.Deps{SQS: first.SQS, Logger: log, Metrics: first.Metrics, Abort: o.Abort, PerQueue: perQueue,
 		Protection: o.Protection, Dedupe: first.Dedupe, Tracer: tracer, Tenants: tenants, Limiter: lim, S3: payloadStore(o.Listen.Payload, awsCfg)}
-	if len(queues) > 1 {
-		deps.PerQueue = perQueue
-	}
 	return supervisor.Run(ctx, o.Listen, deps)
 }
 

@@ -26,12 +26,6 @@ type Deps struct {
 	Abort <-chan struct{}
 	// Random returns numbers in [0, 1) for jitter; nil uses math/rand/v2.
 	Random func() float64
-	// Load, when set, is kept up to date with the supervisor's slots and busy slots, for the
-	// metrics gauges; nil keeps a private one.
-	Load *Load
-	// Health, when set, is kept up to date with whether the supervisor makes progress and
-	// takes work, for health and readiness endpoints; nil keeps a private one.
-	Health *Health
 	// Protection, when set, is the ECS agent's task scale-in protection endpoint: the task
 	// is protected while watchbot holds messages and for cfg.ProtectionIdle after, and the
 	// protection is dropped once a stop's drain has finished.
@@ -53,29 +47,38 @@ type Deps struct {
 	// drain is over (the caller may read its Snapshot meanwhile); nil builds one that holds
 	// the limits per task.
 	Limiter *limits.Limiter
-	// PerQueue, when listen serves several queues (Config.Queues), gives queues by name their
-	// own client, gauges and recorder: Load and Health above then go unused. A queue missing from it
-	// keeps private ones and records to Metrics.
+	// PerQueue gives the queues, by name (one queue or several, Config.Queues), their own
+	// client, gauges, recorder and dedupe store. A queue missing from it keeps private gauges
+	// and uses SQS, Metrics and Dedupe above.
 	PerQueue map[string]QueueDeps
 
 	// spawn stands in for worker processes in tests; nil runs real ones.
 	spawn worker.Spawn
 }
 
-// QueueDeps are one queue's own client, gauges and recorder, when listen serves several
-// queues.
+// QueueDeps are one queue's own client, gauges, recorder and dedupe store.
 type QueueDeps struct {
 	// SQS is the queue's client, which sends to its endpoint and region; nil uses Deps.SQS.
 	SQS sqsAPI
-	// Load and Health are kept up to date with the queue's loop; nil keeps private ones.
+	// Load is kept up to date with the queue's slots and busy slots, for the metrics gauges;
+	// Health with whether the queue makes progress and takes work, for health and readiness
+	// endpoints. nil keeps private ones.
 	Load   *Load
 	Health *Health
 	// Metrics receives the queue's measurements; nil uses Deps.Metrics.
 	Metrics alarms.Recorder
-	// Dedupe is the dedupe table's store for the queue, its keys scoped by the queue's name,
-	// as a table shared by several queues keeps them (docs/dedupe.md); with
-	// Config.Dedupe.Table, every queue needs its own.
+	// Dedupe is the dedupe table's store for the queue; nil uses Deps.Dedupe. With several
+	// queues, and Config.Dedupe.Table, every queue needs its own, its keys scoped by the
+	// queue's name, as a table shared by several queues keeps them (docs/dedupe.md).
 	Dedupe DedupeAPI
+}
+
+// queueDeps are the deps of one queue of a listen: Deps with the queue's own client,
+// recorder, dedupe store and logger in place, and its gauges.
+type queueDeps struct {
+	Deps
+	load   *Load
+	health *Health
 }
 
 // check refuses deps that do not go with cfg.
@@ -108,33 +111,32 @@ func (d Deps) withDefaults() Deps {
 	return d
 }
 
-// forQueue returns the deps of cfg's queue, one of the n queues of a listen: with several, the
-// queue's own client, gauges, recorder and dedupe store from PerQueue, and log lines that
-// name it.
-func (d Deps) forQueue(cfg Config, n int) (Deps, error) {
+// forQueue returns the deps of cfg's queue, one of the n queues of a listen: its own client,
+// gauges, recorder and dedupe store from PerQueue, and, with several, log lines that name it.
+func (d Deps) forQueue(cfg Config, n int) (queueDeps, error) {
+	name := queueattr.NameFromURL(cfg.QueueURL)
+	own := d.PerQueue[name]
 	if n > 1 {
-		name := queueattr.NameFromURL(cfg.QueueURL)
-		own := d.PerQueue[name]
 		d.Logger = d.Logger.With("queue", name)
-		d.Load, d.Health = own.Load, own.Health
-		if own.SQS != nil {
-			d.SQS = own.SQS
-		}
-		if own.Metrics != nil {
-			d.Metrics = own.Metrics
-		}
-		if d.Dedupe != nil {
-			if own.Dedupe == nil {
-				return d, fmt.Errorf("supervisor: queue %s has no Deps.PerQueue dedupe store: with several queues, each queue's keys are scoped by its name", name)
-			}
-			d.Dedupe = own.Dedupe
+		if d.Dedupe != nil && own.Dedupe == nil {
+			return queueDeps{}, fmt.Errorf("supervisor: queue %s has no Deps.PerQueue dedupe store: with several queues, each queue's keys are scoped by its name", name)
 		}
 	}
-	if d.Load == nil {
-		d.Load = NewLoad()
+	if own.SQS != nil {
+		d.SQS = own.SQS
 	}
-	if d.Health == nil {
-		d.Health = NewHealth(cfg)
+	if own.Metrics != nil {
+		d.Metrics = own.Metrics
 	}
-	return d, nil
+	if d.Dedupe != nil && own.Dedupe != nil {
+		d.Dedupe = own.Dedupe
+	}
+	q := queueDeps{Deps: d, load: own.Load, health: own.Health}
+	if q.load == nil {
+		q.load = NewLoad()
+	}
+	if q.health == nil {
+		q.health = NewHealth(cfg)
+	}
+	return q, nil
 }

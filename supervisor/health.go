@@ -8,7 +8,7 @@ import (
 
 // Health is whether a running supervisor makes progress and takes work, for a health and a
 // readiness endpoint. The supervisor's goroutines write it; build it with NewHealth and pass
-// it in Deps to read it.
+// it in QueueDeps to read it.
 //
 // Unhealthy means watchbot is stuck and should be restarted:
 //   - a receive has been under way longer than the long poll plus receiveStall (the SDK and

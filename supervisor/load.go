@@ -8,7 +8,7 @@ import (
 // Load is what a running supervisor is doing, for readers on other goroutines (the metrics
 // gauges, scale-in protection): its worker slots, how many run a job, and whether it holds
 // or runs any message. The supervisor's loop writes it; build it with NewLoad and pass it in
-// Deps to read it.
+// QueueDeps to read it.
 type Load struct {
 	mu sync.Mutex
 	loadState

@@ -83,7 +83,7 @@ type runEvent struct {
 // newSupervisor runs the startup checks of cfg's queue (cfg.QueueURL), then builds its
 // supervisor from what they learned, deps (the queue's, Deps.forQueue) and what the listen's
 // queues share.
-func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supervisor, error) {
+func newSupervisor(ctx context.Context, cfg Config, deps queueDeps, sh shares) (*Supervisor, error) {
 	slots := runSlots(cfg)
 	info, err := checkQueue(ctx, cfg, deps.SQS, deps.Logger, deps.Dedupe)
 	if err != nil {
@@ -91,8 +91,8 @@ func newSupervisor(ctx context.Context, cfg Config, deps Deps, sh shares) (*Supe
 	}
 	dedupe := newDeduper(cfg, deps.Dedupe, info, deps.Metrics, deps.Logger, deps.Random, sh.cut)
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, fifo: info.fifo,
-		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.Health, sh.cut), cut: sh.cut,
-		load: deps.Load, health: deps.Health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
+		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.health, sh.cut), cut: sh.cut,
+		load: deps.load, health: deps.health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
 		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, shared: sh.slots,
 		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
