@@ -48,6 +48,14 @@ type job struct {
 	// first reason the heartbeat gave to stop (errCeiling, errLeaseLost); cancel stops the
 	// worker running this message while one does. In batch mode a lost lease does not stop
 	// the shared worker: the message alone is abandoned when the batch settles.
+	//
+	// cancel is the one cancel function kept in a struct, because the job is where the
+	// heartbeat finds the run to stop: the run's goroutine is blocked in the worker's call
+	// and cannot poll, so a stop must reach the worker's context from the heartbeat's
+	// goroutine. A channel in its place would need a goroutine per run to turn it into that
+	// cancel, and a once to close it for a batch's several jobs: the same function, kept the
+	// same way. The run that made it attaches it and detaches it before it ends (runner.run),
+	// so it never outlives the context it cancels.
 	stopMu sync.Mutex
 	cause  error
 	cancel context.CancelCauseFunc
