@@ -20,13 +20,16 @@ import (
 //   - the heartbeat, which renews the running jobs' leases, has not run for two of its
 //     intervals plus twice the ack timeout.
 //
-// Not ready means: the startup checks have not passed yet, or watchbot is draining.
+// Not ready means: the startup checks have not passed yet, the workers take no work (a Lambda
+// runtime fails its init), or watchbot is draining.
 type Health struct {
 	mu sync.Mutex
 	// Bounds, from the configuration, set by NewHealth.
 	wait, grace, ackTimeout, beatEvery time.Duration
 
-	phase        phase
+	phase phase
+	// workers say whether the worker kind takes work, from the start on.
+	workers      readiness
 	receiveSince time.Time // a receive under way since; zero when none
 	failingSince time.Time // receives failing without a break since; zero when the last succeeded
 	lastError    string
@@ -44,6 +47,11 @@ const (
 	phaseDraining
 )
 
+// readiness is what the worker kind tells of its readiness (worker.Kind's Ready).
+type readiness interface {
+	Ready() (ok bool, reason string)
+}
+
 // receiveStall is how long past its due time a receive or an ack call may take before
 // watchbot is judged stuck.
 const receiveStall = 30 * time.Second
@@ -55,11 +63,11 @@ func NewHealth(cfg Config) *Health {
 		acks: map[int]time.Time{}}
 }
 
-// start records that the startup checks passed: watchbot receives now.
-func (h *Health) start() {
+// start records that the startup checks passed and workers started: watchbot receives now.
+func (h *Health) start(workers readiness) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.phase, h.lastBeat = phaseReceiving, time.Now()
+	h.phase, h.lastBeat, h.workers = phaseReceiving, time.Now(), workers
 }
 
 // drain records that a stop was requested.
@@ -145,15 +153,17 @@ func (h *Health) Check(now time.Time) (ok bool, reason string) {
 	return true, ""
 }
 
-// Ready reports whether watchbot takes work: after the startup checks, until a stop.
+// Ready reports whether watchbot takes work: after the startup checks, while its workers
+// do, until a stop.
 func (h *Health) Ready() (ok bool, reason string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch h.phase {
+	phase, workers := h.phase, h.workers
+	h.mu.Unlock()
+	switch phase {
 	case phaseStarting:
 		return false, "startup checks under way"
 	case phaseDraining:
 		return false, "draining: a stop was requested"
 	}
-	return true, ""
+	return workers.Ready()
 }

@@ -15,7 +15,7 @@ func TestHealth(t *testing.T) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	started := func() *Health {
 		h := NewHealth(cfg)
-		h.start()
+		h.start(&workersState{})
 		h.beat(t0)
 		return h
 	}
@@ -64,12 +64,27 @@ func TestReadiness(t *testing.T) {
 	if ok, _ := h.Check(time.Now()); !ok {
 		t.Error("unhealthy before start: the startup checks may take a while")
 	}
-	h.start()
+	workers := &workersState{}
+	h.start(workers)
 	if ok, _ := h.Ready(); !ok {
 		t.Error("not ready after start")
 	}
+	workers.reason = "runtime 1 failed its init"
+	if ok, why := h.Ready(); ok || why != workers.reason {
+		t.Errorf("workers not ready: %v %q, want their reason", ok, why)
+	}
+	workers.reason = ""
+	if ok, _ := h.Ready(); !ok {
+		t.Error("not ready once the workers are again")
+	}
+	workers.reason = "runtime 1 failed its init"
 	h.drain()
 	if ok, why := h.Ready(); ok || why != "draining: a stop was requested" {
 		t.Errorf("draining: %v %q", ok, why)
 	}
 }
+
+// workersState is a worker kind's readiness as a test sets it: ready without a reason.
+type workersState struct{ reason string }
+
+func (w *workersState) Ready() (bool, string) { return w.reason == "", w.reason }

@@ -447,7 +447,7 @@ func TestHeartbeatBeatsUnderSteadyShortJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := heartbeatConfig() // heartbeat 10 s
 		h := NewHealth(cfg)
-		h.start()
+		h.start(&workersState{})
 		s, q, stop := newHealthLeaseRig(t, cfg, h)
 		defer stop()
 		for i := range 300 {

@@ -117,7 +117,7 @@ func (s *Supervisor) start(ctx context.Context, abort <-chan struct{}) error {
 	if s.fifo {
 		s.log.Info("FIFO queue: messages of one group run one at a time, in order; groups run side by side; failed messages are retried in place")
 	}
-	s.health.start()
+	s.health.start(r.kind)
 	return s.run(ctx, abort)
 }
 

@@ -110,6 +110,9 @@ func (w *HTTP) Start(ctx context.Context) error { return w.waitReady(ctx, w.log)
 // Stop closes the idle connections to the application.
 func (w *HTTP) Stop() { w.client.CloseIdleConnections() }
 
+// Ready is always true once started: a run that cannot reach the application fails alone.
+func (w *HTTP) Ready() (bool, string) { return true, "" }
+
 // waitReady waits, until StartupTimeout, for the application: HealthPath answering 2xx, or
 // its host accepting connections.
 func (w *HTTP) waitReady(ctx context.Context, log *slog.Logger) error {

@@ -45,6 +45,9 @@ type Kind interface {
 	// Run runs job once and reports how it ended. Ending ctx stops the worker: its cause
 	// (context.Cause) comes back in the Result of a Stopped run.
 	Run(ctx context.Context, job Job) Result
+	// Ready reports whether the kind takes work once started, and if not why: Lambda
+	// runtimes are not while one of them fails its init.
+	Ready() (ok bool, reason string)
 	// Stop releases what the kind holds, once no job runs.
 	Stop()
 }

@@ -93,6 +93,10 @@ type Lambda struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	// mu guards failing: the runtimes whose last init failed, by slot, with its error.
+	mu      sync.Mutex
+	failing map[int]error
 }
 
 var _ Kind = (*Lambda)(nil)
@@ -107,7 +111,7 @@ func NewLambda(cfg LambdaConfig) *Lambda {
 		cfg.MaxDuration = maxInvocation
 	}
 	return &Lambda{cfg: cfg, fn: lambda.Function{Name: name, Version: "$LATEST", Handler: cfg.Lambda.Handler}, region: queueattr.RegionFromURL(cfg.QueueURL),
-		idle: make(chan *runtimeEnv, cfg.Runtimes), stop: make(chan struct{})}
+		idle: make(chan *runtimeEnv, cfg.Runtimes), stop: make(chan struct{}), failing: map[int]error{}}
 }
 
 // Start starts the runtimes and waits until each has asked for work once, so that no
@@ -138,6 +142,29 @@ func (l *Lambda) Start(ctx context.Context) error {
 func (l *Lambda) Stop() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
+}
+
+// Ready reports whether every runtime is up, or coming up again after it ended: not while
+// one of them fails its init, as each restart of a broken image does.
+func (l *Lambda) Ready() (bool, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.failing) == 0 {
+		return true, ""
+	}
+	slot := slices.Min(slices.Collect(maps.Keys(l.failing)))
+	return false, fmt.Sprintf("%d of %d lambda runtimes ready: runtime %d failed its init: %v", l.cfg.Runtimes-len(l.failing), l.cfg.Runtimes, slot, l.failing[slot])
+}
+
+// initEnded records how runtime slot's init ended: err nil once it asked for work.
+func (l *Lambda) initEnded(slot int, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		delete(l.failing, slot)
+		return
+	}
+	l.failing[slot] = err
 }
 
 // Run invokes a runtime with job's records and reads its answer: the records it reported

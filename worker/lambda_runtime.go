@@ -74,6 +74,7 @@ func (l *Lambda) keep(slot int, up chan<- struct{}) {
 				rt.srv.Close()
 			}
 		}
+		l.initEnded(slot, err)
 		if err != nil {
 			failures++
 			delay := l.restartDelay(failures)

@@ -79,6 +79,9 @@ func (p *Process) Start(context.Context) error {
 // Stop does nothing: every process ended with its run.
 func (p *Process) Stop() {}
 
+// Ready is always true: each run starts its own process.
+func (p *Process) Ready() (bool, string) { return true, "" }
+
 // resolve finds the worker command's program as starting it would, and returns the command
 // with the program's path: listen and try refuse a command that cannot be run before any
 // message is received or run.

@@ -376,6 +376,39 @@ func TestLambdaInitFailure(t *testing.T) {
 	p.Wait(t, 30*time.Second, out.String)
 }
 
+// TestLambdaReadiness: /readyz is not ready while the runtime that replaces a crashed one
+// fails its init, and ready again once one starts, which then runs the crashed invocation's
+// message.
+func TestLambdaReadiness(t *testing.T) {
+	t.Parallel()
+	emu := testenv.SQS(t)
+	c := emu.Client()
+	q := emu.NewQueue(t, testenv.QueueOptions{MaxReceiveCount: 3})
+	addr := freeAddr(t)
+	h := listenLambda(t, emu, "--queue-url", q.URL, "--concurrency", "1", "--http-addr", addr, "--backoff-base", "100ms", "--backoff-max", "500ms")
+	ready := func() bool { code, _ := probe(addr, "/readyz"); return code == 200 }
+	testenv.Eventually(t, "readiness", 30*time.Second, ready, h.stderr.String)
+	if err := os.WriteFile(filepath.Join(h.dir, "fail-init"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, q.URL, "crash")
+	testenv.Eventually(t, "not ready while the new runtime fails its init", 30*time.Second, func() bool {
+		code, body := probe(addr, "/readyz")
+		return code == 503 && body["reason"] != ""
+	}, h.stderr.String)
+	if err := os.Remove(filepath.Join(h.dir, "fail-init")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "ready again, the message done", 30*time.Second, func() bool {
+		return ready() && testenv.Depth(t, c, q.URL).Total() == 0
+	}, h.stderr.String)
+	if receives, _ := runsOf(h.invocations(t), "crash"); !slices.Equal(receives, []string{"1", "2"}) {
+		t.Errorf("crash: receive counts %v, want 1 then 2", receives)
+	}
+	_ = h.p.Cmd.Process.Signal(syscall.SIGTERM)
+	h.p.Wait(t, 30*time.Second, h.stderr.String)
+}
+
 // TestTryLambda: try --lambda invokes the runtime once with the SQS event of a batch, and
 // prints each record's decision and the handler's answer.
 func TestTryLambda(t *testing.T) {

@@ -10,6 +10,7 @@
 //	timeout   sleeps an hour on its first receive
 //	sleep D   sleeps D (a Go duration)
 //
+// While $HANDLER_DIR/fail-init exists, a runtime exits before asking for work: its init fails.
 // Without HANDLER_DIR (make bench) it returns at once, every record done.
 package main
 
@@ -93,6 +94,9 @@ func appendLine(name string, v any) {
 }
 
 func main() {
+	if _, err := os.Stat(filepath.Join(dir, "fail-init")); dir != "" && err == nil {
+		os.Exit(3)
+	}
 	lambda.StartWithOptions(handle, lambda.WithEnableSIGTERM(func() {
 		appendLine(fmt.Sprintf("sigterm-%d", os.Getpid()), time.Now())
 	}))
