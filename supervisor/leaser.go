@@ -200,16 +200,16 @@ func (l *leaser) run(ctx context.Context) {
 			// by its call timeout, so none is applied, or extends a claim, after Run.
 			for len(flight) > 0 {
 				<-l.answers.ready
-				l.answerAll(flight)
+				l.onAnswers(flight)
 			}
 			l.extending.Wait()
 			return
 		case <-l.added:
 		case <-l.answers.ready:
-			l.answerAll(flight)
+			l.onAnswers(flight)
 		case <-t.C:
 			now := time.Now()
-			l.overdue(flight, now)
+			l.stopOverdue(flight, now)
 			l.renew(flight, l.due(flight, now))
 			if l.health != nil {
 				l.health.beat(now)
@@ -319,9 +319,10 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 	}
 }
 
-// overdue stops the jobs whose renewal SQS has not answered by their stop deadline: their
-// lease may lapse before their worker could otherwise be stopped. The answer is still awaited.
-func (l *leaser) overdue(flight map[*job]*renewal, now time.Time) {
+// stopOverdue stops the jobs whose renewal SQS has not answered by their stop deadline:
+// their lease may lapse before their worker could otherwise be stopped. The answer is still
+// awaited.
+func (l *leaser) stopOverdue(flight map[*job]*renewal, now time.Time) {
 	for _, r := range flight {
 		if r.stopped || now.Before(r.stopBy) {
 			continue
@@ -336,18 +337,18 @@ func (l *leaser) overdue(flight map[*job]*renewal, now time.Time) {
 	}
 }
 
-// answerAll applies the answers that have come.
-func (l *leaser) answerAll(flight map[*job]*renewal) {
+// onAnswers applies the renewals' answers that have come.
+func (l *leaser) onAnswers(flight map[*job]*renewal) {
 	for _, a := range l.answers.take() {
-		l.answered(flight, a)
+		l.applyAnswer(flight, a)
 	}
 }
 
-// answered applies a renewal's answer: the lease extended, or a retry before the job's stop
+// applyAnswer applies a renewal's answer: the lease extended, or a retry before the job's stop
 // deadline, or the job stopped when its lease is gone or no retry fits before that deadline.
 // An answer for a receipt the job no longer has, or for a job that has begun to settle, is
 // dropped.
-func (l *leaser) answered(flight map[*job]*renewal, a renewAnswer) {
+func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 	r, j, err := a.r, a.r.j, a.err
 	delete(flight, j)
 	now := time.Now()
