@@ -236,7 +236,7 @@ func TestDeliverOffloadRefusals(t *testing.T) {
 		want  string // in the error, or in the message's result
 	}{
 		{"too large without a bucket", Request{Bodies: []Body{{Large: io.NewSectionReader(strings.NewReader(big.Text), 0, 2000), Source: "--file f"}}},
-			true, "--file f: the body is 2000 bytes, more than the queue's MaximumMessageSize of 1024: send it through S3 with Payload.Buckets"},
+			true, "--file f: the body is 2000 bytes, more than the queue's MaximumMessageSize of 1024: send it through S3 with Offload.Bucket"},
 		{"reserved attribute", Request{Bodies: []Body{big}, Attributes: reserved, Offload: &Offload{Bucket: bucket}}, true, "ExtendedPayloadSize"},
 		{"no room for the size attribute", Request{Bodies: []Body{big}, Attributes: ten, Offload: &Offload{Bucket: bucket}}, true, "10 message attributes leave no room for ExtendedPayloadSize"},
 		{"threshold above the queue's", Request{Bodies: []Body{big}, Offload: &Offload{Bucket: bucket, Threshold: 2048}}, true, "above the queue's MaximumMessageSize of 1024"},
