@@ -56,8 +56,16 @@ func listenLambda(t *testing.T, emu *testenv.Emulator, args ...string) handlerRu
 // invocations reads every invocation the handler's processes wrote, in start order.
 func (h handlerRun) invocations(t *testing.T) []invocation {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(h.dir, "invocations-*.jsonl"))
-	var all []invocation
+	all := jsonLines[invocation](t, filepath.Join(h.dir, "invocations-*.jsonl"))
+	slices.SortFunc(all, func(a, b invocation) int { return a.Start.Compare(b.Start) })
+	return all
+}
+
+// jsonLines reads the JSON lines of the files matching pattern, each line one T.
+func jsonLines[T any](t *testing.T, pattern string) []T {
+	t.Helper()
+	files, _ := filepath.Glob(pattern)
+	var all []T
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -66,15 +74,14 @@ func (h handlerRun) invocations(t *testing.T) []invocation {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(nil, 8<<20)
 		for sc.Scan() {
-			var inv invocation
-			if err := json.Unmarshal(sc.Bytes(), &inv); err != nil {
+			var v T
+			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			all = append(all, inv)
+			all = append(all, v)
 		}
 		f.Close()
 	}
-	slices.SortFunc(all, func(a, b invocation) int { return a.Start.Compare(b.Start) })
 	return all
 }
 
