@@ -92,7 +92,8 @@ func TestReadAheadAtStop(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, testenv.QueueOptions{MaxReceiveCount: 5})
-			worker := h.script("job.sh", `cat >> "`+h.dir+`/done"; echo >> "`+h.dir+`/done"; sleep 0.2`)
+			// The body is recorded as the job ends: a job stopped in its sleep is handed back, not done.
+			worker := h.script("job.sh", `body=$(cat); sleep 0.2; printf '%s\n' "$body" >> "`+h.dir+`/done"`)
 			cfg := h.config(worker)
 			cfg.Concurrency = 1
 			cfg.ShutdownTimeout = tt.window

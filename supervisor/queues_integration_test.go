@@ -174,7 +174,7 @@ func count(starts []queueStart) map[string]int {
 // Two queues flooded with 500 messages each and 100 ms jobs: weighted 3:1 splits the starts
 // 3:1 (within 10%) while both have a backlog.
 func TestQueuesWeightedSplit(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it measures the split in real time (see TestQueuesStrict).
 	r := newQueuesRig(t, 2)
 	r.cfg.Queues.Weights = map[string]int{r.names[0]: 3, r.names[1]: 1}
 	r.flood(0, 500)
@@ -195,7 +195,8 @@ func TestQueuesWeightedSplit(t *testing.T) {
 // Strict gives the first queue every slot that frees while it has work, and the second
 // queue's backlog runs once the first's is done.
 func TestQueuesStrict(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it judges which queue each slot went to in real time, and sibling tests'
+	// load widens the moment between a slot's grant and its worker's start past what it allows.
 	r := newQueuesRig(t, 2)
 	r.cfg.Queues.Policy = PolicyStrict
 	r.flood(0, 500)
