@@ -58,7 +58,7 @@
 //   - Health.mu: the receive, acknowledgement and heartbeat times that /healthz and /readyz
 //     read.
 //   - Load.mu: the loop's state for the gauges and the scale-in protector, which read it.
-//   - slotPool.mu: with several queues, the books of the shared slots (see Several queues).
+//   - slotPool.mu: the books of the slots the queues share (see One queue or several).
 //   - Tenants.mu: each queue's top tenants and their counts, written as runs start.
 //
 // No goroutine holds two of these locks at once.
@@ -89,14 +89,20 @@
 // # One queue or several
 //
 // Run builds one listen (listen.go), for one queue or several (Config.Queues), on one path:
-// what the queues share is built once (the limiter, the slot pool with several queues, the
-// task's scale-in protector and the stop's cutoff) and handed to each queue's Supervisor,
-// which has all of the above for its queue alone: its loop, scheduler, receive loop,
-// heartbeat, acknowledger, brake and startup checks. Every queue is checked before any
+// what the queues share is built once (the limiter, the slot pool, of one seat for a single
+// queue, the task's scale-in protector and the stop's cutoff) and handed to each queue's
+// Supervisor, which has all of the above for its queue alone: its loop, scheduler, receive
+// loop, heartbeat, acknowledger, brake and startup checks. Every queue is checked before any
 // receives. listen.run starts each supervisor's run in a goroutine it waits for, and owns the
 // limiter's goroutine, the fan-out of its Changed and the protector, which follows every
 // queue's load. A stop reaches every supervisor through the same context, so each drains in
 // its own two bounded phases, side by side.
+//
+// A queue alone is a pool of one seat: it asks for every slot free within its brake's
+// limit and is granted them all, so its loop starts what its slots and limits allow at every
+// step. Only queues sharing the slots hold messages ahead to claim a slot, and ask for no
+// slot for messages their limits held back until the limits change (scheduler.startable,
+// room), since a slot asked for and not used wakes every other queue.
 //
 // The queues share the slots through a slotPool (slots.go): its lock guards the books of
 // which queue runs, was granted or waits for how many slots, and is held only to compute a

@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 
 // listen is the queues one listen serves, one supervisor each, and what they share, built
 // once whether it serves one queue or several: the limiter (the limits count the task's
-// starts, whichever queue), the slots (a pool, with several queues), the task's scale-in
+// starts, whichever queue), the slots (a pool of a seat per queue), the task's scale-in
 // protector, and the stop's cutoff. Each queue long-polls and keeps its own rules (redrive
 // policy, FIFO or not, dead-letter queue), brake, lease heartbeat and acknowledger.
 type listen struct {
@@ -103,9 +103,8 @@ type shares struct {
 	// limitsChanged receives when a start the limiter refused may now succeed: the queue's
 	// copy of the limiter's Changed.
 	limitsChanged <-chan struct{}
-	// slots is the queue's seat in the slots the queues share; nil when it has the slots to
-	// itself.
-	slots *sharedSlots
+	// slots is the queue's seat in the slots the queues share (alone, all of them).
+	slots *slotSeat
 	// cut is the stop's last moment, which every call to SQS, DynamoDB and the ECS agent obeys.
 	cut *cutoff
 	// workers run every queue's jobs.

@@ -42,9 +42,9 @@ type loop struct {
 	// receive on its count for nothing.
 	later             []handBack
 	received, started int
-	// pool, with several queues, is this queue's place in the slots they share (nil: the
-	// queue has slots of its own); ended is how many runs ended since the pool was last told.
-	pool  *sharedSlots
+	// pool is this queue's seat in the slots of the listen's queues; ended is how many runs
+	// ended since the pool was last told.
+	pool  *slotSeat
 	ended int
 }
 
@@ -54,8 +54,8 @@ func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, an
 	defer close(asks)
 	l := &loop{s: s, slots: s.brake.concurrency, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
 		stopRequested: stop.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
-		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}, pool: s.shared}
-	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo, s.gate, s.shared != nil)
+		rs: receiveState{lastEmpty: true, gather: s.cfg.ReceiveGather}, pool: s.slots}
+	l.sched = newScheduler(l.slots, s.cfg.BatchSize, s.cfg.BatchWindow, s.fifo, s.gate, s.slots.shared())
 	defer l.pool.leave()
 	defer l.timer.Stop()
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
@@ -119,21 +119,11 @@ func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 	return false
 }
 
-// startRuns starts the runs the scheduler and the limits say can start (as many as the
-// shared slots grant, with several queues), and releases the messages held back for their
-// key past --limit-wait; --once stops once one has started.
+// startRuns starts the runs that the slots, the scheduler and the limits say can start, and
+// releases the messages held back for their key past --limit-wait; --once stops once one
+// has started.
 func (l *loop) startRuns(jobs context.Context, now time.Time) {
-	var runs [][]*job
-	if l.pool == nil {
-		paused := l.s.gate.begin(now)
-		runs = l.sched.next(now)
-		if l.s.gate.end(len(runs) > 0) || paused {
-			l.sched.gateShut()
-		}
-	} else {
-		runs = l.startShared(now)
-	}
-	for _, run := range runs {
+	for _, run := range l.nextRuns(now) {
 		l.s.startRun(jobs, run)
 		l.started++
 	}
@@ -143,18 +133,20 @@ func (l *loop) startRuns(jobs context.Context, now time.Time) {
 	}
 }
 
-// startShared is startRuns' pass with several queues: the pool grants slots for what could
-// start, the limits' gate admits runs within them, and what was granted but not started goes
-// back to the pool. Granted nothing, the gate's pass is not begun (it would forget when the
-// messages held back for their key were first held back); only a pause is looked at, and
-// the messages held back for their key past --limit-wait are released all the same.
-func (l *loop) startShared(now time.Time) [][]*job {
+// nextRuns is a pass over what is held: the pool grants slots for what could start, the
+// limits' gate admits runs within them, and what was granted but not started goes back to the
+// pool. Granted nothing while other queues share the slots, the gate's pass is not begun (it
+// would forget when the messages held back for their key were first held back); only a pause
+// is looked at, and the messages held back for their key past --limit-wait are released all
+// the same. A queue alone makes its pass at every step, its free slots all granted
+// (scheduler.startable).
+func (l *loop) nextRuns(now time.Time) [][]*job {
 	if l.s.gate.due(now) {
 		l.sched.heldBackDue()
 	}
 	granted := l.pool.acquire(l.ended, l.sched.startable(now))
 	l.ended = 0
-	if granted == 0 {
+	if granted == 0 && l.pool.shared() {
 		if now.Before(l.s.limiter.PausedUntil()) {
 			l.sched.gateShut()
 		}

@@ -86,20 +86,17 @@ func (c Config) checkQueues() error {
 // even the largest --concurrency before the next queue's turn.
 const maxQueueWeight = 1000
 
-// newQueuePool returns the pool of the slots that cfg's queues share, or nil for a single
+// newQueuePool returns the pool of the slots that cfg's queues share: one seat for a single
 // queue, which has the slots to itself.
 func newQueuePool(cfg Config) *slotPool {
 	urls := cfg.URLs()
-	if len(urls) == 1 {
-		return nil
-	}
 	weights, reserves := make([]int, len(urls)), make([]int, len(urls))
 	for i, u := range urls {
 		name := queueattr.NameFromURL(u)
 		weights[i] = max(1, cfg.Queues.Weights[name])
 		reserves[i] = cfg.Queues.Reserve[name]
 	}
-	return newSlotPool(cfg.Concurrency, cfg.Queues.Policy, weights, reserves)
+	return newSlotPool(runSlots(cfg), cfg.Queues.Policy, weights, reserves)
 }
 
 // queueError names the queue in a startup check's error.

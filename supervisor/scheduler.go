@@ -71,8 +71,9 @@ type scheduler struct {
 	heldBack   int
 	gateClosed bool
 
-	// shared: the slots are shared with other queues (slotPool); fill and share are the
-	// pool's view of this queue, which room goes on instead of slots (sharedRoom).
+	// shared: other queues share the slots (slotPool); fill and share are the pool's view
+	// of this queue, which room goes on instead of slots (sharedRoom). A queue alone in the
+	// pool is granted every free slot, so its slots are its room's bound.
 	shared      bool
 	fill, share int
 }
@@ -212,14 +213,19 @@ func (s *scheduler) promote(now time.Time) {
 // the next ready one (heldBack counts them), and a gate closed to every run ends the pass.
 func (s *scheduler) next(now time.Time) [][]*job { return s.nextUpTo(now, s.slots) }
 
-// startable returns how many runs next could start now within the slots (the brake's
-// limit), leaving out the groups the latest pass held back for their key, and none while the
-// gate is closed (until the limiter says a refused start may now succeed): what a queue asks
-// the shared slots for. A queue that asked for slots its gate then refuses would hand them
-// back only to ask again, with every other queue woken each time.
+// startable returns how many slots a queue asks the pool for: alone, every slot free within
+// the brake's limit, so that its pass tries again at every step the groups held back for
+// their key and a gate that was closed; sharing the slots, how many runs next could start
+// now within them, leaving out the groups the latest pass held back for their key, and none
+// while the gate is closed (until the limiter says a refused start may now succeed). A
+// queue that asked for slots its gate then refuses would hand them back only to ask again,
+// with every other queue woken each time.
 func (s *scheduler) startable(now time.Time) int {
 	s.promote(now)
 	free := s.slots - s.runs
+	if !s.shared {
+		return max(0, free)
+	}
 	ready := len(s.ready) - s.heldBack
 	if free <= 0 || ready <= 0 || s.gateClosed {
 		return 0

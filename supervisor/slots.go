@@ -18,7 +18,8 @@ const (
 	PolicyStrict QueuePolicy = "strict"
 )
 
-// slotPool shares --concurrency worker slots among the loops of several queues. Each loop
+// slotPool shares --concurrency worker slots among the loops of a listen's queues, one or
+// several (a single queue is a pool of one seat, granted every free slot it asks for). Each loop
 // says how many runs it could start now (acquire), and starts what it is granted; a run's
 // end gives its slot back (release). A slot freed while other queues wait goes to the queue
 // the policy picks, kept for it (granted) until its loop, woken, takes it up: no other queue
@@ -241,52 +242,28 @@ func (p *slotPool) leave(i int) {
 	p.signal(wake)
 }
 
-// sharedSlots is one queue's handle on the slots it shares with other queues. Its methods
-// on nil (a queue with slots of its own) do nothing and grant nothing.
-type sharedSlots struct {
+// slotSeat is one queue's handle on the slots of its listen's pool: a pool of one seat for
+// a single queue, which has every slot to itself.
+type slotSeat struct {
 	pool *slotPool
 	i    int
 }
 
-// seat returns queue i's handle on the pool; nil for a nil pool.
-func (p *slotPool) seat(i int) *sharedSlots {
-	if p == nil {
-		return nil
-	}
-	return &sharedSlots{pool: p, i: i}
-}
+// seat returns queue i's handle on the pool.
+func (p *slotPool) seat(i int) *slotSeat { return &slotSeat{pool: p, i: i} }
 
-func (h *sharedSlots) acquire(ended, want int) int {
-	if h == nil {
-		return 0
-	}
-	return h.pool.acquire(h.i, ended, want)
-}
+func (h *slotSeat) acquire(ended, want int) int { return h.pool.acquire(h.i, ended, want) }
 
-func (h *sharedSlots) release(n int) {
-	if h != nil {
-		h.pool.release(h.i, n)
-	}
-}
+func (h *slotSeat) release(n int) { h.pool.release(h.i, n) }
 
-func (h *sharedSlots) view() (fill, share int) {
-	if h == nil {
-		return 0, 0
-	}
-	return h.pool.view(h.i)
-}
+func (h *slotSeat) view() (fill, share int) { return h.pool.view(h.i) }
 
-func (h *sharedSlots) leave() {
-	if h != nil {
-		h.pool.leave(h.i)
-	}
-}
+func (h *slotSeat) leave() { h.pool.leave(h.i) }
 
-// granted receives when the pool granted the queue a slot or its share may have grown; nil
-// (never) without a pool.
-func (h *sharedSlots) granted() <-chan struct{} {
-	if h == nil {
-		return nil
-	}
-	return h.pool.qs[h.i].wake
-}
+// shared reports whether other queues share the slots: a queue alone needs no read-ahead to
+// claim a slot, and wakes no other queue when it asks for slots its gate then refuses.
+func (h *slotSeat) shared() bool { return len(h.pool.qs) > 1 }
+
+// granted receives when the pool granted the queue a slot or its share may have grown; only
+// another queue's step sends on it.
+func (h *slotSeat) granted() <-chan struct{} { return h.pool.qs[h.i].wake }

@@ -53,9 +53,8 @@ type Supervisor struct {
 	limiter       *limits.Limiter
 	gate          *startGate
 	limitsChanged <-chan struct{}
-	// shared, with several queues, is this queue's place in the slots they share; nil when
-	// it has the slots to itself.
-	shared *sharedSlots
+	// slots is the queue's seat in the slots the listen's queues share (alone, all of them).
+	slots *slotSeat
 
 	// events carries what runs report to the loop; heldStops the held jobs the heartbeat
 	// stops, as a mailbox, since the heartbeat must never wait for the loop; loopDone is
@@ -93,7 +92,7 @@ func newSupervisor(ctx context.Context, cfg Config, deps queueDeps, sh shares) (
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, fifo: info.fifo,
 		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.health, sh.cut), cut: sh.cut,
 		load: deps.load, health: deps.health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
-		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, shared: sh.slots,
+		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, slots: sh.slots,
 		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
 	s.runner = newRunner(cfg, info, runnerParts{api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter,
