@@ -116,7 +116,13 @@ func TestListenServesHealthReadinessAndMetrics(t *testing.T) {
 	}
 	testenv.Eventually(t, "readiness", 10*time.Second, func() bool { code, _ := probe(addr, "/readyz"); return code == 200 }, stderr.String)
 	testenv.Eventually(t, "the queue to drain", 30*time.Second, func() bool { return testenv.Depth(t, c, q.URL).Total() == 0 }, stderr.String)
-	m := scrape(t, addr)
+	// A message leaves the queue before its delete's answer reaches watchbot, which counts it
+	// then: the counters settle a moment after the queue is empty.
+	var m map[string]*dto.MetricFamily
+	testenv.Eventually(t, "the counters to settle", 10*time.Second, func() bool {
+		m = scrape(t, addr)
+		return value(t, m, "watchbot_messages_processed_total") == 3 && value(t, m, "watchbot_dead_lettered_total") == 1
+	}, stderr.String)
 	for name, want := range map[string]float64{
 		"watchbot_messages_processed_total": 3,
 		"watchbot_worker_errors_total":      1,
