@@ -37,6 +37,11 @@ type listenSetting struct {
 	bind func(s listenSetting, c *cli.Context, a *listenArgs) error
 	// template says whether `watchbot template` offers the flag too.
 	template templateUse
+	// try says whether `watchbot try` offers the flag too, environment variables included:
+	// try runs one worker as listen would, so a setting of how one run goes reads the same.
+	try bool
+	// tryDefaultText is the default as try's --help shows it, when try's differs from listen's.
+	tryDefaultText string
 }
 
 // templateUse is whether `watchbot template` offers one of listen's flags, and how it passes

@@ -162,8 +162,8 @@ func givenString(c *cli.Context, name string) *string {
 }
 
 // templateListenFlags are listen's flags that `watchbot template` offers too (listenSettings'
-// rows with a template use), with listen's defaults: only listen reads them from the
-// environment.
+// rows with a template use), with listen's defaults: the template reads none of them from the
+// environment, which is the deploying machine's, not the task's.
 func templateListenFlags() []cli.Flag {
 	rows := templateListenSettings()
 	for i := range rows {

@@ -12,11 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/supervisor"
-	"github.com/watchbot/watchbot/worker"
 )
 
 // tryExits is `watchbot try`'s exit status for each decision (a batch exits with the highest
@@ -30,7 +28,6 @@ type decided int
 func (d decided) Error() string { return "" }
 
 func tryCommand(stdout io.Writer) *cli.Command {
-	def := supervisor.DefaultConfig()
 	return &cli.Command{
 		Name:      "try",
 		Usage:     "run a worker once on a message, as listen would, and print what listen would do",
@@ -39,7 +36,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			"The exit status says what listen would do: 0 delete, 10 release, 11 retry or pause, 12 left to the redrive policy,\n" +
 			"13 dead-letter (a batch: the highest); 2 bad usage, a missing or non-executable COMMAND included;\n" +
 			"1 try itself failed. A COMMAND that is there but cannot start (a bad #! line) is a retry, as in listen.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "body", Usage: "the message body"},
 			&cli.StringFlag{Name: "file", Usage: "read the message body from this `FILE`"},
 			&cli.BoolFlag{Name: "batch", Usage: "read one message per line of stdin and run them as one batch (batch mode)"},
@@ -49,22 +46,10 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "subject", Usage: "deliver the body inside an SNS notification with this subject, as listen unwraps it"},
 			&cli.IntFlag{Name: "attempt", Value: 1, Usage: "the attempt this run is (ApproximateReceiveCount)"},
 			&cli.IntFlag{Name: "max-attempts", Value: 10, Usage: "attempts before a message is dead-lettered (the queue's maxReceiveCount)"},
-			&cli.IntFlag{Name: "batch-size", Value: def.BatchSize, Usage: "run as batch mode with this batch size (1..100)"},
-			durationFlag("max-job-duration", 0, "stop the worker after this long (0 = no limit)"),
-			durationFlag("kill-grace", def.KillGrace, "wait between SIGTERM and SIGKILL when the worker is stopped"),
-			durationFlag("backoff-base", def.Backoff.Base, "delay after failed attempt n is base·2^(n-1)"),
-			durationFlag("backoff-max", def.Backoff.Max, "longest retry delay (at most 12h)"),
-			&cli.StringFlag{Name: "backoff-jitter", Value: string(def.Backoff.Jitter), Usage: "none, full or equal (the printed delay is then one draw)"},
-			withDefaultText(durationFlag("retry-delay", 0, "delay of every retry the worker does not time itself, instead of the backoff"), "the backoff"),
-			&cli.StringFlag{Name: "on-reject", Value: string(def.OnReject), Usage: "what exit 3 does: dead-letter or delete"},
-			&cli.BoolFlag{Name: "lambda", Usage: "COMMAND is a Lambda runtime: one invocation with the SQS event of the message(s)"},
-			&cli.StringFlag{Name: "lambda-function-name", Usage: "the function's `NAME`", DefaultText: "the queue's name"},
-			&cli.StringFlag{Name: "lambda-handler", Usage: "the `HANDLER` runtimes read from _HANDLER (index.handler)"},
-			durationFlag("lambda-init-timeout", def.Lambda.InitTimeout, "how long the runtime may take to ask for work"),
-			&cli.StringSliceFlag{Name: "payload-bucket", Usage: "fetch S3 payload pointers from this `BUCKET` as listen does; repeatable", DefaultText: "pointers passed through"},
+		}, append(cliFlags(tryListenSettings()),
 			&cli.BoolFlag{Name: "json", Usage: "print the decision as JSON"},
 			logFormatFlag(),
-		},
+		)...),
 		Action: func(c *cli.Context) error {
 			if err := supervisor.PlatformError("try", runtime.GOOS); err != nil {
 				return err
@@ -84,7 +69,7 @@ func tryCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			payloads, err := tryPayloads(c, &cfg)
+			payloads, err := tryPayloads(c, cfg)
 			if err != nil {
 				return err
 			}
@@ -100,36 +85,44 @@ func tryCommand(stdout io.Writer) *cli.Command {
 	}
 }
 
-// tryConfig copies try's flags into the configuration listen would run the message with.
+// tryConfig copies try's flags into the configuration listen would run the message with: the
+// rows of listenSettings that try offers, read as listen reads them, and try's own.
 func tryConfig(c *cli.Context) (supervisor.Config, error) {
-	cfg := supervisor.DefaultConfig()
+	a := defaultListenArgs()
+	if err := readListenArgs(c, tryListenSettings(), &a); err != nil {
+		return a.Listen, err
+	}
+	cfg := a.Listen
 	cfg.Command = c.Args().Slice()
 	cfg.MaxAttempts = c.Int("max-attempts")
 	if cfg.MaxAttempts < 1 {
 		// listen's 0 reads the queue's maxReceiveCount; try has no queue to read.
 		return cfg, usagef("--max-attempts (%d) must be between 1 and %d: try has no queue whose maxReceiveCount it could read", cfg.MaxAttempts, listenspec.MaxAttempts)
 	}
-	cfg.BatchSize = c.Int("batch-size")
-	cfg.MaxJobDuration = durationOf(c, "max-job-duration")
-	cfg.KillGrace = durationOf(c, "kill-grace")
-	cfg.Backoff = backoff.Exponential{Base: durationOf(c, "backoff-base"), Max: durationOf(c, "backoff-max"), Jitter: backoff.Jitter(c.String("backoff-jitter"))}
-	cfg.RetryDelay = durationOf(c, "retry-delay")
-	cfg.OnReject = supervisor.RejectAction(c.String("on-reject"))
-	cfg.Lambda = worker.LambdaWorker{Enabled: c.Bool("lambda"), FunctionName: strings.TrimSpace(c.String("lambda-function-name")),
-		Handler: strings.TrimSpace(c.String("lambda-handler")), InitTimeout: durationOf(c, "lambda-init-timeout")}
 	var err error
 	cfg.QueueURL, err = tryQueueURL(c)
 	return cfg, err
 }
 
-// tryPayloads sets the buckets --payload-bucket allows in cfg and returns the S3 client that
-// fetches their payloads as listen does, or nil when none is allowed.
-func tryPayloads(c *cli.Context, cfg *supervisor.Config) (supervisor.PayloadAPI, error) {
-	for _, b := range c.StringSlice("payload-bucket") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.Payload.Buckets = append(cfg.Payload.Buckets, b)
+// tryListenSettings are the rows of listenSettings that `watchbot try` offers: the settings
+// of how one run goes. try's batch, unless --batch-size says otherwise, holds the messages
+// given, --lambda or not.
+func tryListenSettings() []listenSetting {
+	var rows []listenSetting
+	for _, s := range listenSettings {
+		if s.try {
+			if s.tryDefaultText != "" {
+				s.defaultText = s.tryDefaultText
+			}
+			rows = append(rows, s)
 		}
 	}
+	return rows
+}
+
+// tryPayloads returns the S3 client that fetches the payloads of the buckets cfg allows as
+// listen does, or nil when none is allowed.
+func tryPayloads(c *cli.Context, cfg supervisor.Config) (supervisor.PayloadAPI, error) {
 	if len(cfg.Payload.Buckets) == 0 {
 		return nil, nil
 	}

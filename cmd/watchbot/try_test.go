@@ -73,6 +73,35 @@ func TestTry(t *testing.T) {
 	}
 }
 
+// TestTryTakesListenSettings checks that try's run settings are listen's rows: a flag listen
+// has and try once lacked (--backoff-min), and an environment variable listen reads
+// (Watchbot's maxJobDuration).
+func TestTryTakesListenSettings(t *testing.T) {
+	cases := []struct {
+		name, script string
+		env          map[string]string
+		args         []string
+		want         string
+	}{
+		{name: "--backoff-min", script: "exit 1", args: []string{"--backoff-min", "5s"}, want: "retry in 5s (attempt 1 of 10) [exit code 1]"},
+		{name: "maxJobDuration", script: "sleep 30", env: map[string]string{"maxJobDuration": "1s"}, args: []string{"--kill-grace", "1s"},
+			want: "retry in 2s (attempt 1 of 10) [--max-job-duration]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			worker := writeWorker(t, t.TempDir(), tc.script)
+			args := append(append([]string{"try", "--body", "hello"}, tc.args...), "--", worker)
+			code, out, errOut := runCLI(t, nil, args...)
+			if code != 11 || strings.TrimSpace(out) != tc.want {
+				t.Errorf("exit %d, printed %q; want 11, %q\nstderr: %s", code, strings.TrimSpace(out), tc.want, errOut)
+			}
+		})
+	}
+}
+
 // TestTryMatchesListen runs each worker once under listen, on fauxqs, with the same message:
 // the action listen logs is the one try printed.
 func TestTryMatchesListen(t *testing.T) {
