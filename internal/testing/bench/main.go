@@ -3,7 +3,9 @@
 // Command bench measures watchbot against a minimal receive → spawn → batch-delete loop on
 // the same local SQS emulator, in one run, and prints the figures as ratios. It is run by
 // `make bench` (scripts/bench); it is not part of the product. With WATCHBOT_BENCH_KEEP_LOGS
-// set, it keeps each watchbot run's log and prints where.
+// set, it keeps each watchbot run's log and prints where. With WATCHBOT_BENCH_CPUPROFILE set to a
+// directory, and -watchbot built with -tags benchprofile, each watchbot run writes its CPU
+// profile there, named after its queue.
 package main
 
 import (
@@ -312,7 +314,14 @@ func (c contender) measure(ctx context.Context, o options, worker, name string) 
 		if herr != nil {
 			return result{}, herr
 		}
-		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency), "--lambda", "--batch-size", "10"}, nil, handler)
+		addr, aerr := freeAddr()
+		if aerr != nil {
+			return result{}, aerr
+		}
+		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency), "--lambda", "--batch-size", "10", "--http-addr", addr}, nil, handler)
+		// Timed from its readiness: the runtimes' start is that of the application the
+		// --http-worker lane starts before its clock.
+		r.took -= r.ready
 	default:
 		r, err = watchbot(ctx, o, c.emu, url, direct, q, []string{"--concurrency", strconv.Itoa(o.concurrency)}, nil, worker)
 	}
@@ -497,6 +506,9 @@ func baseline(ctx context.Context, c *sqs.Client, queue, worker string, n int) e
 func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint string, direct *sqs.Client, queue string, extra, env []string, worker ...string) (listenRun, error) {
 	args := append([]string{"listen", "--queue-url", queue, "--endpoint-url", endpoint}, extra...)
 	cmd := exec.Command(o.binary, append(append(args, "--"), worker...)...)
+	if dir := os.Getenv("WATCHBOT_BENCH_CPUPROFILE"); dir != "" {
+		env = append(slices.Clip(env), "WATCHBOT_CPUPROFILE="+filepath.Join(dir, queueattr.NameFromURL(queue)+".pprof"))
+	}
 	cmd.Env = userEnv(append(emu.Env(), env...)...)
 	logs, err := os.CreateTemp("", "watchbot-bench-*.log")
 	if err != nil {
@@ -513,6 +525,13 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return listenRun{}, err
+	}
+	// Buffered: after an early exit the poll ends on its own, within its minute.
+	ready := make(chan time.Duration, 1)
+	i := slices.Index(extra, "--http-addr")
+	polling := i >= 0 && i+1 < len(extra)
+	if polling {
+		go func() { ready <- readyAfter(extra[i+1], start) }()
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -537,6 +556,9 @@ func watchbot(ctx context.Context, o options, emu *testenv.Emulator, endpoint st
 		}
 	}
 	r := listenRun{took: time.Since(start), done: done, rss: peakRSS(cmd.Process.Pid), cpu: ownCPU(cmd.Process.Pid)}
+	if polling {
+		r.ready = <-ready // it was ready: it emptied the queue
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	exited <- <-exited
 	if data, err := os.ReadFile(logs.Name()); err == nil {
@@ -557,6 +579,24 @@ type listenRun struct {
 	rss  int           // peak RSS, KiB
 	cpu  time.Duration // the process's own user and system time, its children excluded
 	log  string
+	// ready is when /readyz first answered 200, from the start; 0 without --http-addr.
+	ready time.Duration
+}
+
+// readyAfter polls http://addr/readyz until it answers 200 and returns when, from start;
+// it gives up (0) after a minute, when watchbot has long exited.
+func readyAfter(addr string, start time.Time) time.Duration {
+	c := http.Client{Timeout: time.Second}
+	for time.Since(start) < time.Minute {
+		if resp, err := c.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0
 }
 
 // ownCPU reads a process's own user and system CPU time from /proc/PID/stat (fields 14 and

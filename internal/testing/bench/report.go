@@ -150,7 +150,10 @@ func (r report) partial() []figure {
 		fs = append(fs, figure{"throughput, watchbot / baseline loop", spread(rs, func(r result) float64 { return r.rate }, "%.2f"), "≥ 1.0"},
 			figure{"own CPU per message", fmt.Sprintf("%.3f ms", median(r.results[1], cpuMs)), "≤ 0.2 ms"},
 			figure{"own CPU per message, watchbot / baseline loop", cpuRatio(r.results[1], r.results[0]), ""},
-			figure{"own CPU per message, --http-worker", fmt.Sprintf("%.3f ms", median(r.results[httpContender], cpuMs)), ""})
+			figure{"own CPU per message, --http-worker", fmt.Sprintf("%.3f ms", median(r.results[httpContender], cpuMs)), ""},
+			figure{"own CPU per message, --lambda / --http-worker", cpuRatio(r.results[lambdaContender], r.results[httpContender]), "≤ 1.0"},
+			figure{"throughput, --lambda / the process per message", rateRatio(r.results[lambdaContender], r.results[1]), "≥ 3.0"},
+			figure{"throughput, --lambda / --http-worker", rateRatio(r.results[lambdaContender], r.results[httpContender]), "≥ 1.0"})
 	}
 	for _, w := range r.wide {
 		fs = append(fs, figure{"wide / ideal, steady; end to end", fmt.Sprintf("%.2f; %.2f", w.steady, w.total), "≥ 0.95"},
