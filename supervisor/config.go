@@ -68,7 +68,9 @@ type Config struct {
 	Once bool
 	// LogBodies adds message bodies to log lines (off by default: bodies may hold secrets).
 	LogBodies bool
-	// WaitTime is the receive long poll (SQS allows 0..20 s).
+	// WaitTime is the receive long poll, whole seconds from 1s to 20s: an idle stop lasts up to
+	// one wait, and a shorter wait sends more ReceiveMessage requests (0, short polling, answers
+	// empty from a sample of the servers, so it is refused).
 	WaitTime time.Duration
 	// AckTimeout bounds each delete, visibility change or dead-letter send, which run on a
 	// context detached from shutdown.
@@ -207,8 +209,8 @@ func (c Config) Validate() error {
 	if c.MaxMessageAge < 0 {
 		return refuse(listenspec.SettingMaxMessageAge, c.MaxMessageAge, "must not be negative")
 	}
-	if c.WaitTime < 0 || c.WaitTime > sqsspec.MaxWait {
-		return refuse("", nil, fmt.Sprintf("receive wait time (%v) must be between 0 and 20s", c.WaitTime))
+	if c.WaitTime < time.Second || c.WaitTime > sqsspec.MaxWait || c.WaitTime%time.Second != 0 {
+		return refuse(listenspec.SettingWaitTime, c.WaitTime, fmt.Sprintf("must be whole seconds between 1s and %v", sqsspec.MaxWait))
 	}
 	if c.AckTimeout <= 0 || c.AckLinger < 0 || c.ReceiveGather < 0 {
 		return refuse("", nil, "ack timeout must be positive and linger/gather not negative")

@@ -111,6 +111,9 @@ func TestListenBadFlagValues(t *testing.T) {
 		{"batch window without batches", append(base, "--batch-window", "5s", "--", "true"), "--batch-window (5s) needs --batch-size above 1"},
 		{"receive visibility below kill grace + 3s", append(base, "--kill-grace", "5s", "--receive-visibility", "7s", "--", "true"),
 			"--receive-visibility (7s) must be between --kill-grace + 3s (8s) and --visibility-timeout (3m0s)"},
+		{"wait time 0", append(base, "--wait-time", "0s", "--", "true"), "--wait-time (0s) must be whole seconds between 1s and 20s"},
+		{"wait time not whole seconds", append(base, "--wait-time", "1500ms", "--", "true"), "--wait-time (1.5s) must be whole seconds between 1s and 20s"},
+		{"wait time above 20s", append(base, "--wait-time", "21s", "--", "true"), "--wait-time (21s) must be whole seconds between 1s and 20s"},
 		{"receive visibility past the lease", append(base, "--visibility-timeout", "30s", "--receive-visibility", "31s", "--", "true"),
 			"--receive-visibility (31s) must be between --kill-grace + 3s (8s) and --visibility-timeout (30s)"},
 	}
@@ -130,11 +133,17 @@ func TestListenBadFlagValues(t *testing.T) {
 // listening says whether listen's log (out) holds its start: the record of what it serves.
 func listening(out string) bool { return testenv.Logged(out, "level", "INFO", "max_attempts", "*") }
 
+// shortPoll gives the listens these tests start a 2 s long poll, so that stopping an idle one
+// takes at most 2 s, not 20; a test about the default long poll passes --wait-time 20s, which
+// the flag's precedence over the environment keeps.
+const shortPoll = "WATCHBOT_WAIT_TIME=2s"
+
 // listenBinary starts `watchbot listen ARGS` against emu; its output, stdout and stderr
 // together, is in the returned buffer.
 func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *testenv.Buffer) {
 	t.Helper()
 	cmd := emu.Watchbot(t, append([]string{"listen"}, args...)...)
+	cmd.Env = append(cmd.Env, shortPoll)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	return testenv.Spawn(t, cmd), out

@@ -44,6 +44,8 @@ var listenSettings = []listenSetting{
 		usage: "lease taken on receive and renewed by the heartbeat"},
 	{name: "receive-visibility", setting: listenspec.SettingReceiveVisibility, field: func(a *listenArgs) any { return &a.Listen.ReceiveVisibility },
 		usage: "the lease a receive takes, extended once a message is held (≥ --kill-grace + 3s)", defaultText: "min(visibility timeout, max(20s, kill grace + 15s))"},
+	{name: "wait-time", setting: listenspec.SettingWaitTime, field: func(a *listenArgs) any { return &a.Listen.WaitTime },
+		usage: "each receive's long poll, whole seconds 1s..20s: an idle stop takes up to this long", env: []string{"WATCHBOT_WAIT_TIME"}},
 	{name: "kill-grace", try: true, setting: listenspec.SettingKillGrace, field: func(a *listenArgs) any { return &a.Listen.KillGrace },
 		usage: "wait between SIGTERM and SIGKILL when a worker is stopped"},
 	{name: "shutdown-timeout", setting: listenspec.SettingShutdownTimeout, field: func(a *listenArgs) any { return &a.Listen.ShutdownTimeout },

@@ -174,7 +174,7 @@ func TestListenServesHealthReadinessAndMetrics(t *testing.T) {
 
 // TestListenHealthzFollowsSQS: /healthz turns 503 once receives have failed for longer than
 // --health-grace, with the reason, and 200 again once SQS answers. A message sent after each
-// change of the faults ends the long poll under way, which would otherwise wait out its 20 s
+// change of the faults ends the long poll under way, which would otherwise wait out its wait
 // before a receive meets the change.
 func TestListenHealthzFollowsSQS(t *testing.T) {
 	t.Parallel()

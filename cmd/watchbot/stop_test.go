@@ -29,7 +29,7 @@ func TestListenStopStrandsNothing(t *testing.T) {
 	if err := os.WriteFile(worker, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--queue-url", q.URL, "--receive-visibility", "60s", "--visibility-timeout", "90s"}
+	args := []string{"--queue-url", q.URL, "--receive-visibility", "60s", "--visibility-timeout", "90s", "--wait-time", "20s"}
 
 	addr := freeAddr(t)
 	first, logs := listenBinary(t, emu, append(args, "--http-addr", addr, "--", worker)...)

@@ -16,6 +16,7 @@ const (
 	SettingShutdownTimeout   setting.Name = "ShutdownTimeout"
 	SettingOnReject          setting.Name = "OnReject"
 	SettingMaxMessageAge     setting.Name = "MaxMessageAge"
+	SettingWaitTime          setting.Name = "WaitTime"
 	SettingVolumes           setting.Name = "Volumes"
 	SettingBatchSize         setting.Name = "BatchSize"
 	SettingBatchWindow       setting.Name = "BatchWindow"
