@@ -21,15 +21,19 @@ node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
 
 ## test: everything CI runs: formatting, vet, the cross-builds, the race-enabled test suite (unit,
-## emulator, linter), then the fault-injection scenarios on their own, so their load does not
-## starve the others, then the container smoke run, the built binary under env -i, and the demo
-## against its golden transcript. internal/testing/testprogress prints a line per package as it
-## ends, failures in full, and "N passed, N failed" last; it fails when go test did, though the
-## pipe drops go test's exit status. -parallel 8: most parallel tests wait on processes and
-## emulators in real time, so more of them than the cores run at once
+## emulator, linter) with the fault-injection scenarios beside it, then the container smoke run,
+## the built binary under env -i, and the demo against its golden transcript.
+## internal/testing/testprogress prints a line per package as it ends, failures in full, and
+## "N passed, N failed" last; it fails when go test did, though the pipe drops go test's exit
+## status. The suite's tests mostly wait on processes and emulators in real time (the cores sit
+## idle half the run), so the scenarios run beside the rest, their report read after it from a
+## file (two writers on one pipe could interleave a long line), and -parallel 8 runs more tests
+## than the cores at once
 test: node_modules/.package-lock.json fmt-check vet cross
+	@scenarios=$$(mktemp); trap 'rm -f "$$scenarios"' EXIT; \
+	$(GO) test -json -race -count=1 -timeout 12m ./internal/testing/scenarios >"$$scenarios" 2>&1 & bg=$$!; \
 	{ $(GO) test -json -race -count=1 -parallel 8 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container); \
-	  $(GO) test -json -race -count=1 -timeout 12m ./internal/testing/scenarios; } 2>&1 | $(GO) run ./internal/testing/testprogress
+	  wait $$bg; cat "$$scenarios"; } 2>&1 | $(GO) run ./internal/testing/testprogress
 	$(MAKE) --no-print-directory smoke-container
 	$(MAKE) --no-print-directory smoke
 	$(MAKE) --no-print-directory demo-golden
