@@ -296,6 +296,11 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 			l.stop(j, errCeiling)
 			continue
 		}
+		if now.After(d.leaseUntil) {
+			// Late for want of CPU or of an answer: SQS may have delivered the message again.
+			j.log.Warn("renewing a lease that has lapsed: the message may be delivered again meanwhile",
+				"lapsed_for", now.Sub(d.leaseUntil).Round(time.Millisecond).String())
+		}
 		done := j.beginRenewal(d.receipt)
 		if done == nil {
 			// It began to settle, or was delivered again, since the snapshot: looked at

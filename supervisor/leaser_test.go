@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
 // leaseRig is a leaser with its acknowledger and heartbeat running, over a fakeQueue. Jobs
@@ -197,6 +199,43 @@ func TestTakeOverKeepsOneJobPerMessage(t *testing.T) {
 	l.remove(first) // the old job finishing must not forget the new one
 	if l.get("m") != second {
 		t.Fatal("removing the settled job removed the new attempt's job")
+	}
+}
+
+// TestLateRenewalIsReported: a renewal sent after the lease it renews has lapsed (the
+// machine too busy to run the heartbeat in time) says so, for SQS may have delivered the
+// message again meanwhile; one sent in time says nothing.
+func TestLateRenewalIsReported(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		lapsed time.Duration
+		warns  bool
+	}{
+		{"in time", -time.Second, false},
+		{"after the lease", 1500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs strings.Builder
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
+			q := newFakeQueue()
+			acks := newAcker(q, "q", 0, time.Second, nil, nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			wg.Go(func() { acks.run(ctx) })
+			defer func() { cancel(); acks.close(); wg.Wait() }()
+			l := newLeaser(heartbeatConfig(), acks, log, nil, nil, nil)
+			q.add("m", "body")
+			m, _ := q.receive(time.Minute)
+			j := l.newJob(parseMessage(m), time.Now(), log)
+			j.leaseUntil = time.Now().Add(-tc.lapsed)
+			l.add(j)
+			l.renew(map[*job]*renewal{}, []*job{j}) // logs before it returns
+			if got := testenv.Logged(logs.String(), "level", "WARN", "message_id", "m", "lapsed_for", "*"); got != tc.warns {
+				t.Fatalf("lapse reported %v, want %v; log:\n%s", got, tc.warns, logs.String())
+			}
+		})
 	}
 }
 

@@ -301,8 +301,12 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 		msg := parseMessage(m)
 		noteTrace(msg, s.log, s.metrics)
 		lease, renew := s.leaser.received()
-		if j := s.leaser.get(msg.ID); j != nil && j.takeOver(msg, now, lease, renew) {
-			continue
+		if j := s.leaser.get(msg.ID); j != nil {
+			if j.takeOver(msg, now, lease, renew) {
+				continue
+			}
+			j.log.Warn("message delivered again while its last delivery was settling (its lease had lapsed): the new delivery is a new attempt",
+				"receive_count", msg.Attempt)
 		}
 		j := s.leaser.newJob(msg, now, s.log)
 		s.leaser.add(j)

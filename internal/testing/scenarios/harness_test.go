@@ -357,6 +357,10 @@ const (
 	logDeleteFailed = "delete failed: the message will be delivered again after its visibility timeout"
 	logLeaseLost    = "stopping job: its lease could not be renewed and the message may already be with another worker"
 	logStopped      = "worker stopped by watchbot"
+	// A lease that lapsed (the machine too busy to renew it in time) explains a rerun of its
+	// message whichever attempt it follows.
+	logRenewedLate    = "renewing a lease that has lapsed: the message may be delivered again meanwhile"
+	logDeliveredAgain = "message delivered again while its last delivery was settling (its lease had lapsed): the new delivery is a new attempt"
 )
 
 // logSink collects the supervisor's JSON log lines: a tail for failure messages, counts by
@@ -473,6 +477,9 @@ func (s *logSink) evidence() evidence {
 		case l.Msg == logDeleteFailed:
 			ev.deleteFailures++
 		case l.Msg == logLeaseLost, l.Msg == logStopped:
+		case l.Msg == logRenewedLate, l.Msg == logDeliveredAgain:
+			ev.causes[l.MessageID+"|any"] = l.Msg
+			continue
 		default:
 			continue
 		}
@@ -482,7 +489,10 @@ func (s *logSink) evidence() evidence {
 }
 
 func (e evidence) explain(id string, attempt int) string {
-	return e.causes[id+"|"+strconv.Itoa(attempt)]
+	if why := e.causes[id+"|"+strconv.Itoa(attempt)]; why != "" {
+		return why
+	}
+	return e.causes[id+"|any"]
 }
 
 // soakDuration is the soak's length from WATCHBOT_SOAK (0: long forms off).

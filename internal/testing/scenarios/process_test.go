@@ -146,7 +146,7 @@ func TestScenario3SupervisorKilled(t *testing.T) {
 						after++
 					}
 				}
-				if after > 1 || before > 1 {
+				if (after > 1 || before > 1) && !lapsed(w, runs) {
 					t.Errorf("%s ran %d times before the kill and %d after, want at most once each", k, before, after)
 				}
 				if before == 1 && runs[0].end != 0 && runs[0].end < killed-ackWindow && after > 0 {
@@ -320,4 +320,16 @@ func TestScenario5MisbehavingWorkers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lapsed reports whether the supervisor logged that the lease of the message behind runs
+// lapsed: a rerun then follows from SQS's at-least-once delivery, not from the kill.
+func lapsed(w *world, runs []*run) bool {
+	ev := w.logs.evidence()
+	for _, r := range runs {
+		if ev.causes[r.id+"|any"] != "" {
+			return true
+		}
+	}
+	return false
 }
