@@ -51,6 +51,9 @@ type Config struct {
 	Lease time.Duration
 	// MaxPause caps a pause a worker asks for (`--max-pause`).
 	MaxPause time.Duration
+	// Member is what the task records of itself in the table for `watchbot fleet`: its
+	// host, its queues and its flags as it started.
+	Member Member
 }
 
 // DefaultConfig limits nothing, with a 30 s lease and a 15 min cap on pauses.

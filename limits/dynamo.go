@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -145,24 +145,15 @@ func (s *dynamoStore) Fleet(ctx context.Context) (Fleet, error) {
 // has none (DynamoDB refuses to set an entry of a map that does not exist).
 func (s *dynamoStore) Beat(ctx context.Context, task string, until time.Time, gone []string) (Fleet, error) {
 	names := map[string]string{"#tasks": attrTasks, "#me": task, "#exp": TTLAttribute}
-	expr := "SET #tasks.#me = :until, #exp = :exp"
-	if len(gone) > 0 {
-		expr += " REMOVE "
-		for i, g := range gone {
-			n := "#g" + strconv.Itoa(i)
-			names[n] = g
-			if i > 0 {
-				expr += ", "
-			}
-			expr += "#tasks." + n
-		}
-	}
+	// The fleet item has no time to live: it keeps the operator's pauses and settings while
+	// the fleet is scaled to zero. Items written before it did lose theirs here.
+	expr := "SET #tasks.#me = :until REMOVE " + strings.Join(append([]string{"#exp"}, removeGone(gone, names)...), ", ")
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: s.key(FleetItem),
 		UpdateExpression:         aws.String(expr),
 		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": ddbattr.N(ceilMillis(until)), ":exp": ddbattr.N(s.now().Add(keepFor).Unix()),
+			":until": ddbattr.N(ceilMillis(until)),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	}
@@ -203,12 +194,10 @@ func (s *dynamoStore) Leave(ctx context.Context, task string) error {
 func (s *dynamoStore) Pause(ctx context.Context, until time.Time) error {
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: s.key(FleetItem),
-		UpdateExpression:         aws.String("SET #pause = :until, #exp = :exp"),
-		ConditionExpression:      aws.String("attribute_not_exists(#pause) OR #pause < :until"),
-		ExpressionAttributeNames: map[string]string{"#pause": attrPause, "#exp": TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": ddbattr.N(ceilMillis(until)), ":exp": ddbattr.N(later(until, s.now()).Add(keepFor).Unix()),
-		},
+		UpdateExpression:          aws.String("SET #pause = :until"),
+		ConditionExpression:       aws.String("attribute_not_exists(#pause) OR #pause < :until"),
+		ExpressionAttributeNames:  map[string]string{"#pause": attrPause},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":until": ddbattr.N(ceilMillis(until))},
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
@@ -257,7 +246,7 @@ func ledgerOf(item map[string]types.AttributeValue) (Ledger, error) {
 
 // fleetOf reads the fleet item; entries it cannot read count as absent.
 func fleetOf(item map[string]types.AttributeValue) Fleet {
-	f := Fleet{Tasks: map[string]time.Time{}}
+	f := Fleet{Tasks: map[string]time.Time{}, Control: controlOf(item)}
 	if ms, err := ddbattr.Int(item, attrPause); err == nil {
 		f.PauseUntil = time.UnixMilli(ms)
 	}

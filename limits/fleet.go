@@ -5,6 +5,86 @@ import (
 	"time"
 )
 
+// FleetPause reports whether an operator's pause holds the queue named queue at now, and
+// when it ends (zero: at a resume).
+func (l *Limiter) FleetPause(queue string, now time.Time) (until time.Time, paused bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fleet.control.PauseOf(queue, now)
+}
+
+// BatchSize is the batch size the fleet's control sets for a task in batch mode; 0: the
+// task's own --batch-size.
+func (l *Limiter) BatchSize() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fleet.batchSize
+}
+
+// applyControl makes c the control in force: the settings it sets replace the task's flags
+// (a --concurrency above the task's own is held to it), and its pauses hold. It logs the
+// change, who asked and why, and wakes refused starts, which may now succeed. A control of
+// the version in force changes nothing.
+func (l *Limiter) applyControl(c Control) {
+	l.mu.Lock()
+	f := &l.fleet
+	if c.Version == f.control.Version {
+		l.mu.Unlock()
+		return
+	}
+	f.control = c
+	f.applied = f.flags.Over(c.Settings)
+	f.maxRunning = 0
+	if own := l.cfg.Member.Concurrency; f.applied.Concurrency > 0 && own > 0 {
+		f.maxRunning = min(f.applied.Concurrency, own)
+	}
+	f.batchSize = 0
+	if l.cfg.Member.BatchSize > 1 {
+		f.batchSize = f.applied.BatchSize
+	}
+	l.setRate(*f.applied.RateLimit)
+	l.setConcurrency(*f.applied.FleetConcurrency)
+	applied, paused := f.applied, l.cfg.Member.pausedQueues(c, l.now())
+	l.mu.Unlock()
+	l.log.Info("fleet: the operator's control changed; applied live", "version", c.Version, "change", c.Change.What,
+		"queue", c.Change.Queue, "reason", c.Change.Reason, "by", c.Change.By, "paused_queues", paused, "settings", applied.Flags())
+	signal(l.changed)
+}
+
+// setRate makes rate the --rate-limit in force. l.mu is held.
+func (l *Limiter) setRate(rate float64) {
+	l.cfg.Rate = rate
+	if t := l.tokens[ledgerRate]; t != nil && rate > 0 {
+		t.rate, t.capacity, t.window = rate, RateCapacity(rate), RateWindow(rate)
+	}
+}
+
+// setConcurrency makes n the --fleet-concurrency in force: the slots held beyond it go back
+// as their runs end. l.mu is held.
+func (l *Limiter) setConcurrency(n int) {
+	l.cfg.Concurrency = n
+	if s := l.slots[ledgerConcurrency]; s != nil && n > 0 {
+		s.capacity = n
+	}
+}
+
+// record writes the task's record: who it is, what it runs and which control it applies.
+func (r *caller) record(ctx context.Context) {
+	l := r.l
+	now := l.now()
+	m := l.cfg.Member
+	l.mu.Lock()
+	rec := TaskRecord{Task: l.cfg.Task, Host: m.Host, Queues: m.Queues, Paused: m.pausedQueues(l.fleet.control, now),
+		Version: l.fleet.control.Version, Running: l.running, Concurrency: m.Concurrency, BatchSize: m.BatchSize,
+		Applied: l.fleet.applied, LastSeen: now, LiveUntil: now.Add(l.cfg.Lease)}
+	l.mu.Unlock()
+	err := l.store.PutTask(ctx, rec)
+	if err != nil {
+		r.nextRecord = now.Add(r.retryDelay())
+	}
+	r.done(err)
+}
+
 // beat records the task as live and reads the fleet row in the same call.
 func (r *caller) beat(ctx context.Context) {
 	now := r.l.now()
@@ -37,6 +117,7 @@ func (r *caller) poll(ctx context.Context) {
 // seen takes in the fleet row: its pause and how many tasks are live.
 func (r *caller) seen(f Fleet) {
 	r.fleet = f
+	r.l.applyControl(f.Control)
 	now := r.l.now()
 	r.l.mu.Lock()
 	if f.PauseUntil.After(r.l.pauseUntil) {

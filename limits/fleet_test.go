@@ -95,6 +95,27 @@ func (f *flaky) Pause(ctx context.Context, until time.Time) error {
 	return f.Store.Pause(ctx, until)
 }
 
+func (f *flaky) PutControl(ctx context.Context, prev int64, c Control) error {
+	if err := f.call(ctx); err != nil {
+		return err
+	}
+	return f.Store.PutControl(ctx, prev, c)
+}
+
+func (f *flaky) PutTask(ctx context.Context, r TaskRecord) error {
+	if err := f.call(ctx); err != nil {
+		return err
+	}
+	return f.Store.PutTask(ctx, r)
+}
+
+func (f *flaky) Task(ctx context.Context, task string) (TaskRecord, bool, error) {
+	if err := f.call(ctx); err != nil {
+		return TaskRecord{}, false, err
+	}
+	return f.Store.Task(ctx, task)
+}
+
 // task is one limiter of a fleet in a test, with its own view of the shared store.
 type task struct {
 	*Limiter

@@ -67,6 +67,20 @@ type Limiter struct {
 	blockedTotal  time.Duration
 	heldBack      int64
 	running       int
+	// fleet is the operator's control as the task last read it, and what it runs by under it.
+	fleet fleetState
+}
+
+// fleetState is what the task applies of the operator's control. Guarded by Limiter.mu.
+type fleetState struct {
+	control Control
+	// flags are the task's own settings, which the control's settings override.
+	flags Settings
+	// applied are the settings in force.
+	applied Settings
+	// maxRunning caps the task's running jobs (0: none beyond its slots); batchSize is the
+	// batch size in force (0: the task's own).
+	maxRunning, batchSize int
 }
 
 // New returns a Limiter of cfg, which comes validated (Config.Validate, which listen's
@@ -87,6 +101,9 @@ func New(cfg Config, store Store, clock func() time.Time, log *slog.Logger) *Lim
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	l.tag = taskTag(l.cfg.Task)
+	rate, fleetConcurrency := l.cfg.Rate, l.cfg.Concurrency
+	l.fleet.flags = Settings{Concurrency: cfg.Member.Concurrency, RateLimit: &rate, FleetConcurrency: &fleetConcurrency, BatchSize: cfg.Member.BatchSize}
+	l.fleet.applied = l.fleet.flags
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -117,8 +134,9 @@ func (p Permit) Done() {
 		return
 	}
 	l := p.p.l
-	held, wake := false, false
 	l.mu.Lock()
+	// Under a fleet --concurrency an end leaves room for a start.
+	held, wake := l.fleet.maxRunning > 0, false
 	l.running--
 	for _, s := range p.p.slots {
 		if s == nil {
@@ -146,7 +164,7 @@ func (l *Limiter) TryStart(key string, n int) (Permit, bool) {
 	n = max(n, 1)
 	now := l.now()
 	l.mu.Lock()
-	ok := now.Compare(l.pauseUntil) >= 0
+	ok := now.Compare(l.pauseUntil) >= 0 && (l.fleet.maxRunning == 0 || l.running < l.fleet.maxRunning)
 	var toks [2]*tokens
 	var sls [2]*slots
 	if ok {

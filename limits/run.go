@@ -98,6 +98,7 @@ type caller struct {
 	failures   int
 	nextBeat   time.Time
 	nextPoll   time.Time
+	nextRecord time.Time
 	nextPause  time.Time
 	fleet      Fleet
 	lastLogged time.Time
@@ -149,7 +150,8 @@ func (r *caller) plan(now time.Time) ([]call, time.Time) {
 }
 
 // planFleet beats every HeartbeatInterval, reads the fleet row every PollInterval between
-// beats (a beat reads it too), and writes a pause asked here.
+// beats (a beat reads it too), writes the task's record every PollInterval, and writes a
+// pause asked here.
 func (r *caller) planFleet(now time.Time, a *agenda) {
 	l := r.l
 	if !now.Before(r.nextBeat) {
@@ -159,8 +161,14 @@ func (r *caller) planFleet(now time.Time, a *agenda) {
 		r.nextPoll = now.Add(PollInterval)
 		a.add(r.poll)
 	}
+	// The record follows the read, so that it says which control the task applies.
+	if !now.Before(r.nextRecord) {
+		r.nextRecord = now.Add(PollInterval)
+		a.add(r.record)
+	}
 	a.at(r.nextBeat)
 	a.at(r.nextPoll)
+	a.at(r.nextRecord)
 	if !l.pauseAsked.IsZero() {
 		if !now.Before(r.nextPause) {
 			r.nextPause = now.Add(minGap)
@@ -339,11 +347,13 @@ func (r *caller) done(err error) {
 		l.fallback, l.fallbackSince = true, now
 	}
 	fallback, since := l.fallback, l.fallbackSince
+	control := l.fleet.control
 	l.mu.Unlock()
 	if fallback && now.Sub(r.lastLogged) >= FallbackLogInterval {
 		r.lastLogged = now
-		l.log.Warn("limits: DynamoDB fails; this task holds to its share of each limit", "table", l.cfg.Table,
-			"live_tasks", live, "since", since, "error", err)
+		l.log.Warn("limits: DynamoDB fails; this task holds to its share of each limit, and keeps the fleet's control it last read",
+			"table", l.cfg.Table, "live_tasks", live, "since", since, "control_version", control.Version,
+			"paused_queues", l.cfg.Member.pausedQueues(control, now), "error", err)
 	}
 	if fallback && !wasFallback {
 		signal(l.changed)

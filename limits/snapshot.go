@@ -34,6 +34,10 @@ type Snapshot struct {
 	FallbackTotal time.Duration
 	// LiveTasks is the tasks the table last showed live: 0 until it was read, 1 in process.
 	LiveTasks int
+	// ControlVersion is the version of the operator's control the task applies (0: none).
+	ControlVersion int64
+	// Applied are the settings the task runs by: its flags, with the control's over them.
+	Applied Settings
 }
 
 // Snapshot returns the Limiter's state now.
@@ -44,7 +48,7 @@ func (l *Limiter) Snapshot() Snapshot {
 	s := Snapshot{Rate: l.cfg.Rate, Concurrency: l.cfg.Concurrency, RatePerKey: l.cfg.RatePerKey,
 		ConcurrencyPerKey: l.cfg.ConcurrencyPerKey, Running: l.running, Waited: l.blockedTotal,
 		HeldBack: l.heldBack, PausedUntil: l.pauseUntil, Fallback: l.fallback,
-		FallbackTotal: l.fallbackTotal, LiveTasks: l.live}
+		FallbackTotal: l.fallbackTotal, LiveTasks: l.live, ControlVersion: l.fleet.control.Version, Applied: l.fleet.applied}
 	if !l.local {
 		s.Table = l.cfg.Table
 	}

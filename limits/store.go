@@ -27,15 +27,25 @@ type Store interface {
 	Leave(ctx context.Context, task string) error
 	// Pause makes the fleet pause last until until, unless it already lasts longer.
 	Pause(ctx context.Context, until time.Time) error
+	// PutControl writes c as the fleet's control if the stored one is still at version prev
+	// (0: there is none); ErrConflict when another writer came first.
+	PutControl(ctx context.Context, prev int64, c Control) error
+	// PutTask writes the record of task r.Task over its last one.
+	PutTask(ctx context.Context, r TaskRecord) error
+	// Task reads the record of task; false when there is none.
+	Task(ctx context.Context, task string) (TaskRecord, bool, error)
 }
 
-// ErrConflict is PutLedger's answer when the ledger changed since it was read.
-var ErrConflict = errors.New("the ledger changed since it was read")
+// ErrConflict is the answer of PutLedger and PutControl when the item changed since it was
+// read.
+var ErrConflict = errors.New("the item changed since it was read")
 
-// Fleet is the fleet row: the pause in force and the tasks that beat.
+// Fleet is the fleet row: the pause in force, the tasks that beat and the operator's control.
 type Fleet struct {
-	// PauseUntil is when the fleet's pause ends; zero or past: none.
+	// PauseUntil is when the pause a worker asked for ends; zero or past: none.
 	PauseUntil time.Time
+	// Control is the operator's pauses and settings (`watchbot fleet`).
+	Control Control
 	// Tasks maps each task that beat to when its last beat stops counting.
 	Tasks map[string]time.Time
 }
@@ -56,10 +66,11 @@ type memStore struct {
 	mu      sync.Mutex
 	ledgers map[string]Ledger
 	fleet   Fleet
+	tasks   map[string]TaskRecord
 }
 
 func newMemStore() *memStore {
-	return &memStore{ledgers: map[string]Ledger{}, fleet: Fleet{Tasks: map[string]time.Time{}}}
+	return &memStore{ledgers: map[string]Ledger{}, fleet: Fleet{Tasks: map[string]time.Time{}}, tasks: map[string]TaskRecord{}}
 }
 
 func (s *memStore) Ledger(_ context.Context, name string) (Ledger, error) {
@@ -81,7 +92,7 @@ func (s *memStore) PutLedger(_ context.Context, name string, prev int64, l Ledge
 func (s *memStore) Fleet(context.Context) (Fleet, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Fleet{PauseUntil: s.fleet.PauseUntil, Tasks: maps.Clone(s.fleet.Tasks)}, nil
+	return Fleet{PauseUntil: s.fleet.PauseUntil, Control: s.fleet.Control, Tasks: maps.Clone(s.fleet.Tasks)}, nil
 }
 
 func (s *memStore) Beat(ctx context.Context, task string, until time.Time, gone []string) (Fleet, error) {
@@ -108,4 +119,28 @@ func (s *memStore) Pause(_ context.Context, until time.Time) error {
 		s.fleet.PauseUntil = until
 	}
 	return nil
+}
+
+func (s *memStore) PutControl(_ context.Context, prev int64, c Control) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fleet.Control.Version != prev {
+		return ErrConflict
+	}
+	s.fleet.Control = c
+	return nil
+}
+
+func (s *memStore) PutTask(_ context.Context, r TaskRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks[r.Task] = r
+	return nil
+}
+
+func (s *memStore) Task(_ context.Context, task string) (TaskRecord, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tasks[task]
+	return r, ok, nil
 }
