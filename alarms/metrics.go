@@ -37,6 +37,9 @@ const (
 	LimitFallback    Metric = "LimitFallback"
 	// LimitFallbackSeconds is the time spent in fallback, as BrakingSeconds is the brake's.
 	LimitFallbackSeconds Metric = "LimitFallbackSeconds"
+	// Paused and SettingsVersion are the operator's control of the fleet (watchbot fleet).
+	Paused          Metric = "Paused"
+	SettingsVersion Metric = "SettingsVersion"
 	// PayloadFetchErrors and PayloadDeleteErrors are S3 payloads' (--payload-bucket).
 	PayloadFetchErrors  Metric = "PayloadFetchErrors"
 	PayloadDeleteErrors Metric = "PayloadDeleteErrors"
@@ -97,6 +100,8 @@ var Metrics = []MetricDefinition{
 	{Name: LimitPaused, Unit: Seconds, Kind: Gauge, Meaning: "seconds left of the pause in force that a worker asked for, once a minute (0: none)"},
 	{Name: LimitFallback, Unit: Count, Kind: Gauge, Meaning: "1 while the task cannot reach --limits-table and holds to its share of the limits, once a minute; else 0"},
 	{Name: LimitFallbackSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent holding to its share of the limits because --limits-table could not be reached, in the last minute, once a minute"},
+	{Name: Paused, Unit: Count, Kind: Gauge, Meaning: "1 while an operator's pause (watchbot fleet pause) holds the queue, once a minute; else 0"},
+	{Name: SettingsVersion, Unit: Count, Kind: Gauge, Meaning: "the version of the fleet's control (watchbot fleet) the task applies, once a minute; 0 before any"},
 	{Name: PayloadFetchErrors, Unit: Count, Kind: Counter, Meaning: "S3 payloads that could not be fetched: a missing or denied object is dead-lettered, any other failure retried after its backoff; neither is a WorkerError"},
 	{Name: PayloadDeleteErrors, Unit: Count, Kind: Counter, Meaning: "S3 payloads that could not be deleted after their message succeeded; the message is done, the object stays for the bucket's lifecycle rule"},
 }

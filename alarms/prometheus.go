@@ -47,6 +47,8 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Name: "watchbot_braking", Type: "gauge", Help: "1 while the brake is on, else 0."},
 	{Metric: LimitPaused, Name: "watchbot_limit_paused_seconds", Type: "gauge", Help: "Seconds left of the pause a worker asked for (0: none)."},
 	{Metric: LimitFallback, Name: "watchbot_limit_fallback", Type: "gauge", Help: "1 while the limits table cannot be reached and the task holds to its share, else 0."},
+	{Metric: Paused, Name: "watchbot_paused", Type: "gauge", Help: "1 while an operator's pause (watchbot fleet pause) holds the queue, else 0."},
+	{Metric: SettingsVersion, Name: "watchbot_settings_version", Type: "gauge", Help: "Version of the fleet's control (watchbot fleet) the task applies."},
 	{Name: "watchbot_last_receive_timestamp_seconds", Type: "gauge", Help: "Unix time of the last receive SQS answered (0 before the first)."},
 }
 

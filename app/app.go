@@ -247,6 +247,8 @@ func startMetrics(ctx context.Context, cfg alarms.PublisherConfig, load *supervi
 		{Metric: alarms.LimitPaused, Sample: func() float64 { return pausedSeconds(lim, time.Now()) }},
 		{Metric: alarms.LimitFallback, Sample: func() float64 { return boolGauge(lim.Snapshot().Fallback) }},
 		{Metric: alarms.LimitFallbackSeconds, Sample: fallbackSeconds(lim)},
+		{Metric: alarms.Paused, Sample: fleetPaused(lim, queueattr.NameFromURL(queueURL))},
+		{Metric: alarms.SettingsVersion, Sample: func() float64 { return float64(lim.Snapshot().ControlVersion) }},
 	}
 	p, err := alarms.NewPublisher(cfg)
 	if err != nil {

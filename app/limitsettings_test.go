@@ -25,6 +25,13 @@ func (downStore) Beat(context.Context, string, time.Time, []string) (limits.Flee
 }
 func (downStore) Leave(context.Context, string) error    { return errDown }
 func (downStore) Pause(context.Context, time.Time) error { return errDown }
+func (downStore) PutControl(context.Context, int64, limits.Control) error {
+	return errDown
+}
+func (downStore) PutTask(context.Context, limits.TaskRecord) error { return errDown }
+func (downStore) Task(context.Context, string) (limits.TaskRecord, bool, error) {
+	return limits.TaskRecord{}, false, errDown
+}
 
 // LimitFallbackSeconds is each minute's share of the time in fallback.
 func TestFallbackSeconds(t *testing.T) {

@@ -59,11 +59,11 @@ func startStatusServer(addr string, queues []queueView, tenants *supervisor.Tena
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ok, reason := everyQueue(queues, func(h *supervisor.Health) (bool, string) { return h.Check(time.Now()) })
-		writeStatus(w, ok, "ok", "unhealthy", reason)
+		writeStatus(w, ok, "ok", "unhealthy", reason, "")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ok, reason := everyQueue(queues, (*supervisor.Health).Ready)
-		writeStatus(w, ok, "ready", "not ready", reason)
+		writeStatus(w, ok, "ready", "not ready", reason, tableNote(lim.Snapshot()))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	s := &statusServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr()}
@@ -74,6 +74,17 @@ func startStatusServer(addr string, queues []queueView, tenants *supervisor.Tena
 	})
 	log.Info("serving /healthz, /readyz and /metrics", "http_addr", ln.Addr().String())
 	return s, recs, nil
+}
+
+// tableNote says, while the limits table cannot be reached, since when and what the task
+// keeps of the fleet's control meanwhile; "" while it answers. The task stays ready: it
+// works on, held to its share of the limits.
+func tableNote(s limits.Snapshot) string {
+	if !s.Fallback {
+		return ""
+	}
+	return fmt.Sprintf("unreachable since %s: holding to its share of the limits, and to the fleet's control version %d as last read",
+		s.FallbackSince.UTC().Format(time.RFC3339), s.ControlVersion)
 }
 
 // everyQueue reports whether check holds for every queue's health, and the reason of the
@@ -98,14 +109,18 @@ func (s *statusServer) stop() {
 	s.wg.Wait()
 }
 
-// writeStatus answers 200 or 503 with a one-line JSON body.
-func writeStatus(w http.ResponseWriter, ok bool, good, bad, reason string) {
+// writeStatus answers 200 or 503 with a one-line JSON body, with limitsTable when a note
+// on the limits table is given.
+func writeStatus(w http.ResponseWriter, ok bool, good, bad, reason, limitsTable string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	body := map[string]string{"status": good}
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		body = map[string]string{"status": bad, "reason": reason}
+	}
+	if limitsTable != "" {
+		body["limitsTable"] = limitsTable
 	}
 	_ = json.NewEncoder(w).Encode(body)
 }
@@ -134,6 +149,8 @@ func prometheusRegistry(queues []queueView, lim *limits.Limiter) (*prometheus.Re
 			"watchbot_braking":              func() float64 { return boolGauge(load.Braking()) },
 			"watchbot_limit_paused_seconds": func() float64 { return pausedSeconds(lim, time.Now()) },
 			"watchbot_limit_fallback":       func() float64 { return boolGauge(lim.Snapshot().Fallback) },
+			"watchbot_paused":               fleetPaused(lim, q.name),
+			"watchbot_settings_version":     func() float64 { return float64(lim.Snapshot().ControlVersion) },
 			"watchbot_last_receive_timestamp_seconds": func() float64 {
 				if t := health.LastReceive(); !t.IsZero() {
 					return float64(t.UnixNano()) / 1e9
@@ -153,6 +170,14 @@ func prometheusRegistry(queues []queueView, lim *limits.Limiter) (*prometheus.Re
 		}
 	}
 	return reg, recs, nil
+}
+
+// fleetPaused returns a sampler of whether an operator's pause holds the queue named queue.
+func fleetPaused(lim *limits.Limiter, queue string) func() float64 {
+	return func() float64 {
+		_, paused := lim.FleetPause(queue, time.Now())
+		return boolGauge(paused)
+	}
 }
 
 // pausedSeconds is what is left of the limiter's pause at now, in seconds (0: none).

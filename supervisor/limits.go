@@ -150,21 +150,54 @@ type startGate struct {
 	keyHeld []*job
 	// pausedUntil is the pause in force at the latest pass (zero: none).
 	pausedUntil time.Time
+	// queue is the queue's name, which an operator's pause may name; fleetSince is when a
+	// pass first found such a pause holding the queue (zero: none holds).
+	queue      string
+	fleetSince time.Time
 }
 
-func newStartGate(lim *limits.Limiter, cfg LimitsConfig, metrics alarms.Recorder) *startGate {
-	return &startGate{lim: lim, cfg: cfg, metrics: metrics, permits: map[*job]limits.Permit{}, since: map[*job]time.Time{}}
+func newStartGate(lim *limits.Limiter, cfg LimitsConfig, queue string, metrics alarms.Recorder) *startGate {
+	return &startGate{lim: lim, cfg: cfg, queue: queue, metrics: metrics, permits: map[*job]limits.Permit{}, since: map[*job]time.Time{}}
 }
 
 // begin starts a pass of the scheduler over what is held, and reports whether a pause is in
 // force: then nothing starts, and nothing is received.
 func (g *startGate) begin(now time.Time) (paused bool) {
 	g.seen, g.overdue, g.denied, g.now = map[*job]time.Time{}, nil, nil, now
-	g.pausedUntil = time.Time{}
-	if u := g.lim.PausedUntil(); now.Before(u) {
-		g.pausedUntil = u
-	}
+	g.pausedUntil = g.pause(now)
 	return !g.pausedUntil.IsZero()
+}
+
+// pause returns when the pause in force at now ends, a worker's or an operator's, whichever
+// ends later; zero when none holds. An operator's pause until a resume is looked at again
+// after retryRefused: a resume wakes the loop through the limiter, and a wake-up lost costs
+// at most that. It keeps when an operator's pause began to hold.
+func (g *startGate) pause(now time.Time) time.Time {
+	var at time.Time
+	if u := g.lim.PausedUntil(); now.Before(u) {
+		at = u
+	}
+	until, fleet := g.lim.FleetPause(g.queue, now)
+	if !fleet {
+		g.fleetSince = time.Time{}
+		return at
+	}
+	if g.fleetSince.IsZero() {
+		g.fleetSince = now
+	}
+	if until.IsZero() {
+		until = now.Add(retryRefused)
+	}
+	if until.After(at) {
+		at = until
+	}
+	return at
+}
+
+// pausedLong reports whether an operator's pause has held the queue for --limit-wait by
+// now: the messages held and not started go back to the queue rather than wait longer.
+func (g *startGate) pausedLong(now time.Time) bool {
+	return !g.fleetSince.IsZero() && now.Sub(g.fleetSince) >= g.cfg.Wait
 }
 
 // admit asks for a permit for run. A message held back is timed from the first time it was.
@@ -283,6 +316,9 @@ func (g *startGate) wake(now time.Time) time.Time {
 		}
 	}
 	next(g.pausedUntil)
+	if !g.fleetSince.IsZero() {
+		next(g.fleetSince.Add(g.cfg.Wait))
+	}
 	if len(g.since) > 0 && g.pausedUntil.IsZero() {
 		next(g.now.Add(retryRefused))
 	}

@@ -128,6 +128,7 @@ func (l *loop) startRuns(jobs context.Context, now time.Time) {
 		l.started++
 	}
 	l.handBackOverdue(now)
+	l.handBackPaused(now)
 	if l.s.cfg.Once && l.started > 0 && !l.stopping {
 		l.beginDrain()
 	}
@@ -144,10 +145,13 @@ func (l *loop) nextRuns(now time.Time) [][]*job {
 	if l.s.gate.due(now) {
 		l.sched.heldBackDue()
 	}
+	if n := l.s.limiter.BatchSize(); n > 0 && l.s.cfg.BatchSize > 1 {
+		l.sched.setBatchSize(n)
+	}
 	granted := l.pool.acquire(l.ended, l.sched.startable(now))
 	l.ended = 0
 	if granted == 0 && l.pool.shared() {
-		if now.Before(l.s.limiter.PausedUntil()) {
+		if !l.s.gate.pause(now).IsZero() {
 			l.sched.gateShut()
 		}
 		l.s.gate.releaseDue(now)
@@ -275,6 +279,28 @@ func (l *loop) handBackOverdue(now time.Time) {
 		l.handBackOrPutOff([]handBack{{j: j, wait: l.s.cfg.Limits.Wait}}, "its limit key stayed full for --limit-wait")
 		l.handBackOrPutOff(atOnce(behind), "an earlier message of its group went back to the queue")
 	}
+}
+
+// handBackPaused hands back, visible at once, the messages held and not started once an
+// operator's pause has held the queue for --limit-wait: a pause that long would keep them
+// from every other consumer, and every task of the fleet is paused alike. Each costs a
+// receive, so each is counted.
+func (l *loop) handBackPaused(now time.Time) {
+	if !l.s.gate.pausedLong(now) {
+		return
+	}
+	held := l.sched.drain(now)
+	if len(held) == 0 {
+		return
+	}
+	l.sched.heldBackDue()
+	for _, it := range held {
+		l.s.brake.left(now, it.j)
+	}
+	l.s.metrics.Add(alarms.LimitReleases, float64(len(held)))
+	l.s.log.Info("the fleet is paused past --limit-wait: messages held and not started go back to the queue", "messages", len(held),
+		"limit_wait", l.s.cfg.Limits.Wait.String())
+	l.handBackOrPutOff(held, "the fleet is paused")
 }
 
 // onHeldStopped hands back the held jobs the heartbeat stopped.

@@ -42,7 +42,9 @@ import (
 //     duration, and none before a run has ended: a message waiting for a slot is out of every
 //     other watchbot's reach, and goes back to SQS at a stop.
 type scheduler struct {
-	slots     int
+	slots int
+	// capacity is the slots the listen started with, which the brake lowers slots from.
+	capacity  int
 	batchSize int
 	window    time.Duration
 	fifo      bool
@@ -108,15 +110,22 @@ const (
 )
 
 func newScheduler(slots, batchSize int, window time.Duration, fifo bool, gate runGate, shared bool) *scheduler {
-	s := &scheduler{slots: slots, batchSize: batchSize, window: window, fifo: fifo, gate: gate, shared: shared, groups: map[string]*group{}, depth: 1}
-	s.holdLimit = slots * batchSize
-	if fifo {
+	s := &scheduler{slots: slots, capacity: slots, window: window, fifo: fifo, gate: gate, shared: shared, groups: map[string]*group{}, depth: 1}
+	s.setBatchSize(batchSize)
+	return s
+}
+
+// setBatchSize sets the most messages of a run, and the most messages held with it: a batch
+// for each slot and a receive's worth. Runs under way keep their size.
+func (s *scheduler) setBatchSize(n int) {
+	s.batchSize = n
+	s.holdLimit = s.capacity * n
+	if s.fifo {
 		// Room for a receive's worth behind each slot's running message.
-		s.holdLimit += slots * sqsspec.MaxReceive
+		s.holdLimit += s.capacity * sqsspec.MaxReceive
 	} else {
 		s.holdLimit += sqsspec.MaxReceive // the read-ahead
 	}
-	return s
 }
 
 // limit sets how many runs may be under way at once (the brake lowers it); runs under way

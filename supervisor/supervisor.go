@@ -92,7 +92,7 @@ func newSupervisor(ctx context.Context, cfg Config, deps queueDeps, sh shares) (
 	s := &Supervisor{cfg: cfg, api: deps.SQS, log: deps.Logger, metrics: deps.Metrics, random: deps.Random, fifo: info.fifo,
 		acks: newAcker(deps.SQS, cfg.QueueURL, cfg.AckLinger, cfg.AckTimeout, deps.health, sh.cut), cut: sh.cut,
 		load: deps.load, health: deps.health, brake: newBrake(cfg.Brake, slots, deps.Logger.With("component", "brake")),
-		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, deps.Metrics), limitsChanged: sh.limitsChanged, slots: sh.slots,
+		limiter: sh.limiter, gate: newStartGate(sh.limiter, cfg.Limits, queueattr.NameFromURL(cfg.QueueURL), deps.Metrics), limitsChanged: sh.limitsChanged, slots: sh.slots,
 		events: make(chan runEvent), heldStops: newMailbox[*job](), loopDone: make(chan struct{})}
 	s.leaser = newLeaser(cfg, s.acks, s.log, s.heldStopped, s.health, dedupe)
 	s.runner = newRunner(cfg, info, runnerParts{api: deps.SQS, acks: s.acks, cut: sh.cut, brake: s.brake, limiter: sh.limiter,

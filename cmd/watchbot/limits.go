@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -14,9 +15,12 @@ import (
 	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/deadletter"
 	"github.com/watchbot/watchbot/internal/awsenv"
+	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/limits"
+	"github.com/watchbot/watchbot/supervisor"
 )
 
 // limitsLeaseEnv sets the lease of the fleet's concurrency slots (docs/limits.md): how soon the
@@ -45,14 +49,36 @@ func rateOf(c *cli.Context, flag string, s setting.Name) (float64, error) {
 	return r, nil
 }
 
-// taskName names this process in the limits table: its host and process id, unique among
-// the tasks that share the table while it lives.
-func taskName() string {
+// taskName names this process in the limits table: its ECS task's id when the ECS task
+// metadata endpoint answers (the id an operator finds in the console), else its host and
+// process id; unique among the tasks that share the table while it lives.
+func taskName(ctx context.Context) string {
+	if uri := os.Getenv(ecsagent.EnvMetadataURI); uri != "" {
+		if id, err := ecsagent.TaskID(ctx, uri, taskIDTimeout); err == nil {
+			return id
+		}
+	}
+	return fmt.Sprintf("%s-%d", hostName(), os.Getpid())
+}
+
+// taskIDTimeout bounds the ask of the ECS task metadata endpoint at listen's start.
+const taskIDTimeout = 2 * time.Second
+
+func hostName() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "watchbot"
 	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return host
+}
+
+// fleetMember is what listen records of itself in the limits table for watchbot fleet.
+func fleetMember(cfg supervisor.Config) limits.Member {
+	var queues []string
+	for _, u := range cfg.URLs() {
+		queues = append(queues, queueattr.NameFromURL(u))
+	}
+	return limits.Member{Host: hostName(), Queues: queues, Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize}
 }
 
 // statusJSON is one queue's status with the fleet's use of its limits, when asked for.

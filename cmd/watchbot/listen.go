@@ -75,6 +75,9 @@ func listenConfig(c *cli.Context) (listenArgs, error) {
 		}
 		a.Listen.Limits.Fleet.Lease = d
 	}
+	if a.Listen.Limits.Fleet.Table != "" {
+		a.Listen.Limits.Fleet.Member = fleetMember(a.Listen)
+	}
 	return a, a.Listen.Validate()
 }
 

@@ -240,7 +240,7 @@ func bindLimitsTable(_ listenSetting, c *cli.Context, a *listenArgs) error {
 	table, err := stateTable(c.String("limits-table"), listenspec.SettingLimitsTable)
 	a.LimitsTable = table
 	if table.Name != "" {
-		a.Listen.Limits.Fleet.Table, a.Listen.Limits.Fleet.Task = table.Name, taskName()
+		a.Listen.Limits.Fleet.Table, a.Listen.Limits.Fleet.Task = table.Name, taskName(c.Context)
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -116,9 +117,10 @@ func TestTemplatesStartListen(t *testing.T) {
 			"--rate-limit-per-key", "1/s", "--concurrency-per-key", "2", "--limit-wait", "1m", "--max-pause", "5m"},
 			func(c *supervisor.Config) {
 				c.MaxAttempts = 10
-				c.Limits.Fleet.Table, c.Limits.Fleet.Task = generatedTableName(cloudformation.LimitsTable.LogicalID), taskName()
+				c.Limits.Fleet.Table, c.Limits.Fleet.Task = generatedTableName(cloudformation.LimitsTable.LogicalID), taskName(context.Background())
 				c.Limits.Fleet.Rate, c.Limits.Fleet.Concurrency, c.Limits.Key = 5, 8, "attr:tenant"
 				c.Limits.Fleet.RatePerKey, c.Limits.Fleet.ConcurrencyPerKey, c.Limits.Wait, c.Limits.Fleet.MaxPause = 1, 2, time.Minute, 5*time.Minute
+				c.Limits.Fleet.Member = fleetMember(*c)
 			}},
 		{"task size, scaling, alarms, logs, policy, yaml to a file", []string{"--cpu", "1024", "--memory", "4096", "--min-tasks", "1", "--max-tasks", "50",
 			"--target-latency", "15m", "--expected-job-duration", "2m",

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,4 +109,36 @@ func (c *Client) SetProtection(ctx context.Context, enabled bool, expires time.D
 		p.Expires = *answer.Protection.ExpirationDate
 	}
 	return p, nil
+}
+
+// EnvMetadataURI is the variable the ECS agent sets to the task metadata endpoint (version 4)
+// in every container of a task.
+const EnvMetadataURI = "ECS_CONTAINER_METADATA_URI_V4"
+
+// TaskID asks the task metadata endpoint at uri (the value of EnvMetadataURI) for the task's
+// ARN, and returns its id: the ARN's last path segment. The call is bounded by timeout.
+func TaskID(ctx context.Context, uri string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(uri, "/")+"/task", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("ECS task metadata: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("ECS task metadata: %s", resp.Status)
+	}
+	var task struct{ TaskARN string }
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&task); err != nil {
+		return "", fmt.Errorf("ECS task metadata: %w", err)
+	}
+	id := task.TaskARN[strings.LastIndex(task.TaskARN, "/")+1:]
+	if id == "" {
+		return "", errors.New("ECS task metadata: no TaskARN")
+	}
+	return id, nil
 }
