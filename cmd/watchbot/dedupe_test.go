@@ -89,7 +89,7 @@ func dedupeEnv(t *testing.T) (*testenv.Emulator, testenv.Queue, *testenv.Dynamo,
 func listenDedupe(t *testing.T, emu *testenv.Emulator, dyn *testenv.Dynamo, args ...string) (*testenv.Process, *testenv.Buffer) {
 	t.Helper()
 	cmd := emu.Watchbot(t, append([]string{"listen"}, args...)...)
-	cmd.Env = append(append(cmd.Env, shortPoll), dyn.Env()...)
+	cmd.Env = append(cmd.Env, dyn.Env()...)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	return testenv.Spawn(t, cmd), out

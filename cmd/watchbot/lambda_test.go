@@ -47,7 +47,7 @@ func listenLambda(t *testing.T, emu *testenv.Emulator, args ...string) handlerRu
 	handler := testenv.Build(t, "./cmd/watchbot/testdata/lambdahandler")
 	dir := t.TempDir()
 	cmd := emu.Watchbot(t, append(append([]string{"listen", "--lambda"}, args...), "--", handler)...)
-	cmd.Env = append(cmd.Env, shortPoll, "HANDLER_DIR="+dir)
+	cmd.Env = append(cmd.Env, "HANDLER_DIR="+dir)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	return handlerRun{dir: dir, p: testenv.Spawn(t, cmd), stderr: out}

@@ -99,7 +99,7 @@ func (f *limitsFleet) startOne(env []string, args ...string) *testenv.Process {
 	f.t.Helper()
 	all := append([]string{"listen", "--queue-url", f.q.URL, "--limits-table", f.table, "--metrics", "none"}, args...)
 	cmd := f.emu.Watchbot(f.t, append(all, "--", f.worker)...)
-	cmd.Env = append(append(append(cmd.Env, shortPoll), f.dynEnv...), env...)
+	cmd.Env = append(append(cmd.Env, f.dynEnv...), env...)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p := testenv.Spawn(f.t, cmd)

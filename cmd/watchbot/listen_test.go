@@ -133,17 +133,11 @@ func TestListenBadFlagValues(t *testing.T) {
 // listening says whether listen's log (out) holds its start: the record of what it serves.
 func listening(out string) bool { return testenv.Logged(out, "level", "INFO", "max_attempts", "*") }
 
-// shortPoll gives the listens these tests start a 2 s long poll, so that stopping an idle one
-// takes at most 2 s, not 20; a test about the default long poll passes --wait-time 20s, which
-// the flag's precedence over the environment keeps.
-const shortPoll = "WATCHBOT_WAIT_TIME=2s"
-
 // listenBinary starts `watchbot listen ARGS` against emu; its output, stdout and stderr
 // together, is in the returned buffer.
 func listenBinary(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv.Process, *testenv.Buffer) {
 	t.Helper()
 	cmd := emu.Watchbot(t, append([]string{"listen"}, args...)...)
-	cmd.Env = append(cmd.Env, shortPoll)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	return testenv.Spawn(t, cmd), out

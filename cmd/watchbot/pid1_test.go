@@ -26,7 +26,7 @@ func listenAsPID1(t *testing.T, emu *testenv.Emulator, args ...string) (*testenv
 	t.Helper()
 	testenv.RequireRoot(t, "running watchbot as PID 1 of a PID namespace")
 	cmd := testenv.AsPID1(testenv.Binary(t), append([]string{"listen"}, args...)...)
-	cmd.Env = testenv.CleanEnv(t, emu.Env()...)
+	cmd.Env = testenv.CleanEnv(t, append(emu.Env(), testenv.ShortPoll)...)
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p := testenv.Spawn(t, cmd)

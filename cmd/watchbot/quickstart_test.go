@@ -101,7 +101,8 @@ var localListen = regexp.MustCompile(`(?m)^(bin/watchbot listen [^#\n]*?)\s*(#.*
 // with bash -euo pipefail. The one change to the block is the emulators' ports, which the
 // test picks free, and the Ctrl-C the reader gives each bin/watchbot listen once its work is
 // done, which the test sends when every work queue is empty (whatever went to a DLQ went
-// there). It returns the directory and what the block printed, and fails the test unless the
+// there); the shell's environment adds testenv.ShortPoll, so that Ctrl-C stops an idle
+// listen within 2 s. It returns the directory and what the block printed, and fails the test unless the
 // block exits 0.
 func (emu *localEmulator) runLocalBlock(t *testing.T, block string) (dir, out string) {
 	t.Helper()
@@ -118,7 +119,7 @@ func (emu *localEmulator) runLocalBlock(t *testing.T, block string) (dir, out st
 	// Ctrl-C reaches listen alone; the shell waits for it as it would in the foreground.
 	block = localListen.ReplaceAllString(block, "$1 & echo $$! > "+pidFile+"; wait $$!; rm "+pidFile)
 	shell := exec.Command("bash", "-euo", "pipefail", "-c", block)
-	shell.Dir, shell.Env = dir, testenv.CleanEnv(t)
+	shell.Dir, shell.Env = dir, testenv.CleanEnv(t, testenv.ShortPoll)
 	var output testenv.Buffer
 	shell.Stdout, shell.Stderr = &output, &output
 	run := testenv.Spawn(t, shell)

@@ -171,13 +171,18 @@ func credentialsEnv() []string {
 	}
 }
 
+// ShortPoll gives a listen a 2 s long poll, so that stopping an idle one takes at most 2 s,
+// not the default 20; Watchbot sets it. A test about the default long poll passes
+// --wait-time 20s, which the flag's precedence over the environment keeps.
+const ShortPoll = "WATCHBOT_WAIT_TIME=2s"
+
 // Watchbot returns the command that runs the watchbot binary with args in a user's
-// environment (CleanEnv) pointing at the emulator; add what the test names to cmd.Env. Start
-// it with Spawn, after setting its output.
+// environment (CleanEnv) pointing at the emulator, with ShortPoll; add what the test names to
+// cmd.Env. Start it with Spawn, after setting its output.
 func (e *Emulator) Watchbot(tb testing.TB, args ...string) *exec.Cmd {
 	tb.Helper()
 	cmd := exec.Command(Binary(tb), args...)
-	cmd.Env = CleanEnv(tb, e.Env()...)
+	cmd.Env = CleanEnv(tb, append(e.Env(), ShortPoll)...)
 	return cmd
 }
 
