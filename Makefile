@@ -20,23 +20,29 @@ build:
 node_modules/.package-lock.json: package-lock.json
 	scripts/local-sqs --install
 
-## test: everything CI runs: formatting, vet, the cross-builds, the race-enabled test suite (unit,
-## emulator, linter) with the fault-injection scenarios beside it, then the container smoke run,
-## the built binary under env -i, and the demo against its golden transcript.
+## test: everything CI runs: formatting, vet, the cross-builds and aws-lambda-ric's native addon
+## side by side; the race-enabled test suite (unit, emulator, linter) with the fault-injection
+## scenarios beside it; then the container smoke run, the built binary under env -i and the demo
+## against its golden transcript, side by side, each one's output printed whole when it ends.
 ## internal/testing/testprogress prints a line per package as it ends, failures in full, and
 ## "N passed, N failed" last; it fails when go test did, though the pipe drops go test's exit
 ## status. The suite's tests mostly wait on processes and emulators in real time (the cores sit
 ## idle half the run), so the scenarios run beside the rest, their report read after it from a
 ## file (two writers on one pipe could interleave a long line), and -parallel 8 runs more tests
 ## than the cores at once
-test: node_modules/.package-lock.json fmt-check vet cross
+test: node_modules/.package-lock.json
+	@$(MAKE) --no-print-directory -j4 --output-sync=target fmt-check vet cross ric-addon
 	@scenarios=$$(mktemp); trap 'rm -f "$$scenarios"' EXIT; \
 	$(GO) test -json -race -count=1 -timeout 12m ./internal/testing/scenarios >"$$scenarios" 2>&1 & bg=$$!; \
 	{ $(GO) test -json -race -count=1 -parallel 8 -timeout 12m $$($(GO) list ./... | grep -v -e /internal/testing/scenarios -e /internal/testing/container); \
 	  wait $$bg; cat "$$scenarios"; } 2>&1 | $(GO) run ./internal/testing/testprogress
-	$(MAKE) --no-print-directory smoke-container
-	$(MAKE) --no-print-directory smoke
-	$(MAKE) --no-print-directory demo-golden
+	@$(MAKE) --no-print-directory -j3 --output-sync=target smoke-container smoke demo-golden
+
+## ric-addon: aws-lambda-ric's native addon, built from the pinned package's sources
+## (scripts/ric-addon), for the listen --lambda Node.js test to run the client as Lambda does
+.PHONY: ric-addon
+ric-addon: node_modules/.package-lock.json
+	scripts/ric-addon
 
 ## smoke-container: the static binary run as a container runs it (docs/containers.md): PID 1 of
 ## a new PID namespace, read-only root, a writable /tmp, /dev/shm of 64 MiB, uid 65534, only the

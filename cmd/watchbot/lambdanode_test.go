@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -21,8 +22,8 @@ type nodeRecord struct {
 }
 
 // TestLambdaNode runs an unmodified SQS handler on @aws-lambda-powertools/batch's
-// processPartialResponse under the Node.js runtime client aws-lambda-ric, as installed
-// without its install scripts: the records' fields; a partial batch, whose failed record
+// processPartialResponse under the Node.js runtime client aws-lambda-ric, its native addon
+// built (ricNode): the records' fields; a partial batch, whose failed record
 // alone runs again with receive count 2; a batch whose every record fails, which the client
 // reports as an invocation error and which runs again whole; the rest deleted.
 func TestLambdaNode(t *testing.T) {
@@ -38,11 +39,14 @@ func TestLambdaNode(t *testing.T) {
 	send(t, c, q.URL, "ok node 1", "fail-once node 2", "ok node 3")
 
 	dir := t.TempDir()
-	cmd := emu.Watchbot(t, "listen", "--lambda", "--queue-url", q.URL, "--backoff-base", "1s", "--kill-grace", "1s", "--",
-		"node", "--require", filepath.Join(handlerDir, "rapid-client.cjs"),
-		filepath.Join(root, "node_modules", "aws-lambda-ric", "bin", "index.mjs"), "index.handler")
+	node, standIn := ricNode(t, root, handlerDir)
+	client := append(node, filepath.Join(root, "node_modules", "aws-lambda-ric", "bin", "index.mjs"), "index.handler")
+	cmd := emu.Watchbot(t, append([]string{"listen", "--lambda", "--queue-url", q.URL, "--backoff-base", "1s", "--kill-grace", "1s", "--"}, client...)...)
 	cmd.Dir = handlerDir // the runtime client loads the handler from its working directory
-	cmd.Env = append(cmd.Env, "HANDLER_DIR="+dir, "AWS_LAMBDA_NODEJS_USE_ALTERNATIVE_CLIENT_1=true")
+	cmd.Env = append(cmd.Env, "HANDLER_DIR="+dir)
+	if standIn {
+		cmd.Env = append(cmd.Env, "AWS_LAMBDA_NODEJS_USE_ALTERNATIVE_CLIENT_1=true")
+	}
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	p := testenv.Spawn(t, cmd)
@@ -81,4 +85,21 @@ func TestLambdaNode(t *testing.T) {
 	if code := p.Wait(t, 30*time.Second, out.String); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
+}
+
+// ricNode returns the start of the command that runs aws-lambda-ric: node alone when its
+// native addon is built (scripts/ric-addon, which make test runs), so the client runs as in
+// Lambda's Node.js images; otherwise, with standIn, node with a stand-in for the addon
+// preloaded (testdata/lambdanode/rapid-client.cjs), which the client then needs on its
+// alternative path. Under CI=true the addon must be there.
+func ricNode(t *testing.T, root, handlerDir string) (node []string, standIn bool) {
+	t.Helper()
+	addon := filepath.Join(root, "node_modules", "aws-lambda-ric", "dist", "rapid-client.node")
+	if _, err := os.Stat(addon); err == nil {
+		return []string{"node"}, false
+	} else if os.Getenv("CI") == "true" {
+		t.Fatalf("aws-lambda-ric's native addon is missing (%v): make test builds it with scripts/ric-addon", err)
+	}
+	t.Logf("aws-lambda-ric's native addon is not built (scripts/ric-addon): its stand-in runs instead")
+	return []string{"node", "--require", filepath.Join(handlerDir, "rapid-client.cjs")}, true
 }
