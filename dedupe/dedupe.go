@@ -1,7 +1,9 @@
 // Package dedupe keeps the records of duplicate suppression (`watchbot listen
 // --dedupe-table`) in a DynamoDB table: one record per key, claimed by the run that is about
 // to do the key's work, its lease extended while the run goes on, marked completed when the
-// run succeeded and removed when it did not. SQS standard queues deliver a message at least
+// run succeeded, released when it did not (counting the key's runs, so that an attempt is a
+// run, not a receive), and removed when its message left the queue unfinished (dead-lettered).
+// SQS standard queues deliver a message at least
 // once, sometimes to two consumers at the same time, and producers send the same job twice;
 // the records let every run of a key but one stand aside. Every write is a single conditional
 // write (no transactions), so the table works on DynamoDB and on its emulators. The layout,
@@ -23,7 +25,6 @@ import (
 
 // API is the part of the DynamoDB client a Store calls.
 type API interface {
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -64,6 +65,9 @@ func (r Result) String() string {
 // Claim is the answer to a claim.
 type Claim struct {
 	Result Result
+	// Run, with Claimed, is the run of the key this claim starts: 1 for a key without a
+	// record, else one more than the runs its record counts.
+	Run int
 	// Owner, with Completed or Held, is the claim that completed or holds the key.
 	Owner string
 	// LeaseUntil, with Held, is when the holder's lease lapses, unless it extends it.
@@ -101,48 +105,59 @@ func NewStore(client API, table, scope string) *Store {
 
 // Names and values the expressions use.
 var names = map[string]string{"#key": KeyAttribute, "#exp": TTLAttribute, "#state": attrState, "#owner": attrOwner, "#lease": attrLease,
-	"#done": attrCompletedAt}
+	"#done": attrCompletedAt, "#runs": attrRuns}
 
 // The conditions of the writes (docs/dedupe.md explains each).
 const (
-	// claimCondition: no record, or one that expired (TTL deletion lags), or one in progress
-	// whose owner's lease lapsed (the owner crashed or lost it), or our own (a retried call).
-	claimCondition = "attribute_not_exists(#key) OR #exp < :now_s OR (#state = :in_progress AND (#lease < :now_ms OR #owner = :owner))"
+	// claimCondition: no record, or one that expired (TTL deletion lags), or one released by
+	// a run that did not succeed, or one in progress whose owner's lease lapsed (the owner
+	// crashed or lost it). A retried call of our own fails it, and is told apart by the
+	// record it failed on.
+	claimCondition = "attribute_not_exists(#key) OR #exp < :now_s OR #state = :released OR (#state = :in_progress AND #lease < :now_ms)"
 	// extendCondition: still ours, still in progress.
 	extendCondition = "#owner = :owner AND #state = :in_progress"
 	// completeCondition: still ours (completing twice is the same as once).
 	completeCondition = "#owner = :owner"
-	// releaseCondition: still ours and in progress, or already gone (a retried call).
-	releaseCondition = "attribute_not_exists(#key) OR (#owner = :owner AND #state = :in_progress)"
+	// releaseCondition: still ours and in progress. A retried call fails it, and takes no run
+	// back twice.
+	releaseCondition = "#owner = :owner AND #state = :in_progress"
+	// forgetCondition: still ours and in progress, or already gone (a retried call).
+	forgetCondition = "attribute_not_exists(#key) OR (#owner = :owner AND #state = :in_progress)"
 )
+
+// claimUpdate takes the key and counts the run it starts; a completed record that expired
+// counts none (Complete removes its count).
+const claimUpdate = "SET #state = :in_progress, #owner = :owner, #lease = :lease, #exp = :exp, #runs = if_not_exists(#runs, :zero) + :one REMOVE #done"
 
 // maxClaimTries bounds how often Claim writes again when the record it lost to was gone or
 // had lapsed by the time it was read.
 const maxClaimTries = 3
 
 // Claim takes key for owner (a string unique to this claim) until leaseUntil, unless a run
-// completed it or holds it with a lease that has not lapsed. One conditional PutItem; when
-// the condition fails, the record that failed it says why (DynamoDB returns it; otherwise
-// one strongly consistent GetItem reads it).
+// completed it or holds it with a lease that has not lapsed, and counts the run it starts.
+// One conditional UpdateItem; when the condition fails, the record that failed it says why
+// (DynamoDB returns it; otherwise one strongly consistent GetItem reads it).
 func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (Claim, error) {
 	k := s.key(key)
 	for range maxClaimTries {
 		now := s.now()
-		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.table),
-			Item: map[string]types.AttributeValue{
-				KeyAttribute: ddbattr.S(k), attrState: ddbattr.S(stateInProgress), attrOwner: ddbattr.S(owner),
-				attrLease: millis(leaseUntil), TTLAttribute: seconds(leaseUntil),
-			},
+		out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                aws.String(s.table),
+			Key:                      map[string]types.AttributeValue{KeyAttribute: ddbattr.S(k)},
+			UpdateExpression:         aws.String(claimUpdate),
 			ConditionExpression:      aws.String(claimCondition),
-			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner"),
+			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner", "#runs", "#done"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":now_s": ddbattr.N(now.Unix()), ":now_ms": ddbattr.N(now.UnixMilli()), ":in_progress": ddbattr.S(stateInProgress), ":owner": ddbattr.S(owner),
+				":now_s": ddbattr.N(now.Unix()), ":now_ms": ddbattr.N(now.UnixMilli()), ":in_progress": ddbattr.S(stateInProgress),
+				":released": ddbattr.S(stateReleased), ":owner": ddbattr.S(owner), ":lease": millis(leaseUntil), ":exp": seconds(leaseUntil),
+				":zero": ddbattr.N(0), ":one": ddbattr.N(1),
 			},
+			ReturnValues:                        types.ReturnValueUpdatedNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
-			return Claim{Result: Claimed}, nil
+			run, _ := ddbattr.Int(out.Attributes, attrRuns)
+			return Claim{Result: Claimed, Run: int(run)}, nil
 		}
 		var failed *types.ConditionalCheckFailedException
 		if !errors.As(err, &failed) {
@@ -166,7 +181,9 @@ func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Ti
 }
 
 // standing reads a record that failed a claim's condition: completed, or held by another
-// run whose lease has not lapsed. ok is false when the record no longer stands in the way.
+// run whose lease has not lapsed, or held by owner itself (the claim's write landed, and its
+// answer was lost: the SDK retried it). ok is false when the record no longer stands in the
+// way.
 func standing(item map[string]types.AttributeValue, owner string, now time.Time) (Claim, bool) {
 	if item == nil {
 		return Claim{}, false
@@ -181,7 +198,11 @@ func standing(item map[string]types.AttributeValue, owner string, now time.Time)
 		return Claim{Result: Completed, Owner: holder}, true
 	case stateInProgress:
 		lease, _ := ddbattr.Int(item, attrLease)
-		if holder == owner || lease < now.UnixMilli() {
+		switch {
+		case holder == owner:
+			run, _ := ddbattr.Int(item, attrRuns)
+			return Claim{Result: Claimed, Run: int(run)}, true
+		case lease < now.UnixMilli():
 			return Claim{}, false
 		}
 		return Claim{Result: Held, Owner: holder, LeaseUntil: time.UnixMilli(lease)}, true
@@ -199,25 +220,47 @@ func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.T
 }
 
 // Complete marks owner's claim of key completed, remembered until expiresAt: later claims
-// of the key answer Completed until then. ErrLost: the claim is no longer owner's.
+// of the key answer Completed until then, and a claim after that counts its runs from 1.
+// ErrLost: the claim is no longer owner's.
 func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
-	return s.update(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done", completeCondition,
-		pick("#state", "#exp", "#done", "#owner"), map[string]types.AttributeValue{
+	return s.update(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done REMOVE #runs", completeCondition,
+		pick("#state", "#exp", "#done", "#owner", "#runs"), map[string]types.AttributeValue{
 			":completed": ddbattr.S(stateCompleted), ":exp": seconds(expiresAt), ":done": millis(s.now()), ":owner": ddbattr.S(owner),
 		})
 }
 
-// Release removes owner's claim of key, so the next claim of it succeeds at once. ErrLost:
-// another run holds the key now, or completed it.
-func (s *Store) Release(ctx context.Context, key, owner string) error {
+// Release hands owner's claim of key back after a run that did not succeed: the record is
+// released, so the next claim of the key succeeds at once, and keeps its count of runs until
+// expiresAt (the message's retention: as long as it may come back), so that the next claim
+// goes on counting. counted false takes back the run the claim counted: it was no attempt
+// (the worker did not start, or watchbot stopped it). ErrLost: the claim is no longer
+// owner's (another run holds or completed the key, the record is gone, or it was released
+// already).
+func (s *Store) Release(ctx context.Context, key, owner string, counted bool, expiresAt time.Time) error {
+	expr := "SET #state = :released, #exp = :exp REMOVE #lease"
+	nm := pick("#state", "#exp", "#lease", "#owner")
+	values := map[string]types.AttributeValue{":released": ddbattr.S(stateReleased), ":exp": seconds(expiresAt), ":owner": ddbattr.S(owner),
+		":in_progress": ddbattr.S(stateInProgress)}
+	if !counted {
+		expr = "SET #state = :released, #exp = :exp, #runs = #runs - :one REMOVE #lease"
+		nm["#runs"], values[":one"] = names["#runs"], ddbattr.N(1)
+	}
+	return s.update(ctx, "release", key, expr, releaseCondition, nm, values)
+}
+
+// Forget removes owner's claim of key, its count of runs with it, so the next claim of the
+// key starts again from run 1: its message left the queue without succeeding (dead-lettered,
+// or deleted), and a replay of it gets every attempt again. ErrLost: another run holds the
+// key now, or completed it.
+func (s *Store) Forget(ctx context.Context, key, owner string) error {
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
-		ConditionExpression:       aws.String(releaseCondition),
+		ConditionExpression:       aws.String(forgetCondition),
 		ExpressionAttributeNames:  pick("#key", "#owner", "#state"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": ddbattr.S(owner), ":in_progress": ddbattr.S(stateInProgress)},
 	})
-	return s.wrap("release", err)
+	return s.wrap("forget", err)
 }
 
 // update makes one conditional UpdateItem of key's record.

@@ -54,10 +54,12 @@ func TestClaimLifecycle(t *testing.T) {
 	s, c := emulatorStore(t, "jobs")
 	ctx := t.Context()
 	lease := func() time.Time { return c.Now().Add(time.Minute) }
+	kept := func() time.Time { return c.Now().Add(4 * 24 * time.Hour) }
 	type step struct {
 		name string
 		do   func() (Claim, error)
 		want Result
+		run  int // with Claimed from a claim: the run it starts
 		err  error
 	}
 	claim := func(owner string) func() (Claim, error) {
@@ -65,32 +67,63 @@ func TestClaimLifecycle(t *testing.T) {
 	}
 	just := func(err error) (Claim, error) { return Claim{}, err }
 	steps := []step{
-		{"a first claim takes the key", claim("a"), Claimed, nil},
-		{"another run finds it held", claim("b"), Held, nil},
-		{"the owner's retried claim succeeds", claim("a"), Claimed, nil},
-		{"the owner extends its lease", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "a", c.Now().Add(3*time.Minute))) }, Claimed, nil},
-		{"two minutes on, the extended lease still holds", func() (Claim, error) { c.advance(2 * time.Minute); return claim("b")() }, Held, nil},
-		{"another run cannot extend it", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "b", lease())) }, Claimed, ErrLost},
-		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "b")) }, Claimed, ErrLost},
-		{"nor complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "b", lease())) }, Claimed, ErrLost},
-		{"the owner completes it for an hour", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "a", c.Now().Add(time.Hour))) }, Claimed, nil},
-		{"completing twice is completing once", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "a", c.Now().Add(time.Hour))) }, Claimed, nil},
-		{"a duplicate finds it completed", claim("c"), Completed, nil},
-		{"the owner cannot extend a completed key", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "a", lease())) }, Claimed, ErrLost},
-		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "a")) }, Claimed, ErrLost},
-		{"past its expiry, though not deleted, it is claimed again", func() (Claim, error) { c.advance(time.Hour + time.Second); return claim("d")() }, Claimed, nil},
-		{"its owner releases it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "d")) }, Claimed, nil},
-		{"releasing twice is releasing once", func() (Claim, error) { return just(s.Release(ctx, "job-1", "d")) }, Claimed, nil},
-		{"a released key is claimed at once", claim("e"), Claimed, nil},
-		{"while e's lease holds, f waits", func() (Claim, error) { c.advance(59 * time.Second); return claim("f")() }, Held, nil},
-		{"once it lapsed (e crashed), f claims it", func() (Claim, error) { c.advance(2 * time.Second); return claim("f")() }, Claimed, nil},
-		{"e, back, cannot complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "e", lease())) }, Claimed, ErrLost},
+		{"a first claim takes the key: run 1", claim("a"), Claimed, 1, nil},
+		{"another run finds it held", claim("b"), Held, 0, nil},
+		{"the owner's retried claim succeeds, counting no run", claim("a"), Claimed, 1, nil},
+		{"the owner extends its lease", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "a", c.Now().Add(3*time.Minute))) }, Claimed, 0, nil},
+		{"two minutes on, the extended lease still holds", func() (Claim, error) { c.advance(2 * time.Minute); return claim("b")() }, Held, 0, nil},
+		{"another run cannot extend it", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
+		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "b", true, kept())) }, Claimed, 0, ErrLost},
+		{"nor forget it", func() (Claim, error) { return just(s.Forget(ctx, "job-1", "b")) }, Claimed, 0, ErrLost},
+		{"nor complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
+		{"the owner's run fails: released", func() (Claim, error) { return just(s.Release(ctx, "job-1", "a", true, kept())) }, Claimed, 0, nil},
+		{"releasing twice takes nothing back", func() (Claim, error) { return just(s.Release(ctx, "job-1", "a", false, kept())) }, Claimed, 0, ErrLost},
+		{"a released key is claimed at once: run 2", claim("b"), Claimed, 2, nil},
+		{"b is stopped: its run is taken back", func() (Claim, error) { return just(s.Release(ctx, "job-1", "b", false, kept())) }, Claimed, 0, nil},
+		{"the next claim is run 2 again", claim("c"), Claimed, 2, nil},
+		{"while c's lease holds, d waits", func() (Claim, error) { c.advance(59 * time.Second); return claim("d")() }, Held, 0, nil},
+		{"once it lapsed (c crashed), d claims it: c's run counted", func() (Claim, error) { c.advance(2 * time.Second); return claim("d")() }, Claimed, 3, nil},
+		{"c, back, cannot complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "c", lease())) }, Claimed, 0, ErrLost},
+		{"d completes it for an hour", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
+		{"completing twice is completing once", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
+		{"a duplicate finds it completed", claim("e"), Completed, 0, nil},
+		{"the owner cannot extend a completed key", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "d", lease())) }, Claimed, 0, ErrLost},
+		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "d", true, kept())) }, Claimed, 0, ErrLost},
+		{"past its expiry, though not deleted, it is claimed again, from run 1", func() (Claim, error) { c.advance(time.Hour + time.Second); return claim("f")() }, Claimed, 1, nil},
+		{"f's message is dead-lettered: forgotten", func() (Claim, error) { return just(s.Forget(ctx, "job-1", "f")) }, Claimed, 0, nil},
+		{"forgetting twice is forgetting once", func() (Claim, error) { return just(s.Forget(ctx, "job-1", "f")) }, Claimed, 0, nil},
+		{"a forgotten key starts again from run 1", claim("g"), Claimed, 1, nil},
 	}
 	for _, st := range steps {
 		got, err := st.do()
-		if !errors.Is(err, st.err) || (err == nil && got.Result != st.want) {
-			t.Fatalf("%s: got %v, %v; want %v, %v", st.name, got.Result, err, st.want, st.err)
+		if !errors.Is(err, st.err) || (err == nil && (got.Result != st.want || got.Run != st.run)) {
+			t.Fatalf("%s: got %v run %d, %v; want %v run %d, %v", st.name, got.Result, got.Run, err, st.want, st.run, st.err)
 		}
+	}
+}
+
+func TestReleasedRunsOutliveTheLease(t *testing.T) {
+	s, c := emulatorStore(t, "jobs")
+	ctx := t.Context()
+	for run := 1; run <= 3; run++ {
+		got, err := s.Claim(ctx, "k", fmt.Sprint("run-", run), c.Now().Add(time.Minute))
+		if err != nil || got.Result != Claimed || got.Run != run {
+			t.Fatalf("claim %d = %+v, %v; want claimed, run %d", run, got, err, run)
+		}
+		if err := s.Release(ctx, "k", fmt.Sprint("run-", run), true, c.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		// The retry comes back long after the claim's lease: the count is kept with the record.
+		c.advance(time.Hour)
+	}
+	item, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+		Key: map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key("k"))}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := ddbattr.Int(item.Item, attrRuns)
+	if st := ddbattr.String(item.Item, attrState); st != stateReleased || runs != 3 || item.Item[attrLease] != nil {
+		t.Errorf("record = %v, runs %d; want released, 3 runs, no lease", st, runs)
 	}
 }
 
@@ -286,13 +319,6 @@ func (f *faulty) count(op string) int {
 	return f.calls[op]
 }
 
-func (f *faulty) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := f.call("PutItem"); err != nil {
-		return nil, err
-	}
-	return f.API.PutItem(ctx, in, opts...)
-}
-
 func (f *faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	if err := f.call("GetItem"); err != nil {
 		return nil, err
@@ -330,29 +356,29 @@ func TestFaults(t *testing.T) {
 		wantErr bool
 		gets    int // GetItem calls
 	}{
-		{"throttled", func(op string, _ int) error { return throttlingOn(op, "PutItem", throttled) }, 0, true, 0},
-		{"request limit", func(op string, _ int) error { return throttlingOn(op, "PutItem", requestLimit) }, 0, true, 0},
-		{"server error", func(op string, _ int) error { return throttlingOn(op, "PutItem", serverError) }, 0, true, 0},
+		{"throttled", func(op string, _ int) error { return throttlingOn(op, "UpdateItem", throttled) }, 0, true, 0},
+		{"request limit", func(op string, _ int) error { return throttlingOn(op, "UpdateItem", requestLimit) }, 0, true, 0},
+		{"server error", func(op string, _ int) error { return throttlingOn(op, "UpdateItem", serverError) }, 0, true, 0},
 		{"the read after a lost race fails", func(op string, _ int) error {
-			if op == "PutItem" {
+			if op == "UpdateItem" {
 				return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 			}
 			return throttled
 		}, 0, true, 1},
 		{"DynamoDB returns the record that failed the condition", func(op string, _ int) error {
-			if op == "PutItem" {
+			if op == "UpdateItem" {
 				return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: completed}
 			}
 			return nil
 		}, Completed, false, 0},
 		{"the record was gone when read: the claim is written again", func(op string, n int) error {
-			if op == "PutItem" && n == 1 {
+			if op == "UpdateItem" && n == 1 {
 				return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 			}
 			return nil
 		}, Claimed, false, 1},
 		{"it keeps changing", func(op string, _ int) error {
-			if op == "PutItem" {
+			if op == "UpdateItem" {
 				return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 			}
 			return nil
@@ -395,7 +421,8 @@ func TestWritesFailWithTheirErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"extend":   s.Extend(ctx, "k", "a", c.Now().Add(time.Minute)),
 		"complete": s.Complete(ctx, "k", "a", c.Now().Add(time.Hour)),
-		"release":  s.Release(ctx, "k", "a"),
+		"release":  s.Release(ctx, "k", "a", true, c.Now().Add(time.Hour)),
+		"forget":   s.Forget(ctx, "k", "a"),
 	} {
 		if err == nil || errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "dedupe "+name) {
 			t.Errorf("%s on a failing DynamoDB = %v, want a wrapped server error", name, err)

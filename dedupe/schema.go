@@ -22,15 +22,17 @@ const (
 
 // The other attributes of a record.
 const (
-	attrState       = "state"        // stateInProgress or stateCompleted
+	attrState       = "state"        // stateInProgress, stateReleased or stateCompleted
 	attrOwner       = "owner"        // the claim that wrote the record
 	attrLease       = "lease_until"  // in_progress: when the owner's lease lapses, epoch milliseconds
 	attrCompletedAt = "completed_at" // completed: when, epoch milliseconds
+	attrRuns        = "runs"         // in_progress and released: the runs of the key counted so far
 )
 
 // The states of a record.
 const (
 	stateInProgress = "in_progress"
+	stateReleased   = "released"
 	stateCompleted  = "completed"
 )
 

@@ -27,8 +27,10 @@ type queueInfo struct {
 	maxAttempts     int
 	maxReceiveCount int
 	dlqURL          string
-	// dedupeTTL is how long a completed dedupe key is remembered (0 without a dedupe table).
-	dedupeTTL time.Duration
+	// dedupeTTL is how long a completed dedupe key is remembered (0 without a dedupe table);
+	// retention is the queue's message retention, as long as a released key keeps its count
+	// of runs.
+	dedupeTTL, retention time.Duration
 }
 
 // checkQueue runs the startup checks of cfg's queue, before anything is received: the queue
@@ -46,9 +48,12 @@ func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, d
 	if err != nil {
 		return queueInfo{}, err
 	}
-	info.arn = attrs.ARN
+	info.arn, info.retention = attrs.ARN, cmpOr(attrs.RetentionPeriod, defaultRetention)
 	if info.dedupeTTL, err = checkDedupe(ctx, dedupe, cfg.Dedupe, attrs, log); err != nil {
 		return queueInfo{}, err
+	}
+	if dedupe != nil {
+		warnReceiveBackstop(info, log)
 	}
 	return info, nil
 }

@@ -23,7 +23,8 @@ type DedupeAPI interface {
 	Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error)
 	Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error
 	Complete(ctx context.Context, key, owner string, expiresAt time.Time) error
-	Release(ctx context.Context, key, owner string) error
+	Release(ctx context.Context, key, owner string, counted bool, expiresAt time.Time) error
+	Forget(ctx context.Context, key, owner string) error
 }
 
 var _ DedupeAPI = (*dedupe.Store)(nil)
@@ -48,18 +49,19 @@ const dedupeErrorLog = 30 * time.Second
 const defaultRetention = 4 * 24 * time.Hour
 
 // deduper is the supervisor's side of duplicate suppression. A run claims the key of each of
-// its messages before the worker starts (claim), and only the messages claimed run; what
-// becomes of the others is claimDecision's table, then outcomeFor's, as for any message. On a
-// FIFO queue a group's messages are claimed in order, and the messages behind one that is
-// not claimed wait with it. The heartbeat extends the claims of running messages with their
-// leases (extend). When the worker has ended, before any message is settled, a success
-// completes its claim and anything else releases it (finish). A nil *deduper is off: its
-// methods do nothing.
+// its messages before the worker starts (claim), and only the messages claimed run, each at
+// the attempt its claim counted (the key's runs, not the message's receives); what becomes of
+// the others is claimDecision's table, then outcomeFor's, as for any message. On a FIFO queue
+// a group's messages are claimed in order, and the messages behind one that is not claimed
+// wait with it. The heartbeat extends the claims of running messages with their leases
+// (extend). When the worker has ended, before any message is settled, each claim is settled
+// by settlementFor's table (finish). A nil *deduper is off: its methods do nothing.
 type deduper struct {
 	api    DedupeAPI
 	source dedupe.KeySource
-	// ttl is how long a completed key is remembered.
-	ttl time.Duration
+	// ttl is how long a completed key is remembered; retention how long a released one keeps
+	// its count of runs: as long as its message may come back.
+	ttl, retention time.Duration
 	// lease is how long a claim or an extension leases a key: --visibility-timeout, the
 	// longest lease its message can have then, plus margin (a heartbeat interval,
 	// --kill-grace and lapseMargin). So one failed extension does not let it lapse, and a job
@@ -106,7 +108,7 @@ func newDeduper(cfg Config, api DedupeAPI, info queueInfo, metrics alarms.Record
 	}
 	source, _ := dedupe.ParseKeySource(cfg.Dedupe.Key) // checked by Validate
 	host, _ := os.Hostname()
-	return &deduper{api: api, source: source, fifo: info.fifo, ttl: info.dedupeTTL,
+	return &deduper{api: api, source: source, fifo: info.fifo, ttl: info.dedupeTTL, retention: info.retention,
 		lease:    cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		margin:   cfg.heartbeat() + cfg.KillGrace + lapseMargin,
 		instance: host + ":" + strconv.Itoa(os.Getpid()) + ":" + rand.Text()[:8],
@@ -159,8 +161,9 @@ func (d *deduper) claim(ctx context.Context, live []*job, liveAt []int, results 
 	return runLive, runAt
 }
 
-// check1 claims one message's key and reports whether it was claimed; when it was not, it
-// sets res's end and, with endUnclaimed, claimDecision's outcome.
+// check1 claims one message's key and reports whether it was claimed: then the message's
+// attempt is the run its claim counted. When it was not, it sets res's end and, with
+// endUnclaimed, claimDecision's outcome.
 func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
 	key, ok := d.keyOf(j.msg)
 	if !ok {
@@ -186,6 +189,7 @@ func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
 	switch {
 	case claimed:
 		j.dedupeWaits = 0
+		j.attempt, res.Attempt = c.Run, c.Run
 		d.keep(j, &keyClaim{key: key, owner: owner, until: until})
 		return true
 	case err != nil:
@@ -211,8 +215,9 @@ type claimFound struct {
 
 // claimDecision is the duplicate check's table, which the table of docs/dedupe.md, "What
 // becomes of a message", mirrors: what becomes of a message given what its claim found. A
-// retry is then decided by outcomeFor as any retry: the last attempt is left to the redrive
-// policy or dead-lettered, and on a FIFO queue the retry is its FIFO form, a wait in place.
+// retry is then decided by outcomeFor as any retry, but is never an attempt: the redrive
+// policy's maxReceiveCount alone bounds how often it comes back, and on a FIFO queue the
+// retry is its FIFO form, a wait in place.
 //
 //	found                       outcome                                 on a FIFO queue
 //	no key (attr:NAME missing)  dead-lettered without running           the same
@@ -253,62 +258,6 @@ func (d *deduper) keep(j *job, c *keyClaim) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.claims[j] = c
-}
-
-// finish settles the claims of a run whose outcomes are decided (outs[i] is jobs[i]'s),
-// before any message is settled: a success completes its key, remembered for the TTL, so a
-// message whose delete fails is not run again; any other outcome releases the key, so the
-// retry can claim it.
-func (d *deduper) finish(ctx context.Context, jobs []*job, outs []outcome) {
-	if d == nil {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	var held []int
-	cs := make([]*keyClaim, len(jobs))
-	d.mu.Lock()
-	for i, j := range jobs {
-		if c := d.claims[j]; c != nil {
-			cs[i] = c
-			held = append(held, i)
-			delete(d.claims, j)
-		}
-	}
-	d.mu.Unlock()
-	inParallel(len(held), func(n int) {
-		i := held[n]
-		d.settle(ctx, jobs[i], cs[i], outs[i].Success)
-	})
-}
-
-// settle completes or releases one claim.
-func (d *deduper) settle(ctx context.Context, j *job, c *keyClaim, success bool) {
-	ctx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
-	defer cancel()
-	if success {
-		err := d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
-		switch {
-		case errors.Is(err, dedupe.ErrLost):
-			j.log.Error("the worker succeeded, but its claim of the dedupe key had passed to another run (its lease lapsed): that run may do the work again",
-				"dedupe_key", c.key, "error", err)
-		case err != nil:
-			d.failed(j.log, "the worker succeeded, but its dedupe key could not be marked completed: a duplicate received before its lease lapses is retried, one received after runs", err,
-				"dedupe_key", c.key)
-		}
-		return
-	}
-	err := d.api.Release(ctx, c.key, c.owner)
-	switch {
-	case err == nil:
-	case c.unsure:
-		// The claim's own failure was counted and logged.
-		j.log.Debug("could not remove the record the failed claim may have written", "dedupe_key", c.key, "error", err)
-	case errors.Is(err, dedupe.ErrLost):
-		j.log.Debug("dedupe key not released: it is no longer this run's", "dedupe_key", c.key)
-	default:
-		d.failed(j.log, "could not release the dedupe key: the message's retry finds it held until the claim's lease lapses", err,
-			"dedupe_key", c.key, "lease_lapses_in", time.Until(c.until).Round(time.Second).String())
-	}
 }
 
 // extend is the heartbeat's: it extends the claims of the messages whose leases it has just

@@ -1,12 +1,20 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/dlqattr"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -133,10 +141,10 @@ func TestDedupeHeldKey(t *testing.T) {
 						t.Fatalf("a1 ran %v, want once, after the other run's claim lapsed at 45 s", calls)
 					case holder == "crashes" && calls[0].At.Sub(lapse) > 5*time.Second:
 						t.Errorf("a1 ran %v after the holder's claim lapsed: its waits must end by then", calls[0].At.Sub(lapse))
-					case holder == "crashes" && tt.fifo && (calls[0].Attempt != 1 || tt.batchSize == 1 && calls[0].ReceiveCount != 1):
-						t.Errorf("a1 ran as attempt %d, receive count %d; want 1 and 1: a wait in place is not an attempt", calls[0].Attempt, calls[0].ReceiveCount)
-					case holder == "crashes" && !tt.fifo && (calls[0].Attempt < 3 || tt.batchSize == 1 && calls[0].ReceiveCount != calls[0].Attempt):
-						t.Errorf("a1 ran as attempt %d, receive count %d; want a few: released, then received again", calls[0].Attempt, calls[0].ReceiveCount)
+					case holder == "crashes" && tt.fifo && (calls[0].Attempt != 2 || tt.batchSize == 1 && calls[0].ReceiveCount != 1):
+						t.Errorf("a1 ran as attempt %d, receive count %d; want 2 (the crashed run counted) and 1: a wait in place is not an attempt", calls[0].Attempt, calls[0].ReceiveCount)
+					case holder == "crashes" && !tt.fifo && (calls[0].Attempt != 2 || tt.batchSize == 1 && calls[0].ReceiveCount < 3):
+						t.Errorf("a1 ran as attempt %d, receive count %d; want 2 (the crashed run counted) and a few: released, then received again, no attempt", calls[0].Attempt, calls[0].ReceiveCount)
 					}
 					if !tt.fifo {
 						if v := r.sqs.visibilityChanges()["a1"]; v < 1 || v > 30 {
@@ -167,25 +175,18 @@ func TestDedupeHeldKey(t *testing.T) {
 	}
 }
 
-// TestDedupeLastReceive: a message whose key cannot be claimed on its last receive is
-// decided as any retry on the last attempt: on a standard queue, at maxReceiveCount it is
-// left to the redrive policy (visible at once, moved to the DLQ by the next receive), below
-// it (--max-attempts) dead-lettered by watchbot. It never runs, and no WorkerError is counted.
-func TestDedupeLastReceive(t *testing.T) {
+// TestDedupeUnclaimedIsNoAttempt: a message whose key cannot be claimed runs nothing, so
+// its retries are no attempts, whatever its receive count and --max-attempts: watchbot never
+// dead-letters it, and the redrive policy alone moves it to the DLQ, at maxReceiveCount. It
+// never runs, and no WorkerError or DeadLetter is counted.
+func TestDedupeUnclaimedIsNoAttempt(t *testing.T) {
 	t.Parallel()
 	for _, cause := range []string{"held", "table down"} {
-		for _, tt := range []struct {
-			name        string
-			maxAttempts int
-			wantLog     []string // the record of its end
-		}{
-			{"at maxReceiveCount", 0, []string{"level", "INFO", "visible_in_seconds", "0"}},
-			{"--max-attempts below maxReceiveCount", 2, []string{"level", "ERROR", "dead_letter_queue", "*"}},
-		} {
-			t.Run(cause+", "+tt.name, func(t *testing.T) {
+		for _, maxAttempts := range []int{0, 1, 2} {
+			t.Run(fmt.Sprintf("%s, --max-attempts %d", cause, maxAttempts), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					r := newDedupeRig(t, false, rigOptions{maxReceiveCount: 3})
-					r.cfg.MaxAttempts = tt.maxAttempts
+					r.cfg.MaxAttempts = maxAttempts
 					r.db.hold("k1", "elsewhere", time.Now().Add(time.Hour))
 					r.start()
 					time.Sleep(time.Second) // the startup check passed
@@ -199,22 +200,68 @@ func TestDedupeLastReceive(t *testing.T) {
 					}
 					dlq := r.sqs.Messages(r.dlq)
 					if len(dlq) != 1 || dlq[0].Body != "a1" {
-						t.Fatalf("DLQ holds %v, want a1", dlq)
+						t.Fatalf("DLQ holds %v, want a1, moved by the redrive policy", dlq)
 					}
-					last := 3
-					if tt.maxAttempts != 0 {
-						last = tt.maxAttempts
+					if n := testenv.LogCount(r.logs.String(), "dead_letter_queue", "*", "reason", "*"); n != 0 {
+						t.Errorf("watchbot dead-lettered the message %d times, want never: it ran nothing", n)
 					}
-					if !testenv.Logged(r.logs.String(), tt.wantLog...) {
-						t.Errorf("the log lacks a record with %q:\n%s", tt.wantLog, r.logs)
-					}
-					wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 1, alarms.WorkerErrors: 0}, r.metrics)
-					if got, down := r.metrics.get(alarms.DedupeErrors), cause == "table down"; down && got < float64(last) || !down && got != 0 {
+					wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 0, alarms.WorkerErrors: 0}, r.metrics)
+					if got, down := r.metrics.get(alarms.DedupeErrors), cause == "table down"; down && got < 3 || !down && got != 0 {
 						t.Errorf("DedupeErrors = %v (%s), want one per failed claim", got, cause)
 					}
 				})
 			})
 		}
+	}
+}
+
+// TestDedupeAttemptsAreRuns: with a dedupe table a message's attempt is its key's run. A
+// message that fails every run, received more often than it runs (its claims throttled
+// between its runs), runs exactly --max-attempts times, as attempts 1, 2, 3, and is
+// dead-lettered by watchbot with the reason after the last; its receive count is higher.
+func TestDedupeAttemptsAreRuns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range queueKinds {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, tt.fifo, rigOptions{batchSize: tt.batchSize, maxReceiveCount: 20})
+				r.cfg.MaxAttempts = 3
+				r.behave = func(c workerCall) workerAct {
+					// Between its runs the table throttles two claims: receives, or waits
+					// in place, that run nothing.
+					r.db.throttle(2)
+					return workerAct{Took: time.Second, Exit: 1}
+				}
+				r.start()
+				r.sendKeyed("a1=k1")
+				r.waitFor("the message dead-lettered", 5*time.Minute, func() bool { return len(r.sqs.Messages(r.dlq)) == 1 })
+				calls := r.callsOf("a1")
+				var attempts []int
+				for _, c := range calls {
+					attempts = append(attempts, c.Attempt)
+				}
+				if !slices.Equal(attempts, []int{1, 2, 3}) {
+					t.Fatalf("a1 ran as attempts %v, want each run an attempt, up to 3", attempts)
+				}
+				out, err := r.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(r.dlq), MessageAttributeNames: []string{"All"}})
+				if err != nil || len(out.Messages) != 1 {
+					t.Fatalf("receive from the DLQ: %v, %v", out, err)
+				}
+				attrs := out.Messages[0].MessageAttributes
+				if reason := aws.ToString(attrs[dlqattr.Reason].StringValue); aws.ToString(out.Messages[0].Body) != "a1" || !strings.Contains(reason, "last attempt (3 of 3)") ||
+					aws.ToString(attrs[dlqattr.Attempts].StringValue) != "3" {
+					t.Errorf("DLQ holds %s with reason %q, attempts %s; want a1, dead-lettered by watchbot on its last attempt, 3",
+						aws.ToString(out.Messages[0].Body), reason, aws.ToString(attrs[dlqattr.Attempts].StringValue))
+				}
+				if last := calls[len(calls)-1]; !tt.fifo && tt.batchSize == 1 && last.ReceiveCount <= 3 {
+					t.Errorf("a1's last run was its receive %d, want more than its 3 runs: the held key's receives are no attempts", last.ReceiveCount)
+				}
+				wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 1}, r.metrics)
+				if rec := r.db.record("k1"); rec != nil {
+					t.Errorf("record of k1 = %+v, want it forgotten once the message is dead-lettered", rec)
+				}
+			})
+		})
 	}
 }
 
@@ -288,8 +335,8 @@ func TestDedupeLostClaimAnswer(t *testing.T) {
 		r.sendKeyed("a1=k1")
 		r.waitFor("an empty queue", 2*time.Minute, r.empty)
 		calls := r.callsOf("a1")
-		if len(calls) != 1 || calls[0].Attempt != 2 || calls[0].At.Sub(t0Bubble) > 5*time.Second {
-			t.Fatalf("a1 ran %v, want once, as attempt 2, after its 1 s backoff", calls)
+		if len(calls) != 1 || calls[0].Attempt != 1 || calls[0].At.Sub(t0Bubble) > 5*time.Second {
+			t.Fatalf("a1 ran %v, want once, after its 1 s backoff, as attempt 1: the lost claim's run was taken back", calls)
 		}
 		if rec := r.db.record("k1"); rec == nil || rec.state != "completed" {
 			t.Errorf("record of k1 = %+v, want completed", rec)

@@ -78,6 +78,22 @@ func checkDedupe(ctx context.Context, api DedupeAPI, cfg DedupeConfig, attrs que
 	return ttl, nil
 }
 
+// warnReceiveBackstop warns when the queue's redrive policy could move a message to the
+// dead-letter queue before its last attempt. With a dedupe table an attempt is a run, and
+// watchbot dead-letters a message whose last run fails; SQS still counts every receive,
+// those that run nothing too (a key held by another run, a stop, a crash of watchbot), so
+// maxReceiveCount is only the backstop for those, and needs room above the attempts.
+func warnReceiveBackstop(info queueInfo, log *slog.Logger) {
+	if info.maxReceiveCount == 0 || info.maxReceiveCount >= 2*info.maxAttempts {
+		return
+	}
+	log.Warn("with --dedupe-table an attempt is a run, but SQS counts every receive: the queue's maxReceiveCount is below twice --max-attempts, so receives that run nothing (a held key, a stop, a crash) may send a message to the dead-letter queue before its last attempt; raise maxReceiveCount",
+		"component", "dedupe", "max_receive_count", info.maxReceiveCount, "max_attempts", info.maxAttempts, "suggested_max_receive_count", min(2*info.maxAttempts, maxReceiveCountLimit))
+}
+
+// maxReceiveCountLimit is the largest maxReceiveCount SQS accepts in a redrive policy.
+const maxReceiveCountLimit = 1000
+
 // cmpOr returns d, or def when d is zero.
 func cmpOr(d, def time.Duration) time.Duration {
 	if d == 0 {

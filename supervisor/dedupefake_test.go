@@ -31,8 +31,9 @@ type fakeDedupe struct {
 	failExtend error
 	checkErr   error
 	// lostAnswers: the next claims write their record, then fail, as a call whose answer
-	// was lost (a timeout).
-	lostAnswers int
+	// was lost (a timeout); throttled: the next claims fail writing nothing, as a throttled
+	// table's.
+	lostAnswers, throttled int
 	// hang: claims answer only when their context ends; hangExtend: the same for
 	// extensions; hangIf, when set, says for each claim, extension, completion or release
 	// ("Claim", "Extend", "Complete", "Release") whether it hangs so. hung counts the calls
@@ -43,9 +44,10 @@ type fakeDedupe struct {
 }
 
 type fakeRecord struct {
-	state, owner   string // "in_progress" or "completed"
+	state, owner   string // "in_progress", "released" or "completed"
 	lease, expires time.Time
 	extends        int
+	runs           int
 }
 
 var _ DedupeAPI = (*fakeDedupe)(nil)
@@ -105,11 +107,22 @@ func (f *fakeDedupe) record(key string) *fakeRecord {
 	return &c
 }
 
-// hold puts a record of another run, holding key until lease.
+// hold puts a record of another run, holding key until lease; its run is counted.
 func (f *fakeDedupe) hold(key, owner string, lease time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: lease, expires: lease}
+	runs := 1
+	if r := f.records[key]; r != nil && r.state != "completed" {
+		runs = r.runs + 1
+	}
+	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: lease, expires: lease, runs: runs}
+}
+
+// throttle makes the next n claims fail, writing nothing.
+func (f *fakeDedupe) throttle(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.throttled = n
 }
 
 // complete marks key's record completed by its holder, remembered for a day.
@@ -137,21 +150,31 @@ func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil ti
 	if err := f.call("Claim"); err != nil {
 		return dedupe.Claim{}, err
 	}
+	if f.throttled > 0 {
+		f.throttled--
+		return dedupe.Claim{}, errors.New("dedupe claim: ThrottlingException: Rate exceeded")
+	}
 	now := time.Now()
 	r := f.records[key]
+	runs := 0
 	switch {
-	case r == nil || r.expires.Before(now) || r.owner == owner && r.state == "in_progress":
+	case r == nil:
+	case r.owner == owner && r.state == "in_progress" && !r.expires.Before(now):
+		return dedupe.Claim{Result: dedupe.Claimed, Run: r.runs}, nil
+	case r.state == "completed" && r.expires.Before(now):
 	case r.state == "completed":
 		return dedupe.Claim{Result: dedupe.Completed, Owner: r.owner}, nil
-	case !r.lease.Before(now):
+	case r.state == "in_progress" && !r.lease.Before(now):
 		return dedupe.Claim{Result: dedupe.Held, Owner: r.owner, LeaseUntil: r.lease}, nil
+	default:
+		runs = r.runs
 	}
-	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: leaseUntil, expires: leaseUntil}
+	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: leaseUntil, expires: leaseUntil, runs: runs + 1}
 	if f.lostAnswers > 0 {
 		f.lostAnswers--
 		return dedupe.Claim{}, errors.New("dedupe claim: context deadline exceeded")
 	}
-	return dedupe.Claim{Result: dedupe.Claimed}, nil
+	return dedupe.Claim{Result: dedupe.Claimed, Run: runs + 1}, nil
 }
 
 func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
@@ -192,13 +215,33 @@ func (f *fakeDedupe) Complete(ctx context.Context, key, owner string, expiresAt 
 	return nil
 }
 
-func (f *fakeDedupe) Release(ctx context.Context, key, owner string) error {
+func (f *fakeDedupe) Release(ctx context.Context, key, owner string, counted bool, expiresAt time.Time) error {
 	if f.hangs(ctx, "Release") {
 		return fmt.Errorf("dedupe release: %w", ctx.Err())
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Release"); err != nil {
+		return err
+	}
+	r := f.records[key]
+	if r == nil || r.owner != owner || r.state != "in_progress" {
+		return dedupe.ErrLost
+	}
+	r.state, r.lease, r.expires = "released", time.Time{}, expiresAt
+	if !counted {
+		r.runs--
+	}
+	return nil
+}
+
+func (f *fakeDedupe) Forget(ctx context.Context, key, owner string) error {
+	if f.hangs(ctx, "Forget") {
+		return fmt.Errorf("dedupe forget: %w", ctx.Err())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Forget"); err != nil {
 		return err
 	}
 	r := f.records[key]

@@ -27,8 +27,9 @@ type job struct {
 	//
 	// Written by the loop (scheduler.add and finish), read by the runs: grp is the message's
 	// group; attempt is the receive count plus the runs watchbot gave the message in place
-	// (FIFO); pending is an outcome to apply without running the worker again (a delete or
-	// dead-letter send that failed, retried in place).
+	// (FIFO), or, once a run claimed the message's dedupe key, the run its claim counted
+	// (written by that run, which holds the job); pending is an outcome to apply without
+	// running the worker again (a delete or dead-letter send that failed, retried in place).
 	grp     *group
 	attempt int
 	pending *outcome

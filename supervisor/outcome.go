@@ -38,6 +38,10 @@ type result struct {
 	ExitCode  int
 	Directive *worker.Directive // the worker's decision, nil when it made none
 	Attempt   int
+	// CountsRuns: Attempt counts the runs of the message's dedupe key (--dedupe-table), not
+	// its receives. A retry that ran nothing is then no attempt, whatever its receive count,
+	// and watchbot dead-letters the last attempt itself.
+	CountsRuns bool
 	// MaxAttempts is the effective --max-attempts.
 	MaxAttempts int
 	// MaxReceiveCount is the redrive policy's, 0 when the queue has none.
@@ -110,7 +114,9 @@ type outcome struct {
 // watchbot, never left to the redrive policy, so the group goes on. A message the duplicate
 // check kept from running (endUnclaimed) is retried as any other, but counts no WorkerError;
 // on a FIFO queue it waits in place without making an attempt, so the last-attempt rule waits
-// for the run it makes.
+// for the run it makes. With a dedupe table an attempt is a run of the message's key
+// (CountsRuns): what ran nothing is no attempt, and the last attempt is dead-lettered by
+// watchbot, on any queue.
 func outcomeFor(r result) outcome {
 	var o outcome
 	released := false
@@ -188,12 +194,13 @@ func retryFor(r result, o outcome, unrun, released bool) outcome {
 		o.Action, o.Unrun = actRetryInPlace, true
 		return o
 	}
-	// A retry on the last attempt is a dead letter.
-	if r.Attempt >= r.MaxAttempts {
+	// A retry on the last attempt is a dead letter; with attempts counted in runs, one that
+	// ran nothing is not an attempt.
+	if r.Attempt >= r.MaxAttempts && !(r.CountsRuns && unrun) {
 		o.DeadLetter = true
 		o.WorkerError = o.WorkerError || !o.SpawnError && !unrun && !released
 		o.Reason = fmt.Sprintf("%s on the last attempt (%d of %d)", o.Reason, r.Attempt, r.MaxAttempts)
-		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount && !r.FIFO {
+		if r.MaxReceiveCount > 0 && r.Attempt >= r.MaxReceiveCount && !r.FIFO && !r.CountsRuns {
 			o.Action = actRedrive
 		} else {
 			o.Action = actDeadLetter

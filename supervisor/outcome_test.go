@@ -29,8 +29,12 @@ func outcomeFixtures() (mid, last, lastBelowRedrive, fifoMid, fifoLast result) {
 // with returns r edited.
 func with(r result, edit func(*result)) result { edit(&r); return r }
 
-// unclaimed: the duplicate check kept the message from running with o (claimDecision).
-func unclaimed(r result, o outcome) result { r.End, r.Unclaimed = endUnclaimed, o; return r }
+// unclaimed: the duplicate check kept the message from running with o (claimDecision); its
+// attempts count runs, as they do with a dedupe table.
+func unclaimed(r result, o outcome) result {
+	r.End, r.Unclaimed, r.CountsRuns = endUnclaimed, o, true
+	return r
+}
 
 func checkOutcomes(t *testing.T, tests []outcomeCase) {
 	t.Helper()
@@ -128,10 +132,8 @@ func TestOutcomeForUnclaimed(t *testing.T) {
 	checkOutcomes(t, []outcomeCase{
 		{"unclaimed: a held key is retried after its wait", unclaimed(mid, held), held},
 		{"unclaimed: a failed check is retried after the backoff", unclaimed(mid, checkFailed), checkFailed},
-		{"unclaimed: a held key on the last attempt is left to the redrive policy", unclaimed(last, held),
-			outcome{Action: actRedrive, Delay: 3 * time.Second, Reason: "its dedupe key is held by b on the last attempt (5 of 5)", DeadLetter: true}},
-		{"unclaimed: a failed check on the last attempt below maxReceiveCount is dead-lettered", unclaimed(lastBelowRedrive, checkFailed),
-			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "duplicate check failed: throttled on the last attempt (3 of 3)", DeadLetter: true}},
+		{"unclaimed: a held key at maxReceiveCount is retried: no attempt, the redrive policy is the backstop", unclaimed(last, held), held},
+		{"unclaimed: a failed check past --max-attempts is retried: no attempt", unclaimed(with(lastBelowRedrive, func(r *result) { r.Attempt = 4 }), checkFailed), checkFailed},
 		{"unclaimed: a duplicate is deleted, whatever the attempt", unclaimed(last, duplicate), duplicate},
 		{"unclaimed: a keyless message is dead-lettered", unclaimed(mid, keyless), keyless},
 
@@ -175,6 +177,78 @@ func TestOutcomeForUnclaimed(t *testing.T) {
 		{"FIFO: held behind an unclaimed message of its group", unclaimed(fifoMid, outcome{Action: actHold, Reason: "behind"}),
 			outcome{Action: actHold, Reason: "behind"}},
 	})
+}
+
+// With a dedupe table, attempts count the runs of the message's key (CountsRuns): the last
+// run's failure is dead-lettered by watchbot, whatever the receive count; what ran nothing is
+// no attempt.
+func TestOutcomeForRuns(t *testing.T) {
+	t.Parallel()
+	mid, last, lastBelowRedrive, fifoMid, fifoLast := outcomeFixtures()
+	runs := func(r result, edit func(*result)) result { r.CountsRuns = true; return with(r, edit) }
+	checkOutcomes(t, []outcomeCase{
+		{"runs: exit 1 mid-way retries", runs(mid, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}},
+		{"runs: exit 1 on the last run at maxReceiveCount is dead-lettered by watchbot, not left to the redrive policy", runs(last, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"runs: exit 1 on the last run below maxReceiveCount is dead-lettered", runs(lastBelowRedrive, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (3 of 3)", WorkerError: true, DeadLetter: true}},
+		{"runs: exit 4 on the last run is dead-lettered", runs(last, func(r *result) { r.ExitCode = 4 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker released the message (exit 4) on the last attempt (5 of 5)", DeadLetter: true}},
+		{"runs: timed out on the last run is dead-lettered", runs(last, func(r *result) { r.End = endTimedOut }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exceeded --max-job-duration on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+		{"runs: a payload that could not be fetched on the last run is retried: nothing ran", runs(last, func(r *result) { r.End, r.Payload = endPayloadError, "payload fetch failed: 503" }),
+			outcome{Action: actRetry, DelayFromBackoff: true, Reason: "payload fetch failed: 503"}},
+		{"runs: stopped at shutdown on the last run is released", runs(last, func(r *result) { r.End = endShutdown }),
+			outcome{Action: actRelease, Reason: "stopped at shutdown; released for another worker"}},
+		{"runs: exit 0 on the last run deletes", runs(last, func(r *result) { r.ExitCode = 0 }),
+			outcome{Action: actDelete, Success: true}},
+		{"runs, FIFO: exit 1 mid-way retries in place", runs(fifoMid, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actRetryInPlace, DelayFromBackoff: true, Reason: "worker exited 1", WorkerError: true}},
+		{"runs, FIFO: exit 1 on the last run is dead-lettered", runs(fifoLast, func(r *result) { r.ExitCode = 1 }),
+			outcome{Action: actDeadLetter, DelayFromBackoff: true, Reason: "worker exited 1 on the last attempt (5 of 5)", WorkerError: true, DeadLetter: true}},
+	})
+}
+
+func TestSettlementFor(t *testing.T) {
+	t.Parallel()
+	ran := result{End: endExited, ExitCode: 1}
+	tests := []struct {
+		name string
+		res  result
+		o    outcome
+		want settlement
+	}{
+		{"success completes", result{End: endExited}, outcome{Action: actDelete, Success: true}, settleComplete},
+		{"an ack completes", result{End: endExited, Directive: &worker.Directive{Action: "ack"}}, outcome{Action: actDelete, Success: true}, settleComplete},
+		{"exit 3 forgets: the message leaves", result{End: endExited, ExitCode: 3}, outcome{Action: actDeadLetter, DeadLetter: true}, settleForget},
+		{"--on-reject delete forgets", result{End: endExited, ExitCode: 3}, outcome{Action: actDelete}, settleForget},
+		{"the last run's failure forgets", ran, outcome{Action: actDeadLetter, DeadLetter: true}, settleForget},
+		{"a payload rejected forgets", result{End: endPayloadRejected}, outcome{Action: actDeadLetter, DeadLetter: true}, settleForget},
+		{"exit 1 releases, counted", ran, outcome{Action: actRetry}, settleRelease},
+		{"exit 4 releases, counted", result{End: endExited, ExitCode: 4}, outcome{Action: actRetry}, settleRelease},
+		{"killed by a signal releases, counted", result{End: endSignaled}, outcome{Action: actRetry}, settleRelease},
+		{"timed out releases, counted", result{End: endTimedOut}, outcome{Action: actRetry}, settleRelease},
+		{"a spawn error releases, counted", result{End: endSpawnError}, outcome{Action: actRetry}, settleRelease},
+		{"an HTTP failure releases, counted", result{End: endHTTPStatus}, outcome{Action: actRetry}, settleRelease},
+		{"a Lambda failure releases, counted", result{End: endFunctionFailed}, outcome{Action: actRetry}, settleRelease},
+		{"FIFO: a retry in place releases, counted", ran, outcome{Action: actRetryInPlace}, settleRelease},
+		{"FIFO: held behind, counted", ran, outcome{Action: actHold, Attempted: true}, settleRelease},
+		{"FIFO: held behind, acked", result{End: endExited}, outcome{Action: actHold}, settleUncount},
+		{"a probe takes its run back", ran, outcome{Action: actRetryInPlace, Probe: true}, settleUncount},
+		{"a pause takes its run back", result{End: endExited, Directive: &worker.Directive{}}, outcome{Action: actRetryInPlace, Paused: true}, settleUncount},
+		{"stopped at shutdown takes its run back", result{End: endShutdown}, outcome{Action: actRelease}, settleUncount},
+		{"stopped at the in-flight limit takes its run back", result{End: endCeiling}, outcome{Action: actRelease}, settleUncount},
+		{"a lost lease takes its run back", result{End: endLeaseLost}, outcome{Action: actAbandon}, settleUncount},
+		{"a payload not fetched takes its run back", result{End: endPayloadError}, outcome{Action: actRetry}, settleUncount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := settlementFor(tt.res, tt.o); got != tt.want {
+				t.Errorf("settlementFor(%+v, %+v) = %v, want %v", tt.res, tt.o, got, tt.want)
+			}
+		})
+	}
 }
 
 func TestInGroupOrder(t *testing.T) {

@@ -107,7 +107,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 		}
 		outs = inGroupOrder(groups, outs)
 	}
-	r.dedupe.finish(ctx, jobs, outs)
+	r.dedupe.finish(ctx, jobs, results, outs)
 	disps := r.settleRun(ctx, jobs, outs, decided, attrs)
 	r.endSpan(span, jobs, results, outs)
 	return disps
@@ -137,7 +137,8 @@ func (r *runner) attempt(ctx context.Context, cancel context.CancelCauseFunc, jo
 	var live []*job
 	var liveAt []int
 	for i, j := range jobs {
-		a.results[i] = result{Attempt: j.attempt, MaxAttempts: r.maxAttempts, MaxReceiveCount: r.maxReceiveCount, OnReject: r.cfg.OnReject, FIFO: r.fifo}
+		a.results[i] = result{Attempt: j.attempt, MaxAttempts: r.maxAttempts, MaxReceiveCount: r.maxReceiveCount, OnReject: r.cfg.OnReject, FIFO: r.fifo,
+			CountsRuns: r.dedupe != nil}
 		switch {
 		case j.pending != nil:
 			a.outs[i], a.decided[i] = *j.pending, true

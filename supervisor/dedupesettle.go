@@ -1,0 +1,116 @@
+package supervisor
+
+// The end of a run's claims: what becomes of each (settlementFor's table), and the writes
+// that make it so.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/watchbot/watchbot/dedupe"
+)
+
+// finish settles the claims of a run whose outcomes are decided (results[i] and outs[i] are
+// jobs[i]'s), before any message is settled, as settlementFor decides: a success completes
+// its key, remembered for the TTL, so a message whose delete fails is not run again; a retry
+// releases it, so the retry can claim it, and counts the run only when it was an attempt; a
+// message that leaves unfinished forgets it.
+func (d *deduper) finish(ctx context.Context, jobs []*job, results []result, outs []outcome) {
+	if d == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var held []int
+	cs := make([]*keyClaim, len(jobs))
+	d.mu.Lock()
+	for i, j := range jobs {
+		if c := d.claims[j]; c != nil {
+			cs[i] = c
+			held = append(held, i)
+			delete(d.claims, j)
+		}
+	}
+	d.mu.Unlock()
+	inParallel(len(held), func(n int) {
+		i := held[n]
+		how := settlementFor(results[i], outs[i])
+		if cs[i].unsure {
+			how = settleUncount
+		}
+		d.settle(ctx, jobs[i], cs[i], how)
+	})
+}
+
+// settlement is what becomes of a message's claim when its run is over.
+type settlement int
+
+const (
+	settleComplete settlement = iota // completed: later messages with the key are duplicates
+	settleRelease                    // released, its run counted: the next claim is the next attempt
+	settleUncount                    // released, its run taken back: the next claim is this attempt again
+	settleForget                     // removed: a replay of the message starts again from run 1
+)
+
+// settlementFor is the table of what becomes of a claim, given its run's result and
+// outcome. A run counts as an attempt when the worker ran and its outcome counts one (not a
+// probe, a pause, or a message held behind another that the worker acked); a run that
+// started no worker, or that watchbot stopped (a stop, a lost lease, the in-flight limit),
+// gives its run back, as does a claim that failed (finish).
+//
+//	outcome                                         claim
+//	success (exit 0, ack)                           completed
+//	leaves the queue otherwise (dead letter,        forgotten
+//	  delete)
+//	a retry after a run that counts                 released, the run counted
+//	anything else                                   released, the run taken back
+func settlementFor(res result, o outcome) settlement {
+	switch {
+	case o.Success:
+		return settleComplete
+	case o.Action.leavesGroup():
+		return settleForget
+	case o.Probe, o.Paused, o.Unrun, o.Action == actHold && !o.Attempted:
+		return settleUncount
+	}
+	switch res.End {
+	case endExited, endSignaled, endTimedOut, endSpawnError, endHTTPStatus, endFunctionFailed:
+		return settleRelease
+	}
+	return settleUncount
+}
+
+// settle completes, releases or forgets one claim.
+func (d *deduper) settle(ctx context.Context, j *job, c *keyClaim, how settlement) {
+	ctx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
+	defer cancel()
+	var err error
+	switch how {
+	case settleComplete:
+		err = d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
+		switch {
+		case errors.Is(err, dedupe.ErrLost):
+			j.log.Error("the worker succeeded, but its claim of the dedupe key had passed to another run (its lease lapsed): that run may do the work again",
+				"dedupe_key", c.key, "error", err)
+		case err != nil:
+			d.failed(j.log, "the worker succeeded, but its dedupe key could not be marked completed: a duplicate received before its lease lapses is retried, one received after runs", err,
+				"dedupe_key", c.key)
+		}
+		return
+	case settleForget:
+		err = d.api.Forget(ctx, c.key, c.owner)
+	default:
+		err = d.api.Release(ctx, c.key, c.owner, how == settleRelease, time.Now().Add(d.retention))
+	}
+	switch {
+	case err == nil:
+	case c.unsure:
+		// The claim's own failure was counted and logged.
+		j.log.Debug("could not release the record the failed claim may have written", "dedupe_key", c.key, "error", err)
+	case errors.Is(err, dedupe.ErrLost):
+		j.log.Debug("dedupe key not released: it is no longer this run's", "dedupe_key", c.key)
+	default:
+		d.failed(j.log, "could not release the dedupe key: the message's retry finds it held until the claim's lease lapses", err,
+			"dedupe_key", c.key, "lease_lapses_in", time.Until(c.until).Round(time.Second).String())
+	}
+}
