@@ -123,7 +123,7 @@ func (s *Server) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 
 // ChangeMessageVisibility sets the remaining visibility timeout of a message in flight to
 // VisibilityTimeout seconds (0 to 43200) from now. A message whose total time in flight
-// since the receive would pass 12 hours is refused ("ChangeMessageVisibility" API
+// since the receive would pass 12 hours (or the Server's InFlightLimit) is refused ("ChangeMessageVisibility" API
 // reference), as is a message no longer in flight (MessageNotInflight) and a handle from an
 // earlier receive or of a deleted message (InvalidParameterValue, SQS's answer for a receipt
 // handle that no longer names an available message).
@@ -154,8 +154,8 @@ func (q *queue) changeVisibility(handle string, seconds int32, now time.Time) er
 		return errMessageNotInflight.errorf("The message referred to isn't in flight.")
 	}
 	until := now.Add(time.Duration(seconds) * time.Second)
-	if until.Sub(m.rcv.at) > maxInFlight {
-		return errInvalidParameterValue.errorf("Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [%d seconds]", seconds, maxVisibility)
+	if until.Sub(m.rcv.at) > q.inFlight {
+		return errInvalidParameterValue.errorf("Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [%d seconds]", seconds, int(q.inFlight/time.Second))
 	}
 	m.visibleAt = until
 	m.rcv.modified = true

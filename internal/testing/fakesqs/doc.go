@@ -75,7 +75,8 @@
 //     without deleting it ("the request will succeed, but the message might not be deleted");
 //     a handle this queue never issued is ReceiptHandleIsInvalid.
 //   - ChangeMessageVisibility: 0 to 43200 seconds from now, within 12 hours of the receive;
-//     MessageNotInflight for a message no longer in flight.
+//     MessageNotInflight for a message no longer in flight. InFlightLimit scales the 12
+//     hours down for tests of what happens at the limit.
 //   - The batch calls: 1 to 10 entries with distinct ids of alphanumerics, '-' and '_' (at
 //     most 80), SendMessageBatch at most 1 MiB in all; each entry fails on its own in Failed.
 //   - PurgeQueue (one per 60 seconds), ListDeadLetterSourceQueues (with MaxResults and

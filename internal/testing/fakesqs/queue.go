@@ -46,6 +46,7 @@ const (
 type queue struct {
 	name     string
 	fifo     bool
+	inFlight time.Duration // the Server's in-flight limit
 	created  time.Time
 	modified time.Time
 	attrs    map[string]string // every settable attribute, normalised, defaults included

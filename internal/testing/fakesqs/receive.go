@@ -148,7 +148,7 @@ func (s *Server) take(q *queue, now time.Time, limit int, visibility time.Durati
 		}
 		serial := s.next()
 		m.rcv = &receipt{serial: serial, handle: newHandle(q.name, m.serial, serial), at: now}
-		m.visibleAt = now.Add(visibility)
+		m.visibleAt = now.Add(min(visibility, q.inFlight))
 	}
 	return got
 }
@@ -197,7 +197,7 @@ func (q *queue) replay(id string, now time.Time, visibility time.Duration) ([]*m
 		got = append(got, m)
 	}
 	for _, m := range got {
-		m.visibleAt = now.Add(visibility)
+		m.visibleAt = now.Add(min(visibility, q.inFlight))
 	}
 	return got, true
 }

@@ -28,6 +28,30 @@ type Server struct {
 	faults map[string]faultPlan
 	// dialect is how the HTTP face names errors (SetDialect).
 	dialect atomic.Int32
+	// inFlight is the longest a message stays in flight after a receive (InFlightLimit);
+	// set by New, read only.
+	inFlight time.Duration
+}
+
+// Option changes a Server that New returns.
+type Option func(*Server)
+
+// InFlightLimit scales SQS's 12-hour in-flight limit down to d (whole seconds, at least one),
+// so that a test sees in seconds what SQS does in hours. The ChangeMessageVisibility API
+// reference words the limit: "You can continue to call ChangeMessageVisibility to extend the
+// visibility timeout to a maximum of 12 hours. If you try to extend the visibility timeout
+// beyond 12 hours, your request is rejected", and "If you attempt to set the
+// VisibilityTimeout to an amount more than the maximum time left, Amazon SQS returns an
+// error. It will not automatically recalculate and increase the timeout to the maximum time
+// remaining" (InvalidParameterValue, "Total VisibilityTimeout for the message is beyond the
+// limit"). With the limit scaled: a receive hides a message for at most d; a change whose
+// total since the receive passes d is refused with that error; the message is visible again
+// at d, and the next receive raises its ApproximateReceiveCount and gives a new receipt
+// handle ("Amazon SQS visibility timeout", SQS Developer Guide); a delete with the handle of
+// an earlier receive succeeds without deleting it (the DeleteMessage reference), as at 12
+// hours.
+func InFlightLimit(d time.Duration) Option {
+	return func(s *Server) { s.inFlight = max(d.Truncate(time.Second), time.Second) }
 }
 
 // Fault says whether an injected failure happens before or after the call takes effect.
@@ -66,12 +90,17 @@ type MessageState struct {
 // New returns an empty Server. It starts no goroutines and reads time from time.Now, so
 // under testing/synctest the bubble's clock drives visibility timeouts, delays and long
 // polls. Create it inside the bubble that uses it.
-func New() *Server {
-	return &Server{
-		queues: map[string]*queue{},
-		calls:  map[string]int{},
-		faults: map[string]faultPlan{},
+func New(opts ...Option) *Server {
+	s := &Server{
+		queues:   map[string]*queue{},
+		calls:    map[string]int{},
+		faults:   map[string]faultPlan{},
+		inFlight: maxInFlight,
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Fail makes the next n calls of op (an SQS operation name such as "ReceiveMessage") fail
@@ -305,7 +334,7 @@ func (s *Server) createQueue(ctx context.Context, in *sqs.CreateQueueInput) (*sq
 	}
 	now := time.Now()
 	q := &queue{
-		name: name, fifo: fifo, created: now, modified: now, attrs: map[string]string{},
+		name: name, fifo: fifo, created: now, modified: now, attrs: map[string]string{}, inFlight: s.inFlight,
 		bySerial: map[uint64]*message{}, dedup: map[string]sent{}, attempts: map[string]*attempt{},
 	}
 	for k, rule := range queueAttributes {

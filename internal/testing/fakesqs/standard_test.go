@@ -839,3 +839,41 @@ func TestFaults(t *testing.T) {
 		New().Fail("ReceiveMessages", 1, Before)
 	})
 }
+
+// TestInFlightLimit covers InFlightLimit, SQS's 12-hour limit scaled down: a change past it
+// is refused with SQS's error, the message is visible again at the limit whatever the
+// receive asked, the next receive counts, and the first receive's handle no longer deletes.
+func TestInFlightLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(InFlightLimit(3 * time.Second))
+		url := createQueue(t, s, "q", map[string]string{"VisibilityTimeout": "30"})
+		send(t, s, url, "m")
+		first := receive(t, s, url, 1)[0]
+		if state := s.Messages(url)[0]; !state.VisibleAt.Equal(time.Now().Add(3 * time.Second)) {
+			t.Fatalf("visible at %v after a 30 s receive: want the limit, 3 s", state.VisibleAt.Sub(time.Now()))
+		}
+		change := func(handle *string, secs int32) error {
+			_, err := s.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: handle, VisibilityTimeout: secs})
+			return err
+		}
+		time.Sleep(time.Second)
+		if err := change(first.ReceiptHandle, 2); err != nil {
+			t.Fatalf("a change to the limit: %v", err)
+		}
+		err := change(first.ReceiptHandle, 3)
+		if errorCode(err) != "InvalidParameterValue" || !strings.Contains(err.Error(), "Total VisibilityTimeout for the message is beyond the limit") {
+			t.Fatalf("a change past the limit: %v, want SQS's InvalidParameterValue", err)
+		}
+		time.Sleep(2 * time.Second)
+		again := receive(t, s, url, 1)
+		if len(again) != 1 || again[0].Attributes["ApproximateReceiveCount"] != "2" {
+			t.Fatalf("receive at the limit: %+v", again)
+		}
+		if _, err := s.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: first.ReceiptHandle}); err != nil {
+			t.Fatalf("delete with the stale handle: %v", err)
+		}
+		if n := len(s.Messages(url)); n != 1 {
+			t.Fatalf("the stale handle's delete deleted the message")
+		}
+	})
+}
