@@ -3,6 +3,9 @@
 // to do the key's work, its lease extended while the run goes on, marked completed when the
 // run succeeded, released when it did not (counting the key's runs, so that an attempt is a
 // run, not a receive), and removed when its message left the queue unfinished (dead-lettered).
+// A job that runs past SQS's in-flight limit keeps its message through relays: whoever
+// receives the message again while its owner runs it writes the new receipt handle into the
+// claim (Relay), and the owner takes it with its next extension.
 // SQS standard queues deliver a message at least
 // once, sometimes to two consumers at the same time, and producers send the same job twice;
 // the records let every run of a key but one stand aside. Every write is a single conditional
@@ -72,6 +75,20 @@ type Claim struct {
 	Owner string
 	// LeaseUntil, with Held, is when the holder's lease lapses, unless it extends it.
 	LeaseUntil time.Time
+	// MessageID, with Held, is the id of the message the holder runs: a new delivery of that
+	// message is relayed to it, another message of the same key waits.
+	MessageID string
+}
+
+// Relayed is the newest relay of a claim's message: a new delivery's receipt handle, which
+// the owner renews and finally deletes with. The zero value: no relay yet.
+type Relayed struct {
+	// Count is how many relays the claim has had; a later relay has a higher count.
+	Count int
+	// Receipt is the newest relay's receipt handle, and ReceivedAt when its receive was, from
+	// which SQS counts the message's time in flight anew.
+	Receipt    string
+	ReceivedAt time.Time
 }
 
 // TTLStatus is whether the table deletes expired records.
@@ -105,7 +122,7 @@ func NewStore(client API, table, scope string) *Store {
 
 // Names and values the expressions use.
 var names = map[string]string{"#key": KeyAttribute, "#exp": TTLAttribute, "#state": attrState, "#owner": attrOwner, "#lease": attrLease,
-	"#done": attrCompletedAt, "#runs": attrRuns}
+	"#done": attrCompletedAt, "#runs": attrRuns, "#msg": attrMessage, "#receipt": attrReceipt, "#rat": attrReceivedAt, "#relays": attrRelays}
 
 // The conditions of the writes (docs/dedupe.md explains each).
 const (
@@ -121,23 +138,27 @@ const (
 	// releaseCondition: still ours and in progress. A retried call fails it, and takes no run
 	// back twice.
 	releaseCondition = "#owner = :owner AND #state = :in_progress"
+	// relayCondition: the owner's, in progress, its lease not lapsed, and the same message: a
+	// relay hands a new delivery only to a live run of that message.
+	relayCondition = "#owner = :owner AND #state = :in_progress AND #lease >= :now_ms AND #msg = :msg"
 	// forgetCondition: still ours and in progress, or already gone (a retried call).
 	forgetCondition = "attribute_not_exists(#key) OR (#owner = :owner AND #state = :in_progress)"
 )
 
-// claimUpdate takes the key and counts the run it starts; a completed record that expired
-// counts none (Complete removes its count).
-const claimUpdate = "SET #state = :in_progress, #owner = :owner, #lease = :lease, #exp = :exp, #runs = if_not_exists(#runs, :zero) + :one REMOVE #done"
+// claimUpdate takes the key for a message and counts the run it starts; a completed record
+// that expired counts none (Complete removes its count). The relays of an earlier claim go.
+const claimUpdate = "SET #state = :in_progress, #owner = :owner, #msg = :msg, #lease = :lease, #exp = :exp, #runs = if_not_exists(#runs, :zero) + :one REMOVE #done, #receipt, #rat, #relays"
 
 // maxClaimTries bounds how often Claim writes again when the record it lost to was gone or
 // had lapsed by the time it was read.
 const maxClaimTries = 3
 
-// Claim takes key for owner (a string unique to this claim) until leaseUntil, unless a run
-// completed it or holds it with a lease that has not lapsed, and counts the run it starts.
+// Claim takes key for owner (a string unique to this claim), to run message messageID, until
+// leaseUntil, unless a run completed it or holds it with a lease that has not lapsed, and
+// counts the run it starts.
 // One conditional UpdateItem; when the condition fails, the record that failed it says why
 // (DynamoDB returns it; otherwise one strongly consistent GetItem reads it).
-func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (Claim, error) {
+func (s *Store) Claim(ctx context.Context, key, owner, messageID string, leaseUntil time.Time) (Claim, error) {
 	k := s.key(key)
 	for range maxClaimTries {
 		now := s.now()
@@ -146,11 +167,11 @@ func (s *Store) Claim(ctx context.Context, key, owner string, leaseUntil time.Ti
 			Key:                      map[string]types.AttributeValue{KeyAttribute: ddbattr.S(k)},
 			UpdateExpression:         aws.String(claimUpdate),
 			ConditionExpression:      aws.String(claimCondition),
-			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner", "#runs", "#done"),
+			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner", "#runs", "#done", "#msg", "#receipt", "#rat", "#relays"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":now_s": ddbattr.N(now.Unix()), ":now_ms": ddbattr.N(now.UnixMilli()), ":in_progress": ddbattr.S(stateInProgress),
 				":released": ddbattr.S(stateReleased), ":owner": ddbattr.S(owner), ":lease": millis(leaseUntil), ":exp": seconds(leaseUntil),
-				":zero": ddbattr.N(0), ":one": ddbattr.N(1),
+				":zero": ddbattr.N(0), ":one": ddbattr.N(1), ":msg": ddbattr.S(messageID),
 			},
 			ReturnValues:                        types.ReturnValueUpdatedNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -205,28 +226,42 @@ func standing(item map[string]types.AttributeValue, owner string, now time.Time)
 		case lease < now.UnixMilli():
 			return Claim{}, false
 		}
-		return Claim{Result: Held, Owner: holder, LeaseUntil: time.UnixMilli(lease)}, true
+		return Claim{Result: Held, Owner: holder, LeaseUntil: time.UnixMilli(lease), MessageID: ddbattr.String(item, attrMessage)}, true
 	}
 	return Claim{}, false
 }
 
-// Extend moves the lease of owner's claim of key to leaseUntil. ErrLost: the claim is no
-// longer owner's.
-func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
-	return s.update(ctx, "extend", key, "SET #lease = :lease, #exp = :exp", extendCondition,
+// Extend moves the lease of owner's claim of key to leaseUntil, and returns the claim's
+// newest relay. ErrLost: the claim is no longer owner's.
+func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) (Relayed, error) {
+	return s.updateRelayed(ctx, "extend", key, "SET #lease = :lease, #exp = :exp", extendCondition,
 		pick("#lease", "#exp", "#owner", "#state"), map[string]types.AttributeValue{
 			":lease": millis(leaseUntil), ":exp": seconds(leaseUntil), ":owner": ddbattr.S(owner), ":in_progress": ddbattr.S(stateInProgress),
 		})
 }
 
 // Complete marks owner's claim of key completed, remembered until expiresAt: later claims
-// of the key answer Completed until then, and a claim after that counts its runs from 1.
-// ErrLost: the claim is no longer owner's.
-func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
-	return s.update(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done REMOVE #runs", completeCondition,
+// of the key answer Completed until then, and a claim after that counts its runs from 1. It
+// returns the claim's newest relay, whose receipt deletes the message. ErrLost: the claim is
+// no longer owner's.
+func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt time.Time) (Relayed, error) {
+	return s.updateRelayed(ctx, "complete", key, "SET #state = :completed, #exp = :exp, #done = :done REMOVE #runs", completeCondition,
 		pick("#state", "#exp", "#done", "#owner", "#runs"), map[string]types.AttributeValue{
 			":completed": ddbattr.S(stateCompleted), ":exp": seconds(expiresAt), ":done": millis(s.now()), ":owner": ddbattr.S(owner),
 		})
+}
+
+// Relay hands a new delivery of message messageID, received at receivedAt with receipt, to
+// owner, whose claim of key runs that message: the owner takes the receipt at its next
+// extension. It returns the claim's relay count with this one. ErrLost: owner no longer holds
+// the key with a live lease, or runs another message of it; the delivery is not relayed.
+func (s *Store) Relay(ctx context.Context, key, owner, messageID, receipt string, receivedAt time.Time) (int, error) {
+	r, err := s.updateRelayed(ctx, "relay", key, "SET #receipt = :receipt, #rat = :rat ADD #relays :one", relayCondition,
+		pick("#owner", "#state", "#lease", "#msg", "#receipt", "#rat", "#relays"), map[string]types.AttributeValue{
+			":receipt": ddbattr.S(receipt), ":rat": millis(receivedAt), ":one": ddbattr.N(1), ":owner": ddbattr.S(owner),
+			":in_progress": ddbattr.S(stateInProgress), ":now_ms": ddbattr.N(s.now().UnixMilli()), ":msg": ddbattr.S(messageID),
+		})
+	return r.Count, err
 }
 
 // Release hands owner's claim of key back after a run that did not succeed: the record is
@@ -274,6 +309,29 @@ func (s *Store) update(ctx context.Context, op, key, expr, cond string, nm map[s
 		ExpressionAttributeValues: values,
 	})
 	return s.wrap(op, err)
+}
+
+// updateRelayed makes one conditional UpdateItem of key's record and returns the relay the
+// record holds after it.
+func (s *Store) updateRelayed(ctx context.Context, op, key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) (Relayed, error) {
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  nm,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Relayed{}, s.wrap(op, err)
+	}
+	count, _ := ddbattr.Int(out.Attributes, attrRelays)
+	if count == 0 {
+		return Relayed{}, nil
+	}
+	at, _ := ddbattr.Int(out.Attributes, attrReceivedAt)
+	return Relayed{Count: int(count), Receipt: ddbattr.String(out.Attributes, attrReceipt), ReceivedAt: time.UnixMilli(at)}, nil
 }
 
 // Check verifies the table: it exists and its key is KeyAttribute alone, a string. It also

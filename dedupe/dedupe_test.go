@@ -63,19 +63,20 @@ func TestClaimLifecycle(t *testing.T) {
 		err  error
 	}
 	claim := func(owner string) func() (Claim, error) {
-		return func() (Claim, error) { return s.Claim(ctx, "job-1", owner, lease()) }
+		return func() (Claim, error) { return s.Claim(ctx, "job-1", owner, "msg-1", lease()) }
 	}
 	just := func(err error) (Claim, error) { return Claim{}, err }
+	just2 := func(_ Relayed, err error) (Claim, error) { return Claim{}, err }
 	steps := []step{
 		{"a first claim takes the key: run 1", claim("a"), Claimed, 1, nil},
 		{"another run finds it held", claim("b"), Held, 0, nil},
 		{"the owner's retried claim succeeds, counting no run", claim("a"), Claimed, 1, nil},
-		{"the owner extends its lease", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "a", c.Now().Add(3*time.Minute))) }, Claimed, 0, nil},
+		{"the owner extends its lease", func() (Claim, error) { return just2(s.Extend(ctx, "job-1", "a", c.Now().Add(3*time.Minute))) }, Claimed, 0, nil},
 		{"two minutes on, the extended lease still holds", func() (Claim, error) { c.advance(2 * time.Minute); return claim("b")() }, Held, 0, nil},
-		{"another run cannot extend it", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
+		{"another run cannot extend it", func() (Claim, error) { return just2(s.Extend(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
 		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "b", true, kept())) }, Claimed, 0, ErrLost},
 		{"nor forget it", func() (Claim, error) { return just(s.Forget(ctx, "job-1", "b")) }, Claimed, 0, ErrLost},
-		{"nor complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
+		{"nor complete it", func() (Claim, error) { return just2(s.Complete(ctx, "job-1", "b", lease())) }, Claimed, 0, ErrLost},
 		{"the owner's run fails: released", func() (Claim, error) { return just(s.Release(ctx, "job-1", "a", true, kept())) }, Claimed, 0, nil},
 		{"releasing twice takes nothing back", func() (Claim, error) { return just(s.Release(ctx, "job-1", "a", false, kept())) }, Claimed, 0, ErrLost},
 		{"a released key is claimed at once: run 2", claim("b"), Claimed, 2, nil},
@@ -83,11 +84,11 @@ func TestClaimLifecycle(t *testing.T) {
 		{"the next claim is run 2 again", claim("c"), Claimed, 2, nil},
 		{"while c's lease holds, d waits", func() (Claim, error) { c.advance(59 * time.Second); return claim("d")() }, Held, 0, nil},
 		{"once it lapsed (c crashed), d claims it: c's run counted", func() (Claim, error) { c.advance(2 * time.Second); return claim("d")() }, Claimed, 3, nil},
-		{"c, back, cannot complete it", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "c", lease())) }, Claimed, 0, ErrLost},
-		{"d completes it for an hour", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
-		{"completing twice is completing once", func() (Claim, error) { return just(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
+		{"c, back, cannot complete it", func() (Claim, error) { return just2(s.Complete(ctx, "job-1", "c", lease())) }, Claimed, 0, ErrLost},
+		{"d completes it for an hour", func() (Claim, error) { return just2(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
+		{"completing twice is completing once", func() (Claim, error) { return just2(s.Complete(ctx, "job-1", "d", c.Now().Add(time.Hour))) }, Claimed, 0, nil},
 		{"a duplicate finds it completed", claim("e"), Completed, 0, nil},
-		{"the owner cannot extend a completed key", func() (Claim, error) { return just(s.Extend(ctx, "job-1", "d", lease())) }, Claimed, 0, ErrLost},
+		{"the owner cannot extend a completed key", func() (Claim, error) { return just2(s.Extend(ctx, "job-1", "d", lease())) }, Claimed, 0, ErrLost},
 		{"nor release it", func() (Claim, error) { return just(s.Release(ctx, "job-1", "d", true, kept())) }, Claimed, 0, ErrLost},
 		{"past its expiry, though not deleted, it is claimed again, from run 1", func() (Claim, error) { c.advance(time.Hour + time.Second); return claim("f")() }, Claimed, 1, nil},
 		{"f's message is dead-lettered: forgotten", func() (Claim, error) { return just(s.Forget(ctx, "job-1", "f")) }, Claimed, 0, nil},
@@ -106,7 +107,7 @@ func TestReleasedRunsOutliveTheLease(t *testing.T) {
 	s, c := emulatorStore(t, "jobs")
 	ctx := t.Context()
 	for run := 1; run <= 3; run++ {
-		got, err := s.Claim(ctx, "k", fmt.Sprint("run-", run), c.Now().Add(time.Minute))
+		got, err := s.Claim(ctx, "k", fmt.Sprint("run-", run), "msg-1", c.Now().Add(time.Minute))
 		if err != nil || got.Result != Claimed || got.Run != run {
 			t.Fatalf("claim %d = %+v, %v; want claimed, run %d", run, got, err, run)
 		}
@@ -130,15 +131,59 @@ func TestReleasedRunsOutliveTheLease(t *testing.T) {
 func TestClaimTellsWhoHoldsTheKeyAndUntilWhen(t *testing.T) {
 	s, c := emulatorStore(t, "jobs")
 	until := c.Now().Add(90 * time.Second).Truncate(time.Millisecond)
-	if _, err := s.Claim(t.Context(), "k", "task-1/msg-1/1", until); err != nil {
+	if _, err := s.Claim(t.Context(), "k", "task-1/msg-1/1", "msg-1", until); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(t.Context(), "k", "task-2/msg-2/1", c.Now().Add(time.Minute))
+	got, err := s.Claim(t.Context(), "k", "task-2/msg-2/1", "msg-1", c.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Result != Held || got.Owner != "task-1/msg-1/1" || !got.LeaseUntil.Equal(until) {
-		t.Errorf("claim = %+v, want held by task-1/msg-1/1 until %v", got, until)
+	if got.Result != Held || got.Owner != "task-1/msg-1/1" || !got.LeaseUntil.Equal(until) || got.MessageID != "msg-1" {
+		t.Errorf("claim = %+v, want held by task-1/msg-1/1 for msg-1 until %v", got, until)
+	}
+}
+
+// TestRelay: a new delivery of the message a live owner runs is relayed to it, and the
+// owner's extension and completion return the newest receipt; a relay of another message of
+// the key, to another owner, or past the owner's lease is refused; the next claim of the key
+// starts with no relay.
+func TestRelay(t *testing.T) {
+	s, c := emulatorStore(t, "jobs")
+	ctx := t.Context()
+	if _, err := s.Claim(ctx, "k", "a", "msg-1", c.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Extend(ctx, "k", "a", c.Now().Add(time.Minute)); err != nil || r != (Relayed{}) {
+		t.Fatalf("extend before any relay = %+v, %v; want no relay", r, err)
+	}
+	for _, refused := range []struct{ name, owner, msg string }{
+		{"another message of the key", "a", "msg-2"},
+		{"another owner", "b", "msg-1"},
+	} {
+		if _, err := s.Relay(ctx, "k", refused.owner, refused.msg, "receipt-x", c.Now()); !errors.Is(err, ErrLost) {
+			t.Errorf("relay to %s = %v, want ErrLost", refused.name, err)
+		}
+	}
+	if n, err := s.Relay(ctx, "k", "a", "msg-1", "receipt-2", c.Now()); err != nil || n != 1 {
+		t.Fatalf("relay = %d, %v; want the first", n, err)
+	}
+	c.advance(time.Second)
+	second := c.Now().Truncate(time.Millisecond)
+	if n, err := s.Relay(ctx, "k", "a", "msg-1", "receipt-3", second); err != nil || n != 2 {
+		t.Fatalf("relay = %d, %v; want the second", n, err)
+	}
+	if r, err := s.Extend(ctx, "k", "a", c.Now().Add(time.Minute)); err != nil || r.Count != 2 || r.Receipt != "receipt-3" || !r.ReceivedAt.Equal(second) {
+		t.Errorf("extend = %+v, %v; want the second relay, receipt-3 received at %v", r, err, second)
+	}
+	c.advance(2 * time.Minute)
+	if _, err := s.Relay(ctx, "k", "a", "msg-1", "receipt-4", c.Now()); !errors.Is(err, ErrLost) {
+		t.Errorf("relay past the owner's lease = %v, want ErrLost", err)
+	}
+	if _, err := s.Claim(ctx, "k", "b", "msg-1", c.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Complete(ctx, "k", "b", c.Now().Add(time.Hour)); err != nil || r != (Relayed{}) {
+		t.Errorf("complete of the next claim = %+v, %v; want no relay: the last claim's are gone", r, err)
 	}
 }
 
@@ -147,13 +192,13 @@ func TestScopesKeepQueuesApart(t *testing.T) {
 	other := NewStore(s.client, s.table, "invoices")
 	other.now = c.Now
 	ctx := t.Context()
-	if _, err := s.Claim(ctx, "order-7", "a", c.Now().Add(time.Minute)); err != nil {
+	if _, err := s.Claim(ctx, "order-7", "a", "msg-1", c.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "order-7", "a", c.Now().Add(time.Hour)); err != nil {
+	if _, err := s.Complete(ctx, "order-7", "a", c.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := other.Claim(ctx, "order-7", "b", c.Now().Add(time.Minute))
+	got, err := other.Claim(ctx, "order-7", "b", "msg-1", c.Now().Add(time.Minute))
 	if err != nil || got.Result != Claimed {
 		t.Errorf("the same key on another queue: %+v, %v; want claimed", got, err)
 	}
@@ -164,12 +209,12 @@ func TestLongKeysAreHashed(t *testing.T) {
 	ctx := t.Context()
 	long := strings.Repeat("x", 100_000)
 	for _, key := range []string{long, long + "y", "\xff not UTF-8"} {
-		got, err := s.Claim(ctx, key, "a", c.Now().Add(time.Minute))
+		got, err := s.Claim(ctx, key, "a", "msg-1", c.Now().Add(time.Minute))
 		if err != nil || got.Result != Claimed {
 			t.Fatalf("claim of a %d-byte key: %+v, %v", len(key), got, err)
 		}
 	}
-	if got, _ := s.Claim(ctx, long, "b", c.Now().Add(time.Minute)); got.Result != Held {
+	if got, _ := s.Claim(ctx, long, "b", "msg-1", c.Now().Add(time.Minute)); got.Result != Held {
 		t.Errorf("the long key claimed again: %v, want held", got.Result)
 	}
 	if k := recordKey("jobs", long); len(k) > maxPlainKey || !strings.HasPrefix(k, "jobs/sha256:") {
@@ -186,7 +231,7 @@ func TestConcurrentClaimsOneWins(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			got, err := s.Claim(t.Context(), "hot", fmt.Sprintf("run-%d", i), c.Now().Add(time.Minute))
+			got, err := s.Claim(t.Context(), "hot", fmt.Sprintf("run-%d", i), "msg-1", c.Now().Add(time.Minute))
 			switch {
 			case err != nil:
 				t.Errorf("claim: %v", err)
@@ -389,7 +434,7 @@ func TestFaults(t *testing.T) {
 			s, c := emulatorStore(t, "jobs")
 			f := &faulty{API: s.client, fail: tt.fail}
 			s.client = f
-			got, err := s.Claim(t.Context(), "k", "a", c.Now().Add(time.Minute))
+			got, err := s.Claim(t.Context(), "k", "a", "msg-1", c.Now().Add(time.Minute))
 			if (err != nil) != tt.wantErr || (err == nil && got.Result != tt.want) {
 				t.Fatalf("Claim = %+v, %v; want %v (error %v)", got, err, tt.want, tt.wantErr)
 			}
@@ -414,13 +459,15 @@ func throttlingOn(op, target string, err error) error {
 func TestWritesFailWithTheirErrors(t *testing.T) {
 	s, c := emulatorStore(t, "jobs")
 	ctx := t.Context()
-	if _, err := s.Claim(ctx, "k", "a", c.Now().Add(time.Minute)); err != nil {
+	if _, err := s.Claim(ctx, "k", "a", "msg-1", c.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	s.client = &faulty{API: s.client, fail: func(string, int) error { return serverError }}
+	errOf := func(_ any, err error) error { return err }
 	for name, err := range map[string]error{
-		"extend":   s.Extend(ctx, "k", "a", c.Now().Add(time.Minute)),
-		"complete": s.Complete(ctx, "k", "a", c.Now().Add(time.Hour)),
+		"extend":   errOf(s.Extend(ctx, "k", "a", c.Now().Add(time.Minute))),
+		"complete": errOf(s.Complete(ctx, "k", "a", c.Now().Add(time.Hour))),
+		"relay":    errOf(s.Relay(ctx, "k", "a", "msg-1", "receipt-2", c.Now())),
 		"release":  s.Release(ctx, "k", "a", true, c.Now().Add(time.Hour)),
 		"forget":   s.Forget(ctx, "k", "a"),
 	} {

@@ -27,6 +27,10 @@ const (
 	attrLease       = "lease_until"  // in_progress: when the owner's lease lapses, epoch milliseconds
 	attrCompletedAt = "completed_at" // completed: when, epoch milliseconds
 	attrRuns        = "runs"         // in_progress and released: the runs of the key counted so far
+	attrMessage     = "message"      // the id of the message the owner runs
+	attrReceipt     = "receipt"      // the receipt handle of the message's newest relay
+	attrReceivedAt  = "received_at"  // when the newest relay's receive was, epoch milliseconds
+	attrRelays      = "relays"       // how many relays the claim has had
 )
 
 // The states of a record.
