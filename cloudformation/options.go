@@ -15,6 +15,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // MetricsMode is how watchbot listen publishes its metrics (its --metrics flag).
@@ -338,7 +339,7 @@ func (o Options) validateListen() error {
 	for _, err := range []error{
 		listenspec.Concurrency(o.Concurrency),
 		listenspec.Lease(o.VisibilityTimeout, o.HeartbeatInterval),
-		listenspec.JobDuration(o.MaxJobDuration),
+		listenspec.JobDuration(o.MaxJobDuration, sqsspec.MaxInFlight, o.Dedupe),
 		listenspec.Batch(o.BatchSize, o.BatchWindow),
 		o.Backoff.Validate(),
 		listenspec.Volumes(volumes(o.Environment), o.Concurrency),

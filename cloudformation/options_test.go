@@ -58,6 +58,7 @@ func TestValidate(t *testing.T) {
 		{"batch window without batch size", func(o *Options) { o.BatchWindow = time.Second }, "BatchWindow (1s) needs BatchSize above 1"},
 		{"heartbeat not shorter than the lease", func(o *Options) { o.HeartbeatInterval = o.VisibilityTimeout }, "HeartbeatInterval (3m0s) must be shorter than VisibilityTimeout (3m0s)"},
 		{"max job duration over 12h", func(o *Options) { o.MaxJobDuration = 13 * time.Hour }, "MaxJobDuration (13h0m0s) must not exceed 12h"},
+		{"max job duration over 12h, relayed", func(o *Options) { o.MaxJobDuration, o.Dedupe = 13*time.Hour, true }, ""},
 		{"backoff max over 12h", func(o *Options) { o.Backoff.Max = 13 * time.Hour }, "Backoff.Max (13h0m0s) must be between 1s and 12h"},
 		{"backoff jitter", func(o *Options) { o.Backoff.Jitter = "lots" }, "Backoff.Jitter"},
 		{"relative volume", func(o *Options) { o.Environment = map[string]string{"Volumes": "work"} }, "Volumes (\"work\") must be an absolute directory path"},

@@ -55,7 +55,43 @@ func checkQueue(ctx context.Context, cfg Config, api sqsAPI, log *slog.Logger, d
 	if dedupe != nil {
 		warnReceiveBackstop(info, log)
 	}
+	if err := checkRelays(cfg, info, log); err != nil {
+		return queueInfo{}, err
+	}
 	return info, nil
+}
+
+// checkRelays checks a --max-job-duration past SQS's in-flight limit, which Validate allowed
+// with a dedupe table, against the queue: each relay of the job's message is a receive, and
+// the redrive policy moves the message to the dead-letter queue once its receives pass
+// maxReceiveCount. It says at start how long a job the queue allows, and refuses a
+// --max-job-duration that it cannot give.
+func checkRelays(cfg Config, info queueInfo, log *slog.Logger) error {
+	limit := cfg.inFlight()
+	if cfg.Dedupe.Table == "" || cfg.MaxJobDuration <= limit {
+		return nil
+	}
+	if info.maxReceiveCount == 0 {
+		log.Info("jobs may run past SQS's in-flight limit, their message relayed through the dedupe table; the queue has no redrive policy, so no receive count bounds them",
+			"max_job_duration", cfg.MaxJobDuration.String(), "in_flight_limit", limit.String())
+		return nil
+	}
+	longest := longestJob(info.maxReceiveCount, info.maxAttempts, limit)
+	if cfg.MaxJobDuration > longest {
+		return setting.Refuse(listenspec.SettingMaxJobDuration, cfg.MaxJobDuration, fmt.Sprintf(
+			"is longer than the queue allows a job: each %v of it costs a receive, and the queue's maxReceiveCount (%d) less %s (%d) leaves %d, so at most %v; raise the redrive policy's maxReceiveCount",
+			limit, info.maxReceiveCount, setting.Ref(listenspec.SettingMaxAttempts), info.maxAttempts, max(0, info.maxReceiveCount-info.maxAttempts), longest))
+	}
+	log.Info("jobs may run past SQS's in-flight limit, their message relayed through the dedupe table; the queue's redrive policy bounds them",
+		"max_job_duration", cfg.MaxJobDuration.String(), "longest_job", longest.String(), "max_receive_count", info.maxReceiveCount, "max_attempts", info.maxAttempts)
+	return nil
+}
+
+// longestJob is the longest job a queue allows when relays keep its message past SQS's
+// in-flight limit: every limit's worth of the job costs one receive, and the receives the
+// redrive policy leaves beyond the attempts are (maxReceiveCount − attempts).
+func longestJob(maxReceiveCount, attempts int, limit time.Duration) time.Duration {
+	return time.Duration(max(0, maxReceiveCount-attempts)) * limit
 }
 
 // checkRedrive checks the queue's redrive policy against --max-attempts and --allow-no-dlq,

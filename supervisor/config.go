@@ -116,6 +116,10 @@ type Config struct {
 	// Payload is how SQS Extended Client pointers are resolved (--payload-bucket,
 	// --keep-payloads), with Deps.S3.
 	Payload PayloadConfig
+	// InFlightLimit is SQS's longest time in flight after a receive, sqsspec.MaxInFlight (0
+	// means it too). Tests against a fake SQS that enforces a scaled-down limit set it
+	// (WATCHBOT_SQS_MAX_IN_FLIGHT): no SQS has another.
+	InFlightLimit time.Duration
 }
 
 // DefaultConfig returns listen's defaults, as docs/listen.md's flag table lists them.
@@ -140,7 +144,16 @@ func DefaultConfig() Config {
 		Dedupe:            DedupeConfig{Key: dedupe.MessageIDKey},
 		Limits:            DefaultLimits(),
 		Queues:            Queues{Policy: PolicyWeighted},
+		InFlightLimit:     sqsspec.MaxInFlight,
 	}
+}
+
+// inFlight returns SQS's in-flight limit: InFlightLimit, or sqsspec.MaxInFlight.
+func (c Config) inFlight() time.Duration {
+	if c.InFlightLimit > 0 {
+		return c.InFlightLimit
+	}
+	return sqsspec.MaxInFlight
 }
 
 // Validate checks the configuration without any I/O, cross-field rules included. Its errors
@@ -178,7 +191,7 @@ func (c Config) Validate() error {
 		listenspec.Attempts(c.MaxAttempts),
 		c.Backoff.Validate(),
 		listenspec.Lease(c.VisibilityTimeout, c.HeartbeatInterval),
-		listenspec.JobDuration(c.MaxJobDuration),
+		listenspec.JobDuration(c.MaxJobDuration, c.inFlight(), c.Dedupe.Table != ""),
 		listenspec.Batch(c.BatchSize, c.BatchWindow),
 		listenspec.Volumes(c.Volumes, c.Concurrency),
 		CheckBrake(c.Brake),

@@ -20,9 +20,10 @@ import (
 // DedupeAPI keeps the records of duplicate suppression: *dedupe.Store.
 type DedupeAPI interface {
 	Check(ctx context.Context) (dedupe.TTLStatus, error)
-	Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error)
-	Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error
-	Complete(ctx context.Context, key, owner string, expiresAt time.Time) error
+	Claim(ctx context.Context, key, owner, messageID string, leaseUntil time.Time) (dedupe.Claim, error)
+	Extend(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Relayed, error)
+	Complete(ctx context.Context, key, owner string, expiresAt time.Time) (dedupe.Relayed, error)
+	Relay(ctx context.Context, key, owner, messageID, receipt string, receivedAt time.Time) (int, error)
 	Release(ctx context.Context, key, owner string, counted bool, expiresAt time.Time) error
 	Forget(ctx context.Context, key, owner string) error
 }
@@ -69,6 +70,9 @@ type deduper struct {
 	// that fails with less than margin left stops the job, which is then gone in time.
 	lease, margin time.Duration
 	fifo          bool
+	// receiveLease is the lease a receive takes, which a relayed receipt is known to have
+	// before its owner renews it.
+	receiveLease time.Duration
 	// instance names this supervisor in every owner it writes; seq numbers its claims.
 	instance string
 	seq      atomic.Uint64
@@ -109,8 +113,8 @@ func newDeduper(cfg Config, api DedupeAPI, info queueInfo, metrics alarms.Record
 	source, _ := dedupe.ParseKeySource(cfg.Dedupe.Key) // checked by Validate
 	host, _ := os.Hostname()
 	return &deduper{api: api, source: source, fifo: info.fifo, ttl: info.dedupeTTL, retention: info.retention,
-		lease:    cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
-		margin:   cfg.heartbeat() + cfg.KillGrace + lapseMargin,
+		lease:  cfg.VisibilityTimeout + cfg.heartbeat() + cfg.KillGrace + lapseMargin,
+		margin: cfg.heartbeat() + cfg.KillGrace + lapseMargin, receiveLease: cfg.receiveVisibility(),
 		instance: host + ":" + strconv.Itoa(os.Getpid()) + ":" + rand.Text()[:8],
 		metrics:  metrics, log: log.With("component", "dedupe"), random: random, cut: cut, claims: map[*job]*keyClaim{}}
 }
@@ -175,9 +179,10 @@ func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
 	owner := d.instance + "/" + j.msg.ID + "/" + strconv.FormatUint(d.seq.Add(1), 10)
 	until := time.Now().Add(d.lease)
 	callCtx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
-	c, err := d.api.Claim(callCtx, key, owner, until)
+	c, err := d.api.Claim(callCtx, key, owner, j.msg.ID, until)
 	cancel()
 	now := time.Now()
+	relayed := err == nil && c.Result == dedupe.Held && c.MessageID == j.msg.ID && d.relay(ctx, j, key, c)
 	if err != nil {
 		d.keep(j, &keyClaim{key: key, owner: owner, until: until, unsure: true})
 		if ctx.Err() != nil {
@@ -185,8 +190,9 @@ func (d *deduper) check1(ctx context.Context, j *job, res *result) bool {
 			return false
 		}
 	}
-	claimed, o := claimDecision(claimFound{claim: c, err: err, tries: j.attempt + j.dedupeWaits, now: now}, d.source, d.random)
+	claimed, o := claimDecision(claimFound{claim: c, err: err, relayed: relayed, tries: j.attempt + j.dedupeWaits, now: now}, d.source, d.random)
 	switch {
+	case relayed:
 	case claimed:
 		j.dedupeWaits = 0
 		j.attempt, res.Attempt = c.Run, c.Run
@@ -207,6 +213,9 @@ type claimFound struct {
 	keyless bool         // the message lacks its key attribute
 	claim   dedupe.Claim // the claim's answer, when err is nil
 	err     error        // the claim failed
+	// relayed: the key is held by a live run of this very message, which the delivery was
+	// handed to (Relay).
+	relayed bool
 	// tries spaces the claims of a held key: the message's attempt, plus its waits in place
 	// on a FIFO queue.
 	tries int
@@ -222,6 +231,9 @@ type claimFound struct {
 //	found                       outcome                                 on a FIFO queue
 //	no key (attr:NAME missing)  dead-lettered without running           the same
 //	completed by a run          deleted without running (a Duplicate)   the same
+//	held by a run of the same   relayed: hidden for the most its        the same: the group stays
+//	message, handed the new     receive allows, unrun; the owner        held while it is hidden;
+//	receipt (relayed)           renews and deletes it; not an attempt   its later messages go back
 //	held by another run         retry: released, visible again after    waits in place, leased,
 //	                            dedupeWait(tries), at least 1 s, at     as long; not an attempt
 //	                            most until the holder's lease lapses
@@ -235,6 +247,8 @@ func claimDecision(f claimFound, source dedupe.KeySource, random func() float64)
 			Reason: fmt.Sprintf("no dedupe key: message attribute %s is missing (--dedupe-key %s)", source.Attribute, source)}
 	case f.err != nil:
 		return false, outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: " + f.err.Error()}
+	case f.relayed:
+		return false, outcome{Action: actRelay, Reason: "relayed to " + f.claim.Owner + ", which runs its job"}
 	case f.claim.Result == dedupe.Completed:
 		return false, outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by " + f.claim.Owner}
 	case f.claim.Result == dedupe.Held:
@@ -261,12 +275,13 @@ func (d *deduper) keep(j *job, c *keyClaim) {
 }
 
 // extend is the heartbeat's: it extends the claims of the messages whose leases it has just
-// renewed. It returns the jobs to stop, whose claim passed to another run or will lapse
-// before the next heartbeat could extend it. It takes no job's lock, which a renewal or a
-// settle may hold while it waits for SQS.
-func (d *deduper) extend(js []*job) (lost []*job) {
+// renewed, or that wait at SQS's in-flight limit for a relay. It returns the jobs to stop,
+// whose claim passed to another run or will lapse before the next heartbeat could extend it,
+// and the jobs that took a relay's receipt, to renew at once. It takes no job's lock, which
+// a renewal or a settle may hold while it waits for SQS.
+func (d *deduper) extend(js []*job) (lost, relayed []*job) {
 	if d == nil || len(js) == 0 {
-		return nil
+		return nil, nil
 	}
 	type ext struct {
 		j *job
@@ -281,12 +296,19 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 	}
 	d.mu.Unlock()
 	until := time.Now().Add(d.lease)
-	errs := make([]error, len(exts))
+	errs, took := make([]error, len(exts)), make([]bool, len(exts))
 	inParallel(len(exts), func(i int) {
 		ctx, cancel := d.cut.bound(context.Background(), dedupeCallTimeout)
 		defer cancel()
-		errs[i] = d.api.Extend(ctx, exts[i].c.key, exts[i].c.owner, until)
+		var r dedupe.Relayed
+		r, errs[i] = d.api.Extend(ctx, exts[i].c.key, exts[i].c.owner, until)
+		took[i] = errs[i] == nil && d.takeRelay(exts[i].j, r)
 	})
+	for i, e := range exts {
+		if took[i] {
+			relayed = append(relayed, e.j)
+		}
+	}
 	// Answers apply under the lock, to the claims still the runs'; failures are told after it.
 	type failure struct {
 		ext
@@ -324,7 +346,7 @@ func (d *deduper) extend(js []*job) (lost []*job) {
 				"dedupe_key", f.c.key, "claim_lapses_in", f.lapsesIn.Round(time.Second).String())
 		}
 	}
-	return lost
+	return lost, relayed
 }
 
 // dedupeParallel is how many calls to the table one run, or one heartbeat, makes at once.

@@ -217,7 +217,7 @@ func TestDedupeHeldKeyIsReleased(t *testing.T) {
 			} else {
 				// A run elsewhere claimed the key and died: its claim lapses in 4 s.
 				store := dedupe.NewStore(h.dyn.Client(), h.table, queueattr.NameFromURL(h.q.URL))
-				if _, err := store.Claim(t.Context(), "order-7", "crashed", time.Now().Add(4*time.Second)); err != nil {
+				if _, err := store.Claim(t.Context(), "order-7", "crashed", "another-message", time.Now().Add(4*time.Second)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -48,6 +48,8 @@ type fakeRecord struct {
 	lease, expires time.Time
 	extends        int
 	runs           int
+	message        string         // the message its owner runs
+	relayed        dedupe.Relayed // its newest relay
 }
 
 var _ DedupeAPI = (*fakeDedupe)(nil)
@@ -141,7 +143,7 @@ func (f *fakeDedupe) Check(context.Context) (dedupe.TTLStatus, error) {
 	return dedupe.TTLOn, f.checkErr
 }
 
-func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Claim, error) {
+func (f *fakeDedupe) Claim(ctx context.Context, key, owner, messageID string, leaseUntil time.Time) (dedupe.Claim, error) {
 	if f.hangs(ctx, "Claim") {
 		return dedupe.Claim{}, fmt.Errorf("dedupe claim: %w", context.Cause(ctx))
 	}
@@ -165,11 +167,11 @@ func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil ti
 	case r.state == "completed":
 		return dedupe.Claim{Result: dedupe.Completed, Owner: r.owner}, nil
 	case r.state == "in_progress" && !r.lease.Before(now):
-		return dedupe.Claim{Result: dedupe.Held, Owner: r.owner, LeaseUntil: r.lease}, nil
+		return dedupe.Claim{Result: dedupe.Held, Owner: r.owner, LeaseUntil: r.lease, MessageID: r.message}, nil
 	default:
 		runs = r.runs
 	}
-	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: leaseUntil, expires: leaseUntil, runs: runs + 1}
+	f.records[key] = &fakeRecord{state: "in_progress", owner: owner, lease: leaseUntil, expires: leaseUntil, runs: runs + 1, message: messageID}
 	if f.lostAnswers > 0 {
 		f.lostAnswers--
 		return dedupe.Claim{}, errors.New("dedupe claim: context deadline exceeded")
@@ -177,42 +179,59 @@ func (f *fakeDedupe) Claim(ctx context.Context, key, owner string, leaseUntil ti
 	return dedupe.Claim{Result: dedupe.Claimed, Run: runs + 1}, nil
 }
 
-func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
+func (f *fakeDedupe) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) (dedupe.Relayed, error) {
 	if f.hangs(ctx, "Extend") {
-		return ctx.Err()
+		return dedupe.Relayed{}, ctx.Err()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Extend"); err != nil {
-		return err
+		return dedupe.Relayed{}, err
 	}
 	if f.failExtend != nil {
-		return f.failExtend
+		return dedupe.Relayed{}, f.failExtend
 	}
 	r := f.records[key]
 	if r == nil || r.owner != owner || r.state != "in_progress" {
-		return dedupe.ErrLost
+		return dedupe.Relayed{}, dedupe.ErrLost
 	}
 	r.lease, r.expires = leaseUntil, leaseUntil
 	r.extends++
-	return nil
+	return r.relayed, nil
 }
 
-func (f *fakeDedupe) Complete(ctx context.Context, key, owner string, expiresAt time.Time) error {
+func (f *fakeDedupe) Complete(ctx context.Context, key, owner string, expiresAt time.Time) (dedupe.Relayed, error) {
 	if f.hangs(ctx, "Complete") {
-		return fmt.Errorf("dedupe complete: %w", ctx.Err())
+		return dedupe.Relayed{}, fmt.Errorf("dedupe complete: %w", ctx.Err())
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("Complete"); err != nil {
-		return err
+		return dedupe.Relayed{}, err
 	}
 	r := f.records[key]
 	if r == nil || r.owner != owner {
-		return dedupe.ErrLost
+		return dedupe.Relayed{}, dedupe.ErrLost
 	}
 	r.state, r.expires = "completed", expiresAt
-	return nil
+	return r.relayed, nil
+}
+
+func (f *fakeDedupe) Relay(ctx context.Context, key, owner, messageID, receipt string, receivedAt time.Time) (int, error) {
+	if f.hangs(ctx, "Relay") {
+		return 0, fmt.Errorf("dedupe relay: %w", ctx.Err())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Relay"); err != nil {
+		return 0, err
+	}
+	r := f.records[key]
+	if r == nil || r.owner != owner || r.state != "in_progress" || r.lease.Before(time.Now()) || r.message != messageID {
+		return 0, dedupe.ErrLost
+	}
+	r.relayed = dedupe.Relayed{Count: r.relayed.Count + 1, Receipt: receipt, ReceivedAt: receivedAt}
+	return r.relayed.Count, nil
 }
 
 func (f *fakeDedupe) Release(ctx context.Context, key, owner string, counted bool, expiresAt time.Time) error {

@@ -87,7 +87,9 @@ func (d *deduper) settle(ctx context.Context, j *job, c *keyClaim, how settlemen
 	var err error
 	switch how {
 	case settleComplete:
-		err = d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
+		var r dedupe.Relayed
+		r, err = d.api.Complete(ctx, c.key, c.owner, time.Now().Add(d.ttl))
+		d.takeRelay(j, r) // the message is deleted with the newest receipt
 		switch {
 		case errors.Is(err, dedupe.ErrLost):
 			j.log.Error("the worker succeeded, but its claim of the dedupe key had passed to another run (its lease lapsed): that run may do the work again",

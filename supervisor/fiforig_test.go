@@ -69,6 +69,8 @@ type rigOptions struct {
 	concurrency     int
 	batchSize       int
 	visibility      time.Duration
+	// inFlight scales SQS's 12 h in-flight limit down, in fakesqs and in the Config.
+	inFlight time.Duration
 }
 
 func newFIFORig(t *testing.T, o rigOptions) *fifoRig {
@@ -82,7 +84,11 @@ func newFIFORig(t *testing.T, o rigOptions) *fifoRig {
 	if o.visibility == 0 {
 		o.visibility = 30 * time.Second
 	}
-	srv := fakesqs.New()
+	var opts []fakesqs.Option
+	if o.inFlight > 0 {
+		opts = append(opts, fakesqs.InFlightLimit(o.inFlight))
+	}
+	srv := fakesqs.New(opts...)
 	ctx := context.Background()
 	dlq, err := srv.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs-dlq.fifo"),
 		Attributes: map[string]string{"FifoQueue": "true"}})
@@ -108,6 +114,9 @@ func newFIFORig(t *testing.T, o rigOptions) *fifoRig {
 	cfg.VisibilityTimeout = o.visibility
 	cfg.KillGrace = time.Second
 	cfg.TempDir = t.TempDir()
+	if o.inFlight > 0 {
+		cfg.InFlightLimit = o.inFlight
+	}
 	r.cfg = cfg
 	r.behave = func(workerCall) workerAct { return workerAct{Took: time.Second} }
 	return r

@@ -84,6 +84,9 @@ type job struct {
 	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
 	// receive, or after the last successful renewal.
 	leaseUntil time.Time
+	// atLimit: the delivery has reached SQS's in-flight limit, which no renewal passes; the
+	// job waits for a relay's receipt (relay.go).
+	atLimit bool
 	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: written by the
 	// heartbeat, and by the loop when a new delivery replaces the receipt (takeOver); atomic,
 	// so the heartbeat never waits for a settle to learn what is due.
@@ -258,13 +261,20 @@ func (j *job) takeOver(m message, receivedAt time.Time, lease, renew time.Durati
 		j.mu.Unlock()
 		return false
 	}
+	relay := j.atLimit
 	j.receipt = m.ReceiptHandle
 	j.receivedAt = receivedAt
 	j.leaseUntil = receivedAt.Add(lease)
+	j.atLimit = false
 	j.renewBy(receivedAt.Add(renew))
 	j.mu.Unlock()
-	j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
-		"receive_count", m.Attempt)
+	if relay {
+		j.log.Info("message relayed: delivered again to this watchbot, which holds its job past SQS's in-flight limit; the job continues under the new receipt",
+			"owner", "this watchbot", "receive_count", m.Attempt)
+	} else {
+		j.log.Warn("message delivered again while watchbot holds it (its lease had lapsed): the job continues under the new receipt",
+			"receive_count", m.Attempt)
+	}
 	// The message is watchbot's again: a lease taken for lost no longer stands, unless
 	// it stopped the job's worker already.
 	j.stopMu.Lock()

@@ -20,9 +20,11 @@ import (
 // once it has been held a third of that (most short jobs are over by then and cost no
 // renewal), then renews it every --heartbeat-interval. Renewals go out in batches: a
 // heartbeat renews every message due within half the first wait. The leaser stops a job whose
-// lease cannot be kept (SQS's 12 h in-flight ceiling is near, the lease is lost, or renewals
-// keep failing until the lease is about to lapse), and reports a held job in no run to
-// release, for the loop to hand it back.
+// lease cannot be kept (SQS's 12 h in-flight ceiling is near and there is no dedupe table to
+// relay the message, the lease is lost, or renewals keep failing until the lease is about to
+// lapse), and reports a held job in no run to release, for the loop to hand it back. With a
+// dedupe table, the last renewal takes the message to the ceiling and the job waits for a
+// relay's receipt (relay.go).
 //
 // The heartbeat never waits for SQS: renewals go out through the acknowledger, and their
 // answers come back through a mailbox; held jobs it stops go to the loop through another
@@ -30,8 +32,10 @@ import (
 // its stopMu are ever held at once.
 type leaser struct {
 	visibility, receiveLease, interval, killGrace time.Duration
-	acks                                          *acker
-	log                                           *slog.Logger
+	// inFlight is SQS's in-flight limit (Config.InFlightLimit).
+	inFlight time.Duration
+	acks     *acker
+	log      *slog.Logger
 	// heldStopped is called from the heartbeat (and the dedupe extensions) for a job that must
 	// stop but runs in no worker of its own; the loop hands it back if it is still held. It
 	// must not block.
@@ -58,7 +62,7 @@ type leaser struct {
 // extends the renewed messages' claims.
 func newLeaser(cfg Config, acks *acker, log *slog.Logger, heldStopped func(*job), health *Health, dedupe *deduper) *leaser {
 	return &leaser{visibility: cfg.VisibilityTimeout, receiveLease: cfg.receiveVisibility(), interval: cfg.heartbeat(),
-		killGrace: cfg.KillGrace, acks: acks, log: log, heldStopped: heldStopped, health: health, dedupe: dedupe,
+		killGrace: cfg.KillGrace, inFlight: cfg.inFlight(), acks: acks, log: log, heldStopped: heldStopped, health: health, dedupe: dedupe,
 		jobs: map[string]*job{}, added: make(chan struct{}, 1), answers: newMailbox[renewAnswer]()}
 }
 
@@ -276,11 +280,13 @@ func (l *leaser) stop(j *job, cause error) {
 }
 
 // renew sends renewals extending each job's visibility to the visibility timeout, or to what
-// is left before the 12 h limit, and records them in flight; it stops the jobs that are about
-// to reach that limit.
+// is left before SQS's in-flight limit, and records them in flight. Without a dedupe table it
+// stops the jobs that are about to reach that limit; with one, a job that holds its key's
+// claim (it runs) waits at the limit for a relay, its claim extended meanwhile.
 func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 	now := time.Now()
 	round := &renewRound{}
+	var waiting []*job
 	for _, j := range js {
 		d := j.delivery()
 		if d.settled {
@@ -288,12 +294,26 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 			continue
 		}
 		inFlight := now.Sub(d.receivedAt)
-		left := sqsspec.MaxInFlight - inFlight
-		if left <= l.ceilingMargin() {
+		left := l.inFlight - inFlight
+		vis, renewable := l.lastRenewal(left)
+		relayable := l.dedupe.holds(j)
+		switch {
+		case left <= l.ceilingMargin() && !relayable:
 			j.renewBy(now.Add(l.interval))
-			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive",
+			j.log.Warn("stopping job: SQS allows a message 12h in flight and this one is near the limit; it will be released for a new receive (--dedupe-table would relay it)",
 				"in_flight", inFlight.Round(time.Second).String())
 			l.stop(j, errCeiling)
+			continue
+		case !renewable && relayable:
+			if !d.leaseUntil.After(now) && !j.waitsRelay() {
+				j.log.Info("message at SQS's in-flight limit: visible again, the job goes on and takes the receipt of whoever receives it next",
+					"in_flight", inFlight.Round(time.Second).String())
+			}
+			if !d.leaseUntil.After(now) {
+				j.waitRelay()
+			}
+			j.renewBy(now.Add(min(l.interval, renewRetry)))
+			waiting = append(waiting, j)
 			continue
 		}
 		if now.After(d.leaseUntil) {
@@ -308,7 +328,7 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 			j.renewBy(now.Add(settlingRetry))
 			continue
 		}
-		r := &renewal{j: j, handle: d.receipt, done: done, asked: now, vis: min(l.visibility, left-time.Second),
+		r := &renewal{j: j, handle: d.receipt, done: done, asked: now, vis: vis,
 			stopBy: l.stopBy(d.leaseUntil), round: round}
 		if !r.stopBy.After(now) {
 			// A lease shorter than --kill-grace and the margin: no stop can come before it
@@ -322,6 +342,7 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 			l.answers.post(renewAnswer{r, err})
 		})
 	}
+	l.extendWaiting(waiting)
 }
 
 // stopOverdue stops the jobs whose renewal SQS has not answered by their stop deadline:
@@ -398,11 +419,7 @@ func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 		// The table's calls take up to their own timeout: in a goroutine of their own, so
 		// they hold up no renewal or stop deadline of the heartbeat's.
 		renewed := r.round.renewed
-		l.extending.Go(func() {
-			for _, lost := range l.dedupe.extend(renewed) {
-				l.stop(lost, errLeaseLost)
-			}
-		})
+		l.extending.Go(func() { l.extended(l.dedupe.extend(renewed)) })
 	}
 }
 

@@ -328,7 +328,11 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 		noteTrace(msg, s.log, s.metrics)
 		lease, renew := s.leaser.received()
 		if j := s.leaser.get(msg.ID); j != nil {
+			relay := j.waitsRelay()
 			if j.takeOver(msg, now, lease, renew) {
+				if relay {
+					s.metrics.Add(alarms.Relays, 1)
+				}
 				continue
 			}
 			j.log.Warn("message delivered again while its last delivery was settling (its lease had lapsed): the new delivery is a new attempt",

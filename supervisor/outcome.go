@@ -71,10 +71,11 @@ const (
 	actAbandon                    // the lease is lost: released if watchbot holds it still, else left alone
 	actRetryInPlace               // FIFO: keep it, leased, and run it again after Delay
 	actHold                       // FIFO: keep it behind a message of its group retried in place
+	actRelay                      // hidden for the most its receive allows, its receipt handed to the run that holds its job
 )
 
 func (a action) String() string {
-	return [...]string{"delete", "retry", "release", "dead-letter", "redrive", "abandon", "retry-in-place", "hold"}[a]
+	return [...]string{"delete", "retry", "release", "dead-letter", "redrive", "abandon", "retry-in-place", "hold", "relay"}[a]
 }
 
 // leavesGroup reports whether a message with this outcome leaves its FIFO group for good,

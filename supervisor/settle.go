@@ -140,6 +140,11 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 	case actRelease:
 		r.setVisibility(dl, log, 0, "message released", o.Reason)
 		return returned
+	case actRelay:
+		// Hidden as long as this receive allows: the run that holds the job renews it with
+		// the receipt, so its own renewals keep it from then on.
+		r.setVisibility(dl, log, r.cfg.inFlight(), "message hidden for the run that holds its job", o.Reason)
+		return returned
 	case actRedrive:
 		spanEvent(ctx, "dead-letter", semconv.MessagingMessageID(j.msg.ID), attrReason.String(o.Reason), attribute.String("watchbot.dead_letter.by", "redrive policy"))
 		r.setVisibility(dl, log, 0, "message left to the redrive policy: it moves to the dead-letter queue on its next receive", o.Reason)
@@ -223,10 +228,10 @@ func (r *runner) retryDelay(attempt int) time.Duration {
 	return r.cfg.Backoff.Delay(attempt, r.random)
 }
 
-// setVisibility makes the delivered message visible again after delay, never past the 12 h
-// limit.
+// setVisibility makes the delivered message visible again after delay, never past SQS's
+// in-flight limit.
 func (r *runner) setVisibility(dl delivery, log *slog.Logger, delay time.Duration, what, reason string) {
-	left := sqsspec.MaxInFlight - time.Since(dl.receivedAt) - time.Second
+	left := r.cfg.inFlight() - time.Since(dl.receivedAt) - relayMargin
 	delay = max(0, min(delay, left))
 	secs := sqsspec.Seconds(delay)
 	if err := r.acks.changeVisibility(dl.receipt, secs); err != nil {

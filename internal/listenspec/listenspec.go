@@ -73,13 +73,17 @@ func Lease(visibility, heartbeat time.Duration) error {
 	return nil
 }
 
-// JobDuration checks the longest a worker may run (0: no limit).
-func JobDuration(d time.Duration) error {
+// JobDuration checks the longest a worker may run (0: no limit) against SQS's in-flight
+// limit (sqsspec.MaxInFlight, scaled down in tests): a longer job keeps its message only
+// through relays, which need a dedupe table (relayed). How many relays the queue's redrive
+// policy allows is checked at start, against the queue.
+func JobDuration(d, inFlight time.Duration, relayed bool) error {
 	switch {
 	case d < 0:
 		return setting.Refuse(SettingMaxJobDuration, d, "must not be negative")
-	case d > sqsspec.MaxInFlight:
-		return setting.Refuse(SettingMaxJobDuration, d, "must not exceed 12h, SQS's longest time in flight")
+	case d > inFlight && !relayed:
+		return setting.Refuse(SettingMaxJobDuration, d, fmt.Sprintf("must not exceed %v, SQS's longest time in flight, without %s: a longer job keeps its message only when whoever receives it again relays it to the job through the dedupe table",
+			inFlight, setting.Ref(SettingDedupeTable)))
 	}
 	return nil
 }

@@ -1,0 +1,132 @@
+package supervisor
+
+// Relays: a job that runs past SQS's in-flight limit keeps its message with --dedupe-table.
+// SQS hides a received message for at most its in-flight limit (12 h) from that receive, so
+// the owner's last renewal takes the message to the limit, and the message then comes back.
+// Whoever receives it (the owner's own loop included) finds the key held by a live run of
+// the same message: it hides the message again for the most its receive allows and hands the
+// new receipt to the owner through the claim (dedupe.Store.Relay), running nothing. The
+// owner takes the newest receipt with its next extension of the claim, renews it, and
+// finally deletes the message, or hands it back at a drain, with it. When nobody receives the
+// message in time, the owner completes the key and a later receive deletes the message
+// unrun; when the owner dies, its claim lapses and the next receive runs the job again.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/dedupe"
+)
+
+// relay hands the delivery of j, whose key c says a live run of the same message holds, to
+// that run through the table, and reports whether it did. When it did not (the holder's
+// lease lapsed or its claim ended since the claim's read, or the table failed), the delivery
+// is decided as any message whose key is held.
+func (d *deduper) relay(ctx context.Context, j *job, key string, c dedupe.Claim) bool {
+	dl := j.delivery()
+	callCtx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
+	n, err := d.api.Relay(callCtx, key, c.Owner, j.msg.ID, dl.receipt, dl.receivedAt)
+	cancel()
+	switch {
+	case errors.Is(err, dedupe.ErrLost):
+		return false
+	case err != nil:
+		d.failed(j.log, "could not relay the message to the run that holds its job: it is retried as a held key's", err, "dedupe_key", key, "owner", c.Owner)
+		return false
+	}
+	d.metrics.Add(alarms.Relays, 1)
+	j.log.Info("message relayed: delivered again while another run holds its job past SQS's in-flight limit; hidden again and its receipt handed to that run, unrun",
+		"owner", c.Owner, "receive_count", j.msg.Attempt, "relays", n, "dedupe_key", key)
+	return true
+}
+
+// holds reports whether j holds its key's claim, which a relay needs; false when duplicate
+// suppression is off.
+func (d *deduper) holds(j *job) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.claims[j]
+	return c != nil && !c.unsure
+}
+
+// takeRelay gives j the receipt of the newest relay r, read from its claim, when it is newer
+// than the delivery j holds, and reports whether it did.
+func (d *deduper) takeRelay(j *job, r dedupe.Relayed) bool {
+	if r.Count == 0 || !j.relayed(r.Receipt, r.ReceivedAt, d.receiveLease) {
+		return false
+	}
+	j.log.Info("took a relayed receipt: the message was delivered again and hidden by another run, and this job renews and settles it with the new receipt",
+		"relays", r.Count, "relay_received_at", r.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	return true
+}
+
+// relayed gives the job the receipt of a relay received at receivedAt, leased at least for
+// lease from then, when that receive is newer than the delivery the job holds and the job has
+// not begun to settle; its lease is renewed at once. It reports whether it did.
+func (j *job) relayed(receipt string, receivedAt time.Time, lease time.Duration) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.settled || receipt == "" || receipt == j.receipt || !receivedAt.After(j.receivedAt) {
+		return false
+	}
+	j.receipt, j.receivedAt, j.leaseUntil, j.atLimit = receipt, receivedAt, receivedAt.Add(lease), false
+	j.renewBy(time.Now())
+	return true
+}
+
+// waitRelay marks the job's delivery at SQS's in-flight limit: no renewal can extend it, and
+// the job goes on until a relay (or a new delivery to this loop) gives it a new receipt.
+func (j *job) waitRelay() {
+	j.mu.Lock()
+	j.atLimit = true
+	j.mu.Unlock()
+}
+
+// waitsRelay reports whether the job's delivery is at SQS's in-flight limit.
+func (j *job) waitsRelay() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.atLimit
+}
+
+// relayMargin is how far short of SQS's in-flight limit the last renewal stops: SQS counts
+// from its receive, a little before watchbot's clock does.
+const relayMargin = time.Second
+
+// lastRenewal returns the visibility of a renewal of a delivery with left before the in-flight
+// limit, and false when the delivery is at the limit for a job that a relay can keep: a
+// renewal would give less than the stop margin (--kill-grace and lapseMargin) and a retry's
+// window, so its own stop deadline would stop the job. The job then waits for a relay instead.
+// Without a dedupe table the leaser stops the job before it gets there.
+func (l *leaser) lastRenewal(left time.Duration) (time.Duration, bool) {
+	vis := min(l.visibility, left-relayMargin)
+	return vis, vis >= l.killGrace+lapseMargin+minRenewWindow
+}
+
+// extendWaiting extends the claims of jobs waiting at the in-flight limit for a relay, which no
+// renewal round does, in a goroutine the heartbeat waits for at its end.
+func (l *leaser) extendWaiting(waiting []*job) {
+	if len(waiting) == 0 {
+		return
+	}
+	l.extending.Go(func() { l.extended(l.dedupe.extend(waiting)) })
+}
+
+// extended applies what an extension of claims found: the jobs whose claim is lost stop, and
+// those that took a relay's receipt are renewed at once.
+func (l *leaser) extended(lost, relayed []*job) {
+	for _, j := range lost {
+		l.stop(j, errLeaseLost)
+	}
+	if len(relayed) > 0 {
+		select {
+		case l.added <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/listenspec"
+	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+)
+
+// relayLimit is the in-flight limit of the relay tests, SQS's 12 h scaled down: the bubble's
+// clock is free, but a receive lease (20 s) and a visibility timeout (30 s) must fit in it.
+const relayLimit = time.Minute
+
+// startAnother runs a second supervisor of the rig's queue, table and stand-in worker: another
+// task of the fleet, with metrics of its own.
+func (r *dedupeRig) startAnother(metrics *countingRecorder) {
+	r.t.Helper()
+	testenv.Run(r.t, "another supervisor", 10*time.Minute, func(ctx context.Context) error {
+		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Metrics: metrics, spawn: r.spawn, Dedupe: r.db})
+	}, r.trail)
+}
+
+// TestRelayKeepsALongJob: with a dedupe table, a job five times SQS's in-flight limit runs
+// once on a fleet of two; each time its message comes back at the limit, whichever task
+// receives it relays it to the owner, which deletes it with the newest receipt at the end.
+// Nothing is dead-lettered, and the relays are counted. On a FIFO queue the message behind it
+// in its group waits until it is done.
+func TestRelayKeepsALongJob(t *testing.T) {
+	t.Parallel()
+	for _, fifo := range []bool{false, true} {
+		name := "standard"
+		if fifo {
+			name = "FIFO"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, fifo, rigOptions{concurrency: 1, maxReceiveCount: 10, inFlight: relayLimit})
+				r.behave = func(c workerCall) workerAct {
+					if c.Body == "a1" {
+						return workerAct{Took: 5 * relayLimit}
+					}
+					return workerAct{Took: time.Second}
+				}
+				r.start()
+				other := &countingRecorder{}
+				r.startAnother(other)
+				r.sendKeyed("a1=k1")
+				if fifo {
+					time.Sleep(time.Second)
+					r.sendKeyed("a2=k2")
+				}
+				r.waitFor("an empty queue", 10*relayLimit, r.empty)
+				if calls := r.callsOf("a1"); len(calls) != 1 {
+					t.Fatalf("a1 ran %d times, want once%s", len(calls), r.trail())
+				}
+				if fifo {
+					a1, a2 := r.callsOf("a1"), r.callsOf("a2")
+					if len(a2) != 1 || a2[0].At.Before(a1[0].At.Add(5*relayLimit)) {
+						t.Errorf("a2 ran %v, want once, after a1 ended: its group is held while a1 relays", a2)
+					}
+				}
+				if dlq := r.sqs.Messages(r.dlq); len(dlq) != 0 {
+					t.Errorf("dead-letter queue holds %d messages, want none", len(dlq))
+				}
+				if relays := r.metrics.get(alarms.Relays) + other.get(alarms.Relays); relays < 3 {
+					t.Errorf("Relays = %v, want one for each limit the job passed (about 4)", relays)
+				}
+				if rec := r.db.record("k1"); rec == nil || rec.state != "completed" {
+					t.Errorf("k1's record %+v, want completed", rec)
+				}
+				wantCounts(t, map[alarms.Metric]float64{alarms.WorkerErrors: 0, alarms.DeadLetter: 0, alarms.MessagesProcessed: float64(len(r.bodies()))}, r.metrics, other)
+			})
+		})
+	}
+}
+
+// TestRelayWhenNobodyReceives: one task, its one slot busy with a job that passes the
+// in-flight limit. Whether its own loop receives the message again (it relays it to itself)
+// or not (the owner completes the key, and a later receive deletes the message unrun), the
+// job runs once and the message ends deleted.
+func TestRelayWhenNobodyReceives(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 10, inFlight: relayLimit})
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * relayLimit} }
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("an empty queue", 10*relayLimit, r.empty)
+		if calls := r.callsOf("a1"); len(calls) != 1 {
+			t.Fatalf("a1 ran %d times, want once", len(calls))
+		}
+		if dlq := r.sqs.Messages(r.dlq); len(dlq) != 0 {
+			t.Errorf("dead-letter queue holds %d messages, want none", len(dlq))
+		}
+	})
+}
+
+// TestCeilingWithoutDedupe: without a dedupe table nothing is relayed: the job is stopped
+// before the in-flight limit and its message released for a new receive.
+func TestCeilingWithoutDedupe(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 10, inFlight: 2 * relayLimit})
+		r.cfg.Dedupe = DedupeConfig{Key: "message-id"}
+		r.cfg.VisibilityTimeout, r.cfg.HeartbeatInterval = 20*time.Second, 5*time.Second
+		r.db = nil
+		r.behave = func(c workerCall) workerAct {
+			if c.Run == 1 {
+				return workerAct{Took: 5 * relayLimit}
+			}
+			return workerAct{Took: time.Second}
+		}
+		r.fifoRig.start()
+		r.sendKeyed("a1=")
+		r.waitFor("an empty queue", 10*relayLimit, r.empty)
+		calls := r.callsOf("a1")
+		if len(calls) != 2 || calls[1].At.Sub(calls[0].At) > 2*relayLimit {
+			t.Fatalf("a1 ran %v, want twice: stopped before the limit, then run again", calls)
+		}
+		if got := r.metrics.get(alarms.Relays); got != 0 {
+			t.Errorf("Relays = %v without a dedupe table", got)
+		}
+	})
+}
+
+// TestCheckRelays: a --max-job-duration past the in-flight limit is refused at start when the
+// queue's maxReceiveCount, less the attempts, leaves too few receives to relay it.
+func TestCheckRelays(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                   string
+		table                  string
+		job                    time.Duration
+		maxReceive, maxAttempt int
+		refused                bool
+	}{
+		{"within the limit", "jobs", 12 * time.Hour, 3, 3, false},
+		{"no dedupe table: Validate refused it already", "", 48 * time.Hour, 3, 3, false},
+		{"the receives it needs", "jobs", 48 * time.Hour, 7, 3, false},
+		{"one receive short", "jobs", 48*time.Hour + time.Second, 7, 3, true},
+		{"attempts take every receive", "jobs", 13 * time.Hour, 3, 3, true},
+		{"no redrive policy", "jobs", 1000 * time.Hour, 0, 10, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Dedupe.Table, cfg.MaxJobDuration = tt.table, tt.job
+			err := checkRelays(cfg, queueInfo{maxReceiveCount: tt.maxReceive, maxAttempts: tt.maxAttempt}, slog.New(slog.DiscardHandler))
+			var refusal setting.Error
+			if got := errors.As(err, &refusal) && refusal.Setting == listenspec.SettingMaxJobDuration; got != tt.refused || !tt.refused && err != nil {
+				t.Errorf("checkRelays = %v, want refused %v", err, tt.refused)
+			}
+		})
+	}
+}
