@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // QueueSpec is one work queue of a stack that serves several (--queue NAME[:WEIGHT]).
@@ -252,7 +253,17 @@ func (g *generator) queue(q workQueue) {
 		SqsManagedSseEnabled:          true,
 		RedrivePolicy: &RedrivePolicy{
 			DeadLetterTargetArn: GetAtt(q.dlqID, "Arn"),
-			MaxReceiveCount:     g.o.MaxAttempts,
+			MaxReceiveCount:     g.o.maxReceiveCount(),
 		},
 	}})
+}
+
+// maxReceiveCount is the redrive policy's: --max-attempts, or with --dedupe twice that (at
+// most SQS's 1000), since listen then counts attempts in runs and the receives that run
+// nothing (a held key, a stop) need room above them before the redrive policy moves a message.
+func (o Options) maxReceiveCount() int {
+	if o.Dedupe {
+		return min(2*o.MaxAttempts, sqsspec.MaxReceiveCount)
+	}
+	return o.MaxAttempts
 }

@@ -144,3 +144,23 @@ func TestOneQueueFlagIsASingleQueueStack(t *testing.T) {
 		t.Errorf("one --queue differs from --queue-name (-want +got):\n%s", diff)
 	}
 }
+
+// TestDedupeDoublesMaxReceiveCount: with --dedupe, listen counts attempts in runs, and the
+// redrive policy is the backstop for receives that run nothing: twice --max-attempts, at
+// most SQS's 1000.
+func TestDedupeDoublesMaxReceiveCount(t *testing.T) {
+	for _, tt := range []struct {
+		maxAttempts int
+		dedupe      bool
+		want        int
+	}{
+		{5, false, 5},
+		{5, true, 10},
+		{1000, false, 1000},
+		{700, true, 1000},
+	} {
+		if got := (Options{MaxAttempts: tt.maxAttempts, Dedupe: tt.dedupe}).maxReceiveCount(); got != tt.want {
+			t.Errorf("--max-attempts %d, dedupe %v: maxReceiveCount %d, want %d", tt.maxAttempts, tt.dedupe, got, tt.want)
+		}
+	}
+}

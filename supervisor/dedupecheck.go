@@ -11,6 +11,7 @@ import (
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
 // Duplicate suppression's settings, and the start-up check of its table against the queue.
@@ -88,11 +89,8 @@ func warnReceiveBackstop(info queueInfo, log *slog.Logger) {
 		return
 	}
 	log.Warn("with --dedupe-table an attempt is a run, but SQS counts every receive: the queue's maxReceiveCount is below twice --max-attempts, so receives that run nothing (a held key, a stop, a crash) may send a message to the dead-letter queue before its last attempt; raise maxReceiveCount",
-		"component", "dedupe", "max_receive_count", info.maxReceiveCount, "max_attempts", info.maxAttempts, "suggested_max_receive_count", min(2*info.maxAttempts, maxReceiveCountLimit))
+		"component", "dedupe", "max_receive_count", info.maxReceiveCount, "max_attempts", info.maxAttempts, "suggested_max_receive_count", min(2*info.maxAttempts, sqsspec.MaxReceiveCount))
 }
-
-// maxReceiveCountLimit is the largest maxReceiveCount SQS accepts in a redrive policy.
-const maxReceiveCountLimit = 1000
 
 // cmpOr returns d, or def when d is zero.
 func cmpOr(d, def time.Duration) time.Duration {

@@ -132,6 +132,34 @@ func TestDedupeTTL(t *testing.T) {
 	}
 }
 
+// TestReceiveBackstop: with a dedupe table, listen warns when the queue's maxReceiveCount
+// leaves less than --max-attempts of receives that run nothing, and suggests twice it.
+func TestReceiveBackstop(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                         string
+		maxAttempts, maxReceiveCount int
+		suggests                     int // 0: no warning
+	}{
+		{"twice the attempts", 5, 10, 0},
+		{"more", 3, 10, 0},
+		{"the attempts alone (listen's default)", 10, 10, 20},
+		{"just below twice", 5, 9, 10},
+		{"no redrive policy (--allow-no-dlq)", 10, 0, 0},
+		{"at most SQS's limit", 600, 1000, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &testenv.Buffer{}
+			warnReceiveBackstop(queueInfo{maxAttempts: tt.maxAttempts, maxReceiveCount: tt.maxReceiveCount}, slog.New(slog.NewJSONHandler(logs, nil)))
+			warned := testenv.Logged(logs.String(), "level", "WARN", "suggested_max_receive_count", fmt.Sprint(tt.suggests))
+			if warned != (tt.suggests != 0) || tt.suggests == 0 && logs.String() != "" {
+				t.Errorf("warned %v, want a suggestion of %d:\n%s", warned, tt.suggests, logs)
+			}
+		})
+	}
+}
+
 // TestDedupeWaitDelays is dedupeWait's table, and the bound a holder's lease puts on it.
 func TestDedupeWaitDelays(t *testing.T) {
 	t.Parallel()

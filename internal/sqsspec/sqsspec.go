@@ -3,7 +3,7 @@
 // talks to SQS reads them here, so a limit is written once.
 //
 // The figures are those of the SQS Developer Guide ("Amazon SQS message quotas", "Amazon SQS
-// visibility timeout") and the SQS API Reference (ReceiveMessage, SendMessageBatch,
+// visibility timeout", "Using dead-letter queues") and the SQS API Reference (ReceiveMessage, SendMessageBatch,
 // DeleteMessageBatch, ChangeMessageVisibilityBatch, CreateQueue).
 package sqsspec
 
@@ -38,6 +38,8 @@ const (
 	MaxMessageAttributes = 10
 	// MaxDelay is the longest DelaySeconds of a message or a queue.
 	MaxDelay = 15 * time.Minute
+	// MaxReceiveCount is the largest maxReceiveCount of a redrive policy (1 to 1,000).
+	MaxReceiveCount = 1000
 )
 
 // Seconds converts d to SQS's whole seconds, rounding up, so a delay, a lease or a retention
