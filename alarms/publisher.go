@@ -261,12 +261,10 @@ type Publisher struct {
 
 var _ Recorder = (*Publisher)(nil)
 
-// NewPublisher checks cfg, and that its mode has what it writes to, and returns a Publisher.
-// It does no I/O.
+// NewPublisher returns a Publisher of cfg, which its caller has validated (Validate, run when
+// the settings are read), once it has checked that cfg's mode has what it writes to. It does
+// no I/O.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if cfg.Mode == ModeEMF && cfg.Stdout == nil {
 		return nil, errors.New("emf metrics need an output for their lines")
 	}
