@@ -43,6 +43,12 @@ type StateTable struct {
 	// Reserved are the environment variables through which the code finds the table, which
 	// --env must not set along with Flag (the template's table would win, or be ignored).
 	Reserved []string
+	// OperatorPolicy, when set, is the logical id of a managed policy granting
+	// OperatorActions on the table, for operators' roles to attach; its ARN is the output
+	// OperatorPolicy+"Arn". OperatorUse says what it is for.
+	OperatorPolicy  string
+	OperatorActions []string
+	OperatorUse     string
 }
 
 // ProgressTable is the table of reduce mode (--reduce): `watchbot progress` (package
@@ -92,6 +98,9 @@ var LimitsTable = StateTable{
 	Policy:               "watchbot-limits",
 	ListenFlag:           "--limits-table",
 	Reserved:             []string{"WATCHBOT_LIMITS_TABLE"},
+	OperatorPolicy:       "FleetOperatorPolicy",
+	OperatorActions:      dynamoDBActions(reflect.TypeFor[limits.OperatorAPI]()),
+	OperatorUse:          "steer the fleet through the limits table (watchbot fleet pause, resume, set and status; watchbot status --limits-table)",
 }
 
 // Tables returns the state tables o adds to the stack.
@@ -157,6 +166,14 @@ func (g *generator) tables() {
 			p.TimeToLiveSpecification = &TimeToLiveSpecification{AttributeName: t.TTLAttribute, Enabled: true}
 		}
 		g.add(t.LogicalID, Resource{Type: "AWS::DynamoDB::Table", DeletionPolicy: "Delete", UpdateReplacePolicy: "Delete", Properties: p})
+		if t.OperatorPolicy != "" {
+			g.add(t.OperatorPolicy, Resource{Type: "AWS::IAM::ManagedPolicy", Properties: &ManagedPolicy{
+				Description: "Lets an operator " + t.OperatorUse + ". Attach it to the operator's role or user.",
+				PolicyDocument: PolicyDocument{Version: policyVersion, Statement: []Statement{
+					{Sid: "Steer" + t.LogicalID, Effect: "Allow", Action: t.OperatorActions, Resource: []any{GetAtt(t.LogicalID, "Arn")}},
+				}},
+			}})
+		}
 	}
 }
 
@@ -176,5 +193,8 @@ func (g *generator) tableOutputs(outputs map[string]Output) {
 	for _, t := range Tables(g.o) {
 		outputs[t.LogicalID+"Name"] = Output{Description: "Name of the DynamoDB table of " + t.Holds, Value: Ref(t.LogicalID)}
 		outputs[t.LogicalID+"Arn"] = Output{Description: "ARN of the DynamoDB table of " + t.Holds, Value: GetAtt(t.LogicalID, "Arn")}
+		if t.OperatorPolicy != "" {
+			outputs[t.OperatorPolicy+"Arn"] = Output{Description: "ARN of the managed policy that lets an operator " + t.OperatorUse, Value: Ref(t.OperatorPolicy)}
+		}
 	}
 }

@@ -103,3 +103,27 @@ func removeGone(gone []string, names map[string]string) []string {
 	}
 	return out
 }
+
+// OperatorAPI is the part of the DynamoDB client that an operator's commands call on the
+// table (`watchbot fleet`, `watchbot status --limits-table`): reads of the fleet item, the
+// task records and the ledgers, and the update that writes the control. The template's
+// fleet operator policy grants these actions and no other.
+type OperatorAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var _ OperatorAPI = (*dynamodb.Client)(nil)
+
+// NewOperatorStore returns the Store of table for an operator's commands, reached through
+// api: Steer, ReadTasks, Await and ReadUse need no more than OperatorAPI.
+func NewOperatorStore(api OperatorAPI, table string) Store {
+	return NewDynamoStore(operatorOnly{api}, table)
+}
+
+// operatorOnly is an OperatorAPI as a DynamoAPI: no operator's call writes a whole item.
+type operatorOnly struct{ OperatorAPI }
+
+func (operatorOnly) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, errors.New("an operator's command writes no whole item (limits.OperatorAPI)")
+}
