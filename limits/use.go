@@ -11,8 +11,11 @@ import (
 type Use struct {
 	// LiveTasks are the tasks whose last beat still counts, sorted.
 	LiveTasks []string `json:"liveTasks"`
-	// PausedUntil is when the fleet's pause ends; nil when none is in force.
+	// PausedUntil is when the pause a worker asked for ends; nil when none is in force.
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
+	// Control is the operator's control of the fleet (`watchbot fleet`); nil when none was
+	// ever set.
+	Control *Control `json:"control,omitempty"`
 	// Slots are the --fleet-concurrency slots leased now, by task (running, or idle before
 	// they go back); SlotsHeld is their sum.
 	Slots     map[string]int `json:"slots"`
@@ -36,6 +39,9 @@ func ReadUse(ctx context.Context, store Store, now time.Time) (Use, error) {
 		}
 	}
 	slices.Sort(u.LiveTasks)
+	if f.Control.Version > 0 {
+		u.Control = &f.Control
+	}
 	if f.PauseUntil.After(now) {
 		at := f.PauseUntil
 		u.PausedUntil = &at

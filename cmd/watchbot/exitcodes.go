@@ -20,6 +20,10 @@ var exitCodes = []struct {
 	{11, "for try: listen would retry the message", isDecided(11)},
 	{12, "for try: listen would leave the message to the redrive policy", isDecided(12)},
 	{13, "for try: listen would dead-letter the message", isDecided(13)},
+	{3, "for fleet: the change was made, but a live task did not acknowledge it within --wait-timeout (they are named)", func(err error) bool {
+		var n notAcknowledged
+		return errors.As(err, &n)
+	}},
 	{130, "for listen: stopped at once by a second SIGINT/SIGTERM, running jobs killed and their messages released; for the other commands: stopped by SIGINT/SIGTERM, after giving back what they held", func(err error) bool {
 		var i interrupted
 		return errors.Is(err, supervisor.ErrAborted) || errors.As(err, &i)

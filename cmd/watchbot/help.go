@@ -36,7 +36,15 @@ var examples = map[string][]string{
 	"dead-letter/export": {"watchbot dead-letter --queue-url \"$QUEUE_URL\" export --delete dlq.jsonl"},
 	"dead-letter/import": {"watchbot dead-letter --queue-url \"$QUEUE_URL\" import dlq.jsonl"},
 	"dead-letter/triage": {"watchbot dead-letter --queue-url \"$QUEUE_URL\" triage"},
-	"health":             {"watchbot health --http-addr 127.0.0.1:9090"},
+	"fleet": {
+		"watchbot fleet pause --limits-table watchbot-limits --reason 'payments API down'",
+		"watchbot fleet status --limits-table watchbot-limits",
+	},
+	"fleet/pause":  {"watchbot fleet pause --limits-table watchbot-limits --queue jobs --for 10m --reason 'payments API down'"},
+	"fleet/resume": {"watchbot fleet resume --limits-table watchbot-limits"},
+	"fleet/set":    {"watchbot fleet set --limits-table watchbot-limits --concurrency 2 --rate-limit 20/s --reason 'shed load'"},
+	"fleet/status": {"watchbot fleet status --limits-table watchbot-limits --json"},
+	"health":       {"watchbot health --http-addr 127.0.0.1:9090"},
 	"progress": {
 		"watchbot progress set-total \"$JOB\" --total 200",
 		"watchbot progress complete-part \"$JOB\" --part 7",

@@ -108,7 +108,7 @@ func readLimitsUse(c *cli.Context, queueURL string) (*limitsStatus, error) {
 		return nil, err
 	}
 	api := awsenv.DynamoDB(cfg, opts)
-	use, err := limits.ReadUse(c.Context, limits.NewDynamoStore(api, table.Name), time.Now())
+	use, err := limits.ReadUse(c.Context, limits.NewOperatorStore(api, table.Name), time.Now())
 	if err != nil {
 		return nil, setting.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
 	}
@@ -134,6 +134,9 @@ func writeLimitsUse(w io.Writer, table string, l limitsStatus, now time.Time) er
 		fmt.Fprintf(&b, "paused:       until %s (%s more)\n", u.PausedUntil.UTC().Format(time.RFC3339), u.PausedUntil.Sub(now).Round(time.Second))
 	} else {
 		b.WriteString("paused:       no\n")
+	}
+	if c := u.Control; c != nil {
+		fmt.Fprintf(&b, "fleet paused: %s (watchbot fleet, version %d)\n", pausesLine(*c, now), c.Version)
 	}
 	fmt.Fprintf(&b, "slots held:   %d (--fleet-concurrency, running or about to go back)\n", u.SlotsHeld)
 	tasks := slices.Sorted(maps.Keys(u.Slots))

@@ -101,6 +101,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, abort <-chan struct{}) *c
 			listenCommand(abort),
 			alarmsCommand(),
 			deadLetterCommand(),
+			fleetCommand(),
 			healthCommand(),
 			progressCommand(),
 			sendCommand(),

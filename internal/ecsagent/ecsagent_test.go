@@ -3,6 +3,8 @@ package ecsagent_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -84,4 +86,34 @@ func TestSetProtectionFailures(t *testing.T) {
 			t.Fatal("no error from a closed agent")
 		}
 	})
+}
+
+func TestTaskID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       string
+		fails      bool
+	}{
+		{"a task ARN", `{"Cluster":"c","TaskARN":"arn:aws:ecs:us-east-1:123456789012:task/c/5e1f8ab0c2d94e7b"}`, 200, "5e1f8ab0c2d94e7b", false},
+		{"no ARN", `{}`, 200, "", true},
+		{"an error", `oops`, 500, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v4/abc/task" {
+					http.NotFound(w, r)
+					return
+				}
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			id, err := ecsagent.TaskID(t.Context(), srv.URL+"/v4/abc", time.Second)
+			if id != tc.want || (err != nil) != tc.fails {
+				t.Errorf("TaskID = %q, %v; want %q (fails: %v)", id, err, tc.want, tc.fails)
+			}
+		})
+	}
 }

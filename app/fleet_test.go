@@ -1,0 +1,109 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/limits"
+)
+
+// fakeSTS answers GetCallerIdentity with arn, or with err.
+type fakeSTS struct {
+	arn string
+	err error
+}
+
+func (f fakeSTS) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sts.GetCallerIdentityOutput{Arn: aws.String(f.arn)}, nil
+}
+
+func TestCaller(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		api  CallerAPI
+		want string
+	}{
+		{"no STS to ask", nil, ""},
+		{"STS answers", fakeSTS{arn: "arn:aws:sts::123456789012:assumed-role/ops/ana"}, "arn:aws:sts::123456789012:assumed-role/ops/ana"},
+		{"STS fails", fakeSTS{err: errors.New("no such endpoint")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Caller(t.Context(), tc.api); got != tc.want {
+				t.Errorf("Caller = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// fleetTable is a limits table of live tasks whose records never change: it keeps the
+// control written.
+type fleetTable struct {
+	downStore
+	control limits.Control
+	tasks   map[string]limits.TaskRecord
+}
+
+func (f *fleetTable) Fleet(context.Context) (limits.Fleet, error) {
+	live := map[string]time.Time{}
+	for id := range f.tasks {
+		live[id] = time.Now().Add(time.Minute)
+	}
+	return limits.Fleet{Control: f.control, Tasks: live}, nil
+}
+
+func (f *fleetTable) PutControl(_ context.Context, prev int64, c limits.Control) error {
+	if prev != f.control.Version {
+		return limits.ErrConflict
+	}
+	f.control = c
+	return nil
+}
+
+func (f *fleetTable) Task(_ context.Context, id string) (limits.TaskRecord, bool, error) {
+	r, ok := f.tasks[id]
+	return r, ok, nil
+}
+
+func TestSteerFleet(t *testing.T) {
+	t.Parallel()
+	live := time.Now().Add(time.Hour)
+	table := &fleetTable{tasks: map[string]limits.TaskRecord{
+		"a": {Task: "a", Concurrency: 4, BatchSize: 1, LiveUntil: live},
+		"b": {Task: "b", Concurrency: 2, BatchSize: 1, LiveUntil: live},
+	}}
+	ctx := t.Context()
+
+	r, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangePause, Queue: "jobs", For: time.Minute, Reason: "broken", By: "ana"}, 0, time.Now)
+	if err != nil || r.Control.Version != 1 || table.control.Change.By != "ana" {
+		t.Fatalf("pause: %+v, %v; want version 1 written by ana", r.Control, err)
+	}
+	if _, paused := table.control.PauseOf("jobs", time.Now()); !paused {
+		t.Error("the pause is not in the control written")
+	}
+
+	_, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 3}}, 0, time.Now)
+	var refused setting.Error
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "--concurrency 3") || !strings.Contains(err.Error(), "b (--concurrency 2)") {
+		t.Errorf("a --concurrency above b's own: %v, want a refusal naming it and b", err)
+	}
+	if table.control.Version != 1 {
+		t.Errorf("a refused set wrote version %d", table.control.Version)
+	}
+
+	// Nobody applies version 2: the wait ends with both named.
+	r, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 2}}, 300*time.Millisecond, time.Now)
+	if err != nil || r.Control.Version != 2 || strings.Join(r.Lagging, ",") != "a,b" {
+		t.Errorf("set: %+v lagging %v, %v; want version 2, a and b lagging", r.Control, r.Lagging, err)
+	}
+}

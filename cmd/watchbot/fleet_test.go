@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/watchbot/watchbot/internal/testing/faultproxy"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/limits"
+)
+
+// fleetCLI runs `watchbot fleet ARGS --limits-table TABLE` against f's table, and returns its
+// exit code and output.
+func (f *limitsFleet) fleetCLI(args ...string) (int, string) {
+	f.t.Helper()
+	cmd := f.emu.Watchbot(f.t, append(append([]string{"fleet"}, args...), "--limits-table", f.table)...)
+	cmd.Env = append(cmd.Env, "AWS_ENDPOINT_URL_DYNAMODB="+f.dynEndpoint())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run()
+	return cmd.ProcessState.ExitCode(), out.String()
+}
+
+// fleetStatus is `watchbot fleet status --json`.
+func (f *limitsFleet) fleetStatus() limits.Tasks {
+	f.t.Helper()
+	code, out := f.fleetCLI("status", "--json")
+	var ts limits.Tasks
+	if err := json.Unmarshal([]byte(out), &ts); code != 0 || err != nil {
+		f.t.Fatalf("fleet status: exit %d, %v\n%s", code, err, out)
+	}
+	return ts
+}
+
+// startedAfter counts the runs that started after at.
+func startedAfter(runs []limitsRun, at time.Time) int {
+	n := 0
+	for _, r := range runs {
+		if r.start.After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// newSteeredFleet starts three watchbots of --concurrency 4 on one queue, their receives
+// counted by a proxy, with a 3 s lease and a 2 s --limit-wait, and n jobs of a second; it
+// returns once some run.
+func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int) {
+	f = newLimitsFleet(t, 0)
+	counter, sqsURL := faultproxy.Serve(t, f.emu.Endpoint, faultproxy.Config{}) // no rules: it only counts
+	f.start(3, []string{limitsLeaseEnv + "=3s"}, "--endpoint-url", sqsURL, "--concurrency", "4", "--limit-wait", "2s")
+	f.send(bodiesOf(n, "m%d 1"), nil)
+	testenv.Eventually(t, "jobs running", 30*time.Second, func() bool { return len(f.runs()) >= 6 }, f.logs)
+	return f, func() int { return counter.Stats().Operations["ReceiveMessage"].Requests }
+}
+
+// A pause stops every receive and start within 2 s while the running jobs finish and are
+// deleted; status lists three paused tasks; a resume lets work go on; a task killed drops
+// out of status within its lease.
+func TestFleetPauseResume(t *testing.T) {
+	t.Parallel()
+	f, receives := newSteeredFleet(t, 60)
+	code, out := f.fleetCLI("pause", "--reason", "downstream broken")
+	if code != 0 || !strings.Contains(out, "3 of 3 live task(s) acknowledged") {
+		t.Fatalf("pause: exit %d\n%s\n%s", code, out, f.logs())
+	}
+	paused := time.Now()
+	time.Sleep(2 * time.Second)
+	before, startsBefore := receives(), len(f.runs())
+	time.Sleep(2 * time.Second)
+	if n := receives() - before; n > 0 {
+		t.Errorf("%d receives 2 s after the pause was acknowledged, want none", n)
+	}
+	if n := len(f.runs()) - startsBefore; n > 0 || startedAfter(f.runs(), paused.Add(time.Second)) > 0 {
+		t.Errorf("jobs started in the pause: %d", n)
+	}
+	c := f.emu.Client()
+	testenv.Eventually(t, "the running jobs deleted and the held messages back", 10*time.Second, func() bool {
+		return testenv.Depth(t, c, f.q.URL).InFlight == 0
+	}, f.logs)
+	if slices.ContainsFunc(f.runs(), func(r limitsRun) bool { return r.end.IsZero() }) {
+		t.Error("a job running at the pause did not finish")
+	}
+	ts := f.fleetStatus()
+	if len(ts.Live) != 3 || slices.ContainsFunc(ts.Live, func(r limits.TaskRecord) bool { return !r.AllPaused() }) {
+		t.Errorf("fleet status in the pause: %+v, want 3 tasks, all paused", ts.Live)
+	}
+
+	if code, out := f.fleetCLI("resume"); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	resumed := time.Now()
+	testenv.Eventually(t, "work going on after the resume", 10*time.Second, func() bool { return startedAfter(f.runs(), resumed) >= 6 }, f.logs)
+
+	if err := f.procs[0].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	f.procs[0].Wait(t, 10*time.Second)
+	testenv.Eventually(t, "the killed task out of status", 10*time.Second, func() bool { return len(f.fleetStatus().Live) == 2 }, f.logs)
+	if d := time.Since(killed); d > 3*time.Second+2*time.Second {
+		t.Errorf("the killed task left status %v after the kill, want within its 3 s lease", d)
+	}
+	f.stop()
+}
+
+// A set of --concurrency 1 on tasks running 4 stops no job and then holds each task to one;
+// a --concurrency above the tasks' own is refused, naming it; a pause --for ends by itself.
+func TestFleetSetAndPauseFor(t *testing.T) {
+	t.Parallel()
+	f, _ := newSteeredFleet(t, 100)
+	code, out := f.fleetCLI("set", "--concurrency", "1", "--reason", "shed load")
+	if code != 0 {
+		t.Fatalf("set: exit %d\n%s", code, out)
+	}
+	set := time.Now()
+	testenv.Eventually(t, "every run of before the set ended", 10*time.Second, func() bool {
+		return !slices.ContainsFunc(f.runs(), func(r limitsRun) bool { return r.end.IsZero() && r.start.Before(set) })
+	}, f.logs)
+	settled := time.Now()
+	time.Sleep(3 * time.Second)
+	if most := mostAtOnce(f.runs(), func(r limitsRun) bool { return r.start.After(settled) }); most > 3 {
+		t.Errorf("%d runs at once under --concurrency 1 on 3 tasks, want at most 3", most)
+	}
+	if code, out := f.fleetCLI("set", "--concurrency", "8"); code != 2 || !strings.Contains(out, "--concurrency 8") {
+		t.Errorf("a --concurrency above the tasks' own: exit %d, want 2 naming it\n%s", code, out)
+	}
+
+	asked := time.Now() // the pause ends 4 s after the command read its clock, after this
+	if code, out := f.fleetCLI("pause", "--for", "4s"); code != 0 {
+		t.Fatalf("pause --for: exit %d\n%s", code, out)
+	}
+	acked := time.Now()
+	testenv.Eventually(t, "work going on once the pause --for 4s ended", 15*time.Second, func() bool {
+		return startedAfter(f.runs(), asked.Add(4*time.Second)) > 0
+	}, f.logs)
+	if n := startedAfter(f.runs(), acked.Add(300*time.Millisecond)) - startedAfter(f.runs(), asked.Add(4*time.Second)); n > 0 {
+		t.Errorf("%d jobs started in the pause --for 4s", n)
+	}
+	f.stop()
+}
+
+// A task that cannot reach the table keeps the pause it last read, and says so in /readyz.
+func TestFleetPauseOutlivesAnUnreachableTable(t *testing.T) {
+	t.Parallel()
+	f := newLimitsFleet(t, 0)
+	proxy, dynURL := faultproxy.Serve(t, f.dynEndpoint(), faultproxy.Config{})
+	addr := freeAddr(t)
+	f.startOne([]string{"AWS_ENDPOINT_URL_DYNAMODB=" + dynURL}, "--http-addr", addr)
+	f.send(bodiesOf(4, "m%d 0"), nil)
+	f.waitDone(4, 30*time.Second)
+	if code, out := f.fleetCLI("pause"); code != 0 {
+		t.Fatalf("pause: exit %d\n%s", code, out)
+	}
+	if err := proxy.SetRules([]faultproxy.Rule{{Operations: []string{faultproxy.AnyOperation}, Fault: faultproxy.ServerError, Rate: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.send(bodiesOf(2, "late%d 0"), nil)
+	testenv.Eventually(t, "/readyz saying the table is unreachable", 15*time.Second, func() bool {
+		code, body := probe(addr, "/readyz")
+		return code == 200 && strings.Contains(body["limitsTable"], "unreachable")
+	}, f.logs)
+	if n := len(f.runs()); n != 4 {
+		t.Errorf("%d runs, want the 4 of before the pause: the pause did not hold without the table", n)
+	}
+	f.stop()
+}
