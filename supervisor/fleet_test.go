@@ -1,0 +1,106 @@
+package supervisor
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watchbot/watchbot/alarms"
+	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/limits"
+)
+
+// controlTable is a limits table in memory that keeps the fleet's control, as the limits
+// table does, for an operator's pause; its ledgers are always empty, and no limit is set.
+type controlTable struct {
+	mu      sync.Mutex
+	control limits.Control
+}
+
+func (c *controlTable) steer(change func(limits.Control) limits.Control) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.control.Version
+	c.control = change(c.control)
+	c.control.Version = v + 1
+}
+
+func (c *controlTable) Fleet(context.Context) (limits.Fleet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return limits.Fleet{Control: c.control}, nil
+}
+
+func (c *controlTable) Beat(ctx context.Context, _ string, _ time.Time, _ []string) (limits.Fleet, error) {
+	return c.Fleet(ctx)
+}
+
+func (*controlTable) Ledger(context.Context, string) (limits.Ledger, error) {
+	return limits.Ledger{Holds: map[string]limits.Hold{}}, nil
+}
+func (*controlTable) PutLedger(context.Context, string, int64, limits.Ledger) error { return nil }
+func (*controlTable) Leave(context.Context, string) error                           { return nil }
+func (*controlTable) Pause(context.Context, time.Time) error                        { return nil }
+func (*controlTable) PutControl(context.Context, int64, limits.Control) error       { return nil }
+func (*controlTable) PutTask(context.Context, limits.TaskRecord) error              { return nil }
+func (*controlTable) Task(context.Context, string) (limits.TaskRecord, bool, error) {
+	return limits.TaskRecord{}, false, nil
+}
+
+// An operator's pause of the queue: within a poll no run starts and nothing is received,
+// the runs under way finish and are deleted, and the held messages go back to the queue
+// once the pause has lasted --limit-wait; a resume lets the rest run, once each.
+func TestFleetPauseStopsTheQueue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 2}, func(c *LimitsConfig) {
+			c.Wait = 5 * time.Second
+			c.Fleet.Table, c.Fleet.Task = "limits", "task"
+			c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: 2, BatchSize: 1}
+		})
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
+		table := &controlTable{}
+		lim := limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
+		r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+			return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn, Limiter: lim})
+		}, r.trail)
+		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
+		// Once runs have ended, a read-ahead is held beside the runs.
+		r.waitFor("four runs", time.Minute, func() bool { return len(r.bodies()) == 4 })
+		table.steer(func(c limits.Control) limits.Control { return c.Pause("jobs", time.Time{}) })
+		time.Sleep(limits.PollInterval + 10*time.Millisecond)
+		receives, runs := r.metrics.get(alarms.MessageReceives), len(r.bodies())
+		time.Sleep(4 * time.Second)
+		if n := len(r.bodies()); n != runs || runs != 4 {
+			t.Errorf("%d runs started in the pause, %d before it; want none and 4", n-runs, runs)
+		}
+		if got := r.metrics.get(alarms.MessageReceives); got != receives {
+			t.Errorf("%v messages received in the pause", got-receives)
+		}
+		time.Sleep(2 * time.Second) // past --limit-wait
+		for _, m := range r.sqs.Messages(r.queue) {
+			if m.InFlight {
+				t.Errorf("message %s still held %v into the pause, past --limit-wait", m.Body, 6*time.Second)
+			}
+		}
+		if r.metrics.get(alarms.LimitReleases) == 0 {
+			t.Error("no held message released: want the read-ahead back in the queue")
+		}
+		if n := len(r.sqs.Messages(r.queue)); n != 6 {
+			t.Errorf("%d messages in the queue, want the 6 not started: the 4 that ran deleted", n)
+		}
+		table.steer(func(c limits.Control) limits.Control { return c.Resume("") })
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		for body, n := range r.runsOf() {
+			if n != 1 {
+				t.Errorf("%s ran %d times, want once", body, n)
+			}
+		}
+	})
+}
