@@ -152,11 +152,14 @@ func TestFleetControlReachesEveryTask(t *testing.T) {
 		if v := ts[0].Snapshot().ControlVersion; v != set.Version {
 			t.Fatalf("version %d applied, want %d", v, set.Version)
 		}
-		if _, ok := ts[0].TryStart("", 1); ok {
-			t.Error("a start beyond --concurrency 1 with 3 running")
+		if _, ok := ts[0].TryStart("", 1); ok || !ts[0].Capped() {
+			t.Errorf("a start beyond --concurrency 1 with 3 running, or not capped (%v)", ts[0].Capped())
 		}
 		for _, p := range running {
 			p.Done()
+		}
+		if ts[0].Capped() {
+			t.Error("capped with nothing running")
 		}
 		if _, ok := ts[0].TryStart("", 1); !ok {
 			t.Error("no start with none running under --concurrency 1")

@@ -21,6 +21,22 @@ func (l *Limiter) BatchSize() int {
 	return l.fleet.batchSize
 }
 
+// Capped reports whether the fleet's --concurrency holds the task at its most running jobs
+// now: no start of any key may go ahead until a run ends.
+func (l *Limiter) Capped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fleet.maxRunning > 0 && l.running >= l.fleet.maxRunning
+}
+
+// Global reports whether a limit over all keys is in force: the task's own --rate-limit or
+// --fleet-concurrency, or one the fleet's control set live.
+func (l *Limiter) Global() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg.Rate > 0 || l.cfg.Concurrency > 0
+}
+
 // applyControl makes c the control in force: the settings it sets replace the task's flags
 // (a --concurrency above the task's own is held to it), and its pauses hold. It logs the
 // change, who asked and why, and wakes refused starts, which may now succeed. A control of

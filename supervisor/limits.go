@@ -208,7 +208,9 @@ func (g *startGate) admit(run []*job, now time.Time) verdict {
 	}
 	var p limits.Permit
 	ok := false
-	if g.pausedUntil.IsZero() {
+	// A task at the fleet's --concurrency is closed to every key, not to this run's alone.
+	capped := g.lim.Capped()
+	if g.pausedUntil.IsZero() && !capped {
 		p, ok = g.lim.TryStart(key, len(run))
 	}
 	if ok {
@@ -228,7 +230,7 @@ func (g *startGate) admit(run []*job, now time.Time) verdict {
 		}
 		g.seen[j] = t
 	}
-	if !g.cfg.keyed() || !g.pausedUntil.IsZero() {
+	if !g.cfg.keyed() || !g.pausedUntil.IsZero() || capped {
 		return closed
 	}
 	// With limits both over all keys and per key, a "no" may be either: the run is skipped
@@ -249,7 +251,8 @@ func (g *startGate) end(startedAny bool) (closedToAll bool) {
 	if len(denied) == 0 {
 		return false
 	}
-	if g.cfg.global() && !startedAny {
+	// The fleet's control may set a limit over all keys live.
+	if (g.cfg.global() || g.lim.Global()) && !startedAny {
 		return true
 	}
 	for _, j := range denied {
