@@ -1,13 +1,15 @@
 // Package limits holds job starts to a rate and running jobs to a concurrency, for the fleet
 // (every task that names one DynamoDB table) or for one task, overall and per key (a
 // tenant), and carries the pauses workers ask for (`watchbot listen --rate-limit`,
-// `--fleet-concurrency`, `--limit-key`, `--limits-table`).
+// `--fleet-concurrency`, `--limit-key`, `--limits-table`) and the operator's control of the
+// fleet (`watchbot fleet`: pauses by queue, settings applied live; control.go).
 //
 // The hot path makes no network call: TryStart takes what the task already holds, tokens
 // (starts) and slots (running jobs), and Permit.Done gives slots back. Run, one goroutine,
 // makes every DynamoDB call: it takes tokens in chunks sized to the task's demand, leases
 // slots and renews the leases, gives back slots the task no longer needs, records the task
-// as live, and reads the fleet's pause. Every write is a single conditional write (no
+// as live, reads the fleet's pause and the operator's control, and writes the task's record.
+// Every write is a single conditional write (no
 // transactions). When DynamoDB fails, a task starts only with what it holds, then falls back
 // to its share of each limit. The table layout, the guarantees and their cost:
 // docs/limits.md.

@@ -20,7 +20,9 @@
 //     is tried again when the limiter's Changed fires, and at least once a second. A message
 //     the limits hold back stays held, leased, in the scheduler. The limiter's goroutine
 //     (limits.Limiter.Run) makes every DynamoDB call of the limits; the runs pass it the
-//     pauses workers ask for (Limiter.Pause, which never waits).
+//     pauses workers ask for (Limiter.Pause, which never waits). An operator's pause of the
+//     queue (Limiter.FleetPause) closes the gate like a worker's, and once it has held for
+//     --limit-wait the loop hands back what is held and not started.
 //   - The heartbeat goroutine (leaser.run) owns the renewals under way and when each job is
 //     renewed next (job.renewAt, atomic: the loop sets it too, at a new delivery).
 //   - A run's goroutine (runner.run) owns its worker and its messages' outcomes, and settles

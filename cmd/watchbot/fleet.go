@@ -187,6 +187,9 @@ func runFleetChange(c *cli.Context, ch app.FleetChange) error {
 	if err != nil {
 		return fleetTableError(err)
 	}
+	if c.Context.Err() != nil {
+		return interrupted{fmt.Sprintf("the change stands (version %d); the wait for the tasks to acknowledge it stopped", r.Control.Version)}
+	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: version %d%s\n", describeChange(ch, r.Control), r.Control.Version, byLine(ch))
 	if wait == 0 {
