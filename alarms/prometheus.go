@@ -44,6 +44,7 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: WorkerSlots, Name: "watchbot_worker_slots", Type: "gauge", Help: "Worker slots (--concurrency)."},
 	{Metric: ConcurrencyLimit, Name: "watchbot_concurrency_limit", Type: "gauge", Help: "Runs allowed at once now: the slots, less while the brake is on."},
 	{Name: "watchbot_running_jobs", Type: "gauge", Help: "Worker runs under way."},
+	{Name: "watchbot_oldest_job_age_seconds", Type: "gauge", Help: "Seconds the longest job under way has run (0: none); past SQS's 12 h in-flight limit only with --dedupe-table, which relays its message."},
 	{Name: "watchbot_held_messages", Type: "gauge", Help: "Messages held: running, or waiting for a slot, a batch or their group."},
 	{Name: "watchbot_braking", Type: "gauge", Help: "1 while the brake is on, else 0."},
 	{Metric: LimitPaused, Name: "watchbot_limit_paused_seconds", Type: "gauge", Help: "Seconds left of the pause a worker asked for (0: none)."},

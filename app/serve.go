@@ -142,15 +142,16 @@ func prometheusRegistry(queues []queueView, lim *limits.Limiter) (*prometheus.Re
 		recs[i] = rec
 		load, health := q.load, q.health
 		gauges := map[string]func() float64{
-			"watchbot_worker_slots":         func() float64 { return float64(load.Slots()) },
-			"watchbot_concurrency_limit":    func() float64 { return float64(load.Limit()) },
-			"watchbot_running_jobs":         func() float64 { return float64(load.Running()) },
-			"watchbot_held_messages":        func() float64 { return float64(load.Held()) },
-			"watchbot_braking":              func() float64 { return boolGauge(load.Braking()) },
-			"watchbot_limit_paused_seconds": func() float64 { return pausedSeconds(lim, time.Now()) },
-			"watchbot_limit_fallback":       func() float64 { return boolGauge(lim.Snapshot().Fallback) },
-			"watchbot_paused":               fleetPaused(lim, q.name),
-			"watchbot_settings_version":     func() float64 { return float64(lim.Snapshot().ControlVersion) },
+			"watchbot_worker_slots":           func() float64 { return float64(load.Slots()) },
+			"watchbot_concurrency_limit":      func() float64 { return float64(load.Limit()) },
+			"watchbot_running_jobs":           func() float64 { return float64(load.Running()) },
+			"watchbot_oldest_job_age_seconds": func() float64 { return load.OldestRun(time.Now()).Seconds() },
+			"watchbot_held_messages":          func() float64 { return float64(load.Held()) },
+			"watchbot_braking":                func() float64 { return boolGauge(load.Braking()) },
+			"watchbot_limit_paused_seconds":   func() float64 { return pausedSeconds(lim, time.Now()) },
+			"watchbot_limit_fallback":         func() float64 { return boolGauge(lim.Snapshot().Fallback) },
+			"watchbot_paused":                 fleetPaused(lim, q.name),
+			"watchbot_settings_version":       func() float64 { return float64(lim.Snapshot().ControlVersion) },
 			"watchbot_last_receive_timestamp_seconds": func() float64 {
 				if t := health.LastReceive(); !t.IsZero() {
 					return float64(t.UnixNano()) / 1e9

@@ -20,12 +20,15 @@ type Load struct {
 	braked      float64
 	// changed receives (without blocking the writer) when active changes.
 	changed chan struct{}
+	// starts holds when each run under way started, by its first message's job, for the age
+	// of the oldest: a job past SQS's in-flight limit is one to watch.
+	starts map[*job]time.Time
 }
 
 // NewLoad returns an empty Load.
 func NewLoad() *Load {
 	now := time.Now()
-	return &Load{changed: make(chan struct{}, 1), mark: now, since: now}
+	return &Load{changed: make(chan struct{}, 1), mark: now, since: now, starts: map[*job]time.Time{}}
 }
 
 // loadState is the loop's state.
@@ -83,6 +86,31 @@ func (l *Load) BusySlots() float64 {
 		return float64(l.running)
 	}
 	return busy / elapsed
+}
+
+// runStarted records that the run whose first message is j started at at.
+func (l *Load) runStarted(j *job, at time.Time) {
+	l.mu.Lock()
+	l.starts[j] = at
+	l.mu.Unlock()
+}
+
+// runEnded forgets the run whose first message is j; ending twice is ending once.
+func (l *Load) runEnded(j *job) {
+	l.mu.Lock()
+	delete(l.starts, j)
+	l.mu.Unlock()
+}
+
+// OldestRun returns how long the longest run under way has run at now; 0 when none runs.
+func (l *Load) OldestRun(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var oldest time.Duration
+	for _, at := range l.starts {
+		oldest = max(oldest, now.Sub(at))
+	}
+	return oldest
 }
 
 // Running returns the worker runs under way.

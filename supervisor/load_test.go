@@ -38,3 +38,26 @@ func TestLoadBusySlotsIsTheAverageOverTheWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadOldestRun: the age of the longest run under way, 0 once none runs; a run that ends
+// twice (its worker, then its settle) is forgotten once.
+func TestLoadOldestRun(t *testing.T) {
+	t.Parallel()
+	l := NewLoad()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	first, second := &job{}, &job{}
+	l.runStarted(first, start)
+	l.runStarted(second, start.Add(time.Hour))
+	if got := l.OldestRun(start.Add(13 * time.Hour)); got != 13*time.Hour {
+		t.Errorf("oldest = %v, want 13h", got)
+	}
+	l.runEnded(first)
+	l.runEnded(first)
+	if got := l.OldestRun(start.Add(13 * time.Hour)); got != 12*time.Hour {
+		t.Errorf("oldest after the first ended = %v, want 12h", got)
+	}
+	l.runEnded(second)
+	if got := l.OldestRun(start.Add(13 * time.Hour)); got != 0 {
+		t.Errorf("oldest with none running = %v, want 0", got)
+	}
+}

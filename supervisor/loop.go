@@ -125,6 +125,7 @@ func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 func (l *loop) startRuns(jobs context.Context, now time.Time) {
 	for _, run := range l.nextRuns(now) {
 		l.s.startRun(jobs, run)
+		l.s.load.runStarted(run[0], now)
 		l.started++
 	}
 	l.handBackOverdue(now)
@@ -238,12 +239,14 @@ func (l *loop) onReceived(msgs []types.Message) {
 func (l *loop) onWorkerEnded(e runEvent) {
 	l.s.gate.done(e.run)
 	l.sched.ended(e.run, e.took)
+	l.s.load.runEnded(e.run[0])
 	l.ended++ // its slot goes back to the pool at the next step
 }
 
 // onRunSettled keeps the books of a run whose messages are all settled, and hands back what
 // the run's end sends back to SQS (a FIFO group's messages behind one that went back).
 func (l *loop) onRunSettled(e runEvent) {
+	l.s.load.runEnded(e.run[0]) // a run whose worker never started reports no end of it
 	for i, j := range e.run {
 		if !e.disps[i].keep {
 			l.s.brake.left(time.Now(), j)
