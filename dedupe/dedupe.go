@@ -122,7 +122,7 @@ func NewStore(client API, table, scope string) *Store {
 
 // Names and values the expressions use.
 var names = map[string]string{"#key": KeyAttribute, "#exp": TTLAttribute, "#state": attrState, "#owner": attrOwner, "#lease": attrLease,
-	"#done": attrCompletedAt, "#runs": attrRuns, "#msg": attrMessage, "#receipt": attrReceipt, "#rat": attrReceivedAt, "#relays": attrRelays}
+	"#done": attrCompletedAt, "#runs": attrRuns, "#msg": attrMessage, "#receipt": attrReceipt, "#rat": attrReceivedAt, "#relays": attrRelays, "#started": attrStartedAt}
 
 // The conditions of the writes (docs/dedupe.md explains each).
 const (
@@ -147,7 +147,7 @@ const (
 
 // claimUpdate takes the key for a message and counts the run it starts; a completed record
 // that expired counts none (Complete removes its count). The relays of an earlier claim go.
-const claimUpdate = "SET #state = :in_progress, #owner = :owner, #msg = :msg, #lease = :lease, #exp = :exp, #runs = if_not_exists(#runs, :zero) + :one REMOVE #done, #receipt, #rat, #relays"
+const claimUpdate = "SET #state = :in_progress, #owner = :owner, #msg = :msg, #started = :now_ms, #lease = :lease, #exp = :exp, #runs = if_not_exists(#runs, :zero) + :one REMOVE #done, #receipt, #rat, #relays"
 
 // maxClaimTries bounds how often Claim writes again when the record it lost to was gone or
 // had lapsed by the time it was read.
@@ -167,7 +167,7 @@ func (s *Store) Claim(ctx context.Context, key, owner, messageID string, leaseUn
 			Key:                      map[string]types.AttributeValue{KeyAttribute: ddbattr.S(k)},
 			UpdateExpression:         aws.String(claimUpdate),
 			ConditionExpression:      aws.String(claimCondition),
-			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner", "#runs", "#done", "#msg", "#receipt", "#rat", "#relays"),
+			ExpressionAttributeNames: pick("#key", "#exp", "#state", "#lease", "#owner", "#runs", "#done", "#msg", "#receipt", "#rat", "#relays", "#started"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":now_s": ddbattr.N(now.Unix()), ":now_ms": ddbattr.N(now.UnixMilli()), ":in_progress": ddbattr.S(stateInProgress),
 				":released": ddbattr.S(stateReleased), ":owner": ddbattr.S(owner), ":lease": millis(leaseUntil), ":exp": seconds(leaseUntil),

@@ -509,3 +509,50 @@ func TestParseKeySource(t *testing.T) {
 		})
 	}
 }
+
+// TestLongJobs: the jobs of a queue claimed longer ago than the cut, their lease live, with
+// their owner, message and relays; not those of another queue, nor younger ones, nor a
+// claim that lapsed or completed.
+func TestLongJobs(t *testing.T) {
+	s, c := emulatorStore(t, "jobs")
+	ctx := t.Context()
+	other := NewStore(s.client, s.table, "other")
+	other.now = c.Now
+	start := c.Now()
+	claim := func(st *Store, key, owner, msg string) {
+		t.Helper()
+		if _, err := st.Claim(ctx, key, owner, msg, c.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(s, "old", "a", "msg-a")
+	claim(s, "lapses", "l", "msg-l")
+	claim(s, "done", "d", "msg-d")
+	claim(other, "old", "o", "msg-o")
+	if _, err := s.Relay(ctx, "old", "a", "msg-a", "receipt-2", c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, "done", "d", c.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(11 * time.Hour)
+	claim(s, "young", "y", "msg-y")
+	c.advance(2 * time.Hour)
+	for _, st := range []*Store{s, other} {
+		for _, key := range []string{"old", "young"} {
+			_, _ = st.Extend(ctx, key, map[*Store]string{s: "a", other: "o"}[st], c.Now().Add(time.Hour))
+		}
+	}
+	if _, err := s.Extend(ctx, "young", "y", c.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LongJobs(ctx, s.client.(ScanAPI), s.table, "jobs", 12*time.Hour, c.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LongJob{{Key: "old", Owner: "a", MessageID: "msg-a", Started: start.Truncate(time.Millisecond), LeaseUntil: c.Now().Add(time.Hour), Relays: 1}}
+	if len(jobs) != 1 || jobs[0].Key != want[0].Key || jobs[0].Owner != "a" || jobs[0].MessageID != "msg-a" || jobs[0].Relays != 1 ||
+		!jobs[0].Started.Equal(want[0].Started) || !jobs[0].LeaseUntil.Equal(want[0].LeaseUntil) {
+		t.Errorf("long jobs = %+v, want %+v", jobs, want)
+	}
+}

@@ -31,6 +31,7 @@ const (
 	attrReceipt     = "receipt"      // the receipt handle of the message's newest relay
 	attrReceivedAt  = "received_at"  // when the newest relay's receive was, epoch milliseconds
 	attrRelays      = "relays"       // how many relays the claim has had
+	attrStartedAt   = "started_at"   // in_progress: when the claim was taken, epoch milliseconds
 )
 
 // The states of a record.

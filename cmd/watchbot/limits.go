@@ -14,6 +14,7 @@ import (
 
 	"github.com/watchbot/watchbot/app"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/awsenv"
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
@@ -85,6 +86,8 @@ func fleetMember(cfg supervisor.Config) limits.Member {
 type statusJSON struct {
 	deadletter.QueueStatus
 	Limits *limitsStatus `json:"limits,omitempty"`
+	// LongJobs, with --dedupe-table, are the queue's jobs past SQS's in-flight limit.
+	LongJobs []dedupe.LongJob `json:"longJobs,omitzero"`
 }
 
 // limitsStatus is the fleet's use of its limits, and the limits the latest listen to start on

@@ -12,7 +12,6 @@ import (
 	"github.com/watchbot/watchbot/internal/ecsagent"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
-	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/supervisor"
 )
 
@@ -59,10 +58,6 @@ func listenOptions(c *cli.Context, agentURI string) (app.Options, error) {
 	return a.Options, nil
 }
 
-// inFlightEnv scales SQS's 12 h in-flight limit down, for tests against a fake SQS that
-// enforces the same limit in seconds (CONTRIBUTING.md); listen reads it once, at start.
-const inFlightEnv = "WATCHBOT_SQS_MAX_IN_FLIGHT"
-
 // listenConfig reads the flags into listenArgs, whose supervisor.Config it validates.
 func listenConfig(c *cli.Context) (listenArgs, error) {
 	a := defaultListenArgs()
@@ -83,13 +78,11 @@ func listenConfig(c *cli.Context) (listenArgs, error) {
 	if a.Listen.Limits.Fleet.Table != "" {
 		a.Listen.Limits.Fleet.Member = fleetMember(a.Listen)
 	}
-	if v := os.Getenv(inFlightEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > sqsspec.MaxInFlight {
-			return a, setting.Refuse("", nil, fmt.Sprintf("%s (%q) must be a duration between 1s and %v", inFlightEnv, v, sqsspec.MaxInFlight))
-		}
-		a.Listen.InFlightLimit = d
+	limit, err := inFlightLimit()
+	if err != nil {
+		return a, err
 	}
+	a.Listen.InFlightLimit = limit
 	return a, a.Listen.Validate()
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -189,17 +190,46 @@ func TestListenRelayOwnerKilled(t *testing.T) {
 
 // One watchbot, its one slot busy with the job as it passes the limit: whether it relays the
 // message to itself or nobody receives it in time, the job runs once and its message is
-// deleted once it completes.
+// deleted once it completes. Meanwhile watchbot status shows it past the limit, with its
+// owner, from the dedupe table.
 func TestListenRelayEverySlotBusy(t *testing.T) {
 	t.Parallel()
 	r := newRelayRig(t, testenv.QueueOptions{MaxReceiveCount: 20})
 	p := r.listen(t, false, "--concurrency", "1")
 	r.send(t, "long-1")
+	testenv.Eventually(t, "the job to run past the limit", 4*relayLimit+20*time.Second, func() bool {
+		return r.count("start long-1") == 1 && len(r.longJobs(t)) == 1
+	}, r.logs)
+	if j := r.longJobs(t)[0]; !strings.Contains(j.Owner, "/"+j.MessageID+"/") || j.Key != j.MessageID {
+		t.Errorf("status shows %+v, want the job's message id as its key and in its owner", j)
+	}
 	testenv.Eventually(t, "the queue empty", relayJob+20*time.Second, r.done, r.logs)
 	if n := r.count("start long-1"); n != 1 {
 		t.Errorf("the job started %d times, want once: %v", n, r.runs())
 	}
+	if jobs := r.longJobs(t); len(jobs) != 0 {
+		t.Errorf("status shows %+v once the job ended, want none", jobs)
+	}
 	testenv.Stop(t, 20*time.Second, r.logs, p)
+}
+
+// longJobs runs watchbot status --dedupe-table --json and returns the jobs it shows past the
+// limit.
+func (r *relayRig) longJobs(t *testing.T) []dedupe.LongJob {
+	t.Helper()
+	cmd := r.emu.Watchbot(t, "status", "--queue-url", r.queue.URL, "--dedupe-table", r.table, "--json")
+	cmd.Env = append(append(cmd.Env, r.dyn.Env()...), "WATCHBOT_SQS_MAX_IN_FLIGHT="+relayLimit.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var s struct {
+		LongJobs *[]dedupe.LongJob `json:"longJobs"`
+	}
+	if err := json.Unmarshal(out, &s); err != nil || s.LongJobs == nil {
+		t.Fatalf("status printed %s (%v), want its longJobs", out, err)
+	}
+	return *s.LongJobs
 }
 
 // A --max-job-duration past the limit is refused at start (exit 2) without --dedupe-table,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/deadletter"
+	"github.com/watchbot/watchbot/dedupe"
 	"github.com/watchbot/watchbot/internal/queueattr"
 )
 
@@ -35,6 +36,7 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-url", Usage: "also show the per-tenant figures of the listen serving `URL` (its /metrics)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (an array of them for several queues)"},
 			&cli.StringFlag{Name: "limits-table", Usage: "also show the fleet's use of the limits in this DynamoDB `TABLE` (docs/limits.md)", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}},
+			&cli.StringFlag{Name: "dedupe-table", Usage: "also show the jobs past SQS's 12 h in-flight limit, with their owners, from listen's dedupe `TABLE` (docs/long-jobs.md)", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}},
 			sampleDLQFlag(),
 			opEndpointFlag(),
 		},
@@ -59,6 +61,15 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	limit, err := inFlightLimit()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	long, err := readLongJobs(c, urls, limit, now)
+	if err != nil {
+		return err
+	}
 	statuses := make([]deadletter.QueueStatus, len(urls))
 	for i, u := range urls {
 		if statuses[i], err = queueStatus(c, u); err != nil {
@@ -74,7 +85,7 @@ func runStatus(c *cli.Context) error {
 		}
 	}
 	if c.Bool("json") {
-		return writeStatusJSON(c.App.Writer, statuses, use)
+		return writeStatusJSON(c.App.Writer, statuses, use, long)
 	}
 	for i, s := range statuses {
 		if i > 0 {
@@ -84,6 +95,11 @@ func runStatus(c *cli.Context) error {
 		}
 		if err := deadletter.WriteStatus(c.App.Writer, s); err != nil {
 			return err
+		}
+		if long != nil {
+			if err := writeLongJobs(c.App.Writer, long[i], limit, now); err != nil {
+				return err
+			}
 		}
 	}
 	if use != nil {
@@ -107,13 +123,17 @@ func queueStatus(c *cli.Context, queueURL string) (deadletter.QueueStatus, error
 }
 
 // writeStatusJSON writes the statuses as one JSON object, or an array of them for several
-// queues, each with the fleet's use of the limits when there is one.
-func writeStatusJSON(w io.Writer, statuses []deadletter.QueueStatus, use *limitsStatus) error {
+// queues, each with the fleet's use of the limits when there is one, and its jobs past the
+// in-flight limit (long[i], when long is not nil).
+func writeStatusJSON(w io.Writer, statuses []deadletter.QueueStatus, use *limitsStatus, long [][]dedupe.LongJob) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	out := make([]statusJSON, len(statuses))
 	for i, s := range statuses {
 		out[i] = statusJSON{QueueStatus: s, Limits: use}
+		if long != nil {
+			out[i].LongJobs = long[i]
+		}
 	}
 	if len(out) == 1 {
 		return enc.Encode(out[0])
