@@ -340,6 +340,7 @@ func (o Options) validateListen() error {
 		listenspec.Concurrency(o.Concurrency),
 		listenspec.Lease(o.VisibilityTimeout, o.HeartbeatInterval),
 		listenspec.JobDuration(o.MaxJobDuration, sqsspec.MaxInFlight, o.Dedupe),
+		o.relaysFit(),
 		listenspec.Batch(o.BatchSize, o.BatchWindow),
 		o.Backoff.Validate(),
 		listenspec.Volumes(volumes(o.Environment), o.Concurrency),

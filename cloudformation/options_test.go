@@ -59,6 +59,8 @@ func TestValidate(t *testing.T) {
 		{"heartbeat not shorter than the lease", func(o *Options) { o.HeartbeatInterval = o.VisibilityTimeout }, "HeartbeatInterval (3m0s) must be shorter than VisibilityTimeout (3m0s)"},
 		{"max job duration over 12h", func(o *Options) { o.MaxJobDuration = 13 * time.Hour }, "MaxJobDuration (13h0m0s) must not exceed 12h"},
 		{"max job duration over 12h, relayed", func(o *Options) { o.MaxJobDuration, o.Dedupe = 13*time.Hour, true }, ""},
+		{"max job duration past any redrive policy", func(o *Options) { o.MaxJobDuration, o.Dedupe, o.MaxAttempts = 12*991*time.Hour, true, 10 },
+			"MaxJobDuration (11892h0m0s) is longer than a queue allows a relayed job with MaxAttempts 10: at most (1000 − 10) × 12h0m0s = 11880h0m0s"},
 		{"backoff max over 12h", func(o *Options) { o.Backoff.Max = 13 * time.Hour }, "Backoff.Max (13h0m0s) must be between 1s and 12h"},
 		{"backoff jitter", func(o *Options) { o.Backoff.Jitter = "lots" }, "Backoff.Jitter"},
 		{"relative volume", func(o *Options) { o.Environment = map[string]string{"Volumes": "work"} }, "Volumes (\"work\") must be an absolute directory path"},

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
+	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
@@ -261,9 +263,33 @@ func (g *generator) queue(q workQueue) {
 // maxReceiveCount is the redrive policy's: --max-attempts, or with --dedupe twice that (at
 // most SQS's 1000), since listen then counts attempts in runs and the receives that run
 // nothing (a held key, a stop) need room above them before the redrive policy moves a message.
+// A --max-job-duration past SQS's in-flight limit adds a receive for each limit's worth of
+// the job, which its relays take.
 func (o Options) maxReceiveCount() int {
 	if o.Dedupe {
-		return min(2*o.MaxAttempts, sqsspec.MaxReceiveCount)
+		return min(2*o.MaxAttempts+relaysFor(o.MaxJobDuration), sqsspec.MaxReceiveCount)
 	}
 	return o.MaxAttempts
+}
+
+// relaysFor is how many relays a job of d needs: one for each in-flight limit it passes.
+func relaysFor(d time.Duration) int {
+	if d <= sqsspec.MaxInFlight {
+		return 0
+	}
+	return int((d - 1) / sqsspec.MaxInFlight)
+}
+
+// relaysFit refuses a --max-job-duration whose relays the redrive policy cannot give even at
+// SQS's largest maxReceiveCount: listen would refuse it at start.
+func (o Options) relaysFit() error {
+	if !o.Dedupe || o.MaxJobDuration <= sqsspec.MaxInFlight {
+		return nil
+	}
+	if longest := time.Duration(sqsspec.MaxReceiveCount-o.MaxAttempts) * sqsspec.MaxInFlight; o.MaxJobDuration > longest {
+		return setting.Refuse(listenspec.SettingMaxJobDuration, o.MaxJobDuration, fmt.Sprintf(
+			"is longer than a queue allows a relayed job with %s %d: at most (%d − %d) × %v = %v",
+			setting.Ref(listenspec.SettingMaxAttempts), o.MaxAttempts, sqsspec.MaxReceiveCount, o.MaxAttempts, sqsspec.MaxInFlight, longest))
+	}
+	return nil
 }

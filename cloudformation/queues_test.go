@@ -3,6 +3,7 @@ package cloudformation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -152,14 +153,19 @@ func TestDedupeDoublesMaxReceiveCount(t *testing.T) {
 	for _, tt := range []struct {
 		maxAttempts int
 		dedupe      bool
+		job         time.Duration // --max-job-duration: past 12 h, a receive for each relay
 		want        int
 	}{
-		{5, false, 5},
-		{5, true, 10},
-		{1000, false, 1000},
-		{700, true, 1000},
+		{5, false, 0, 5},
+		{5, true, 0, 10},
+		{1000, false, 0, 1000},
+		{700, true, 0, 1000},
+		{5, true, 12 * time.Hour, 10},
+		{5, true, 12*time.Hour + time.Second, 11},
+		{5, true, 48 * time.Hour, 13},
+		{5, false, 48 * time.Hour, 5},
 	} {
-		if got := (Options{MaxAttempts: tt.maxAttempts, Dedupe: tt.dedupe}).maxReceiveCount(); got != tt.want {
+		if got := (Options{MaxAttempts: tt.maxAttempts, Dedupe: tt.dedupe, MaxJobDuration: tt.job}).maxReceiveCount(); got != tt.want {
 			t.Errorf("--max-attempts %d, dedupe %v: maxReceiveCount %d, want %d", tt.maxAttempts, tt.dedupe, got, tt.want)
 		}
 	}
