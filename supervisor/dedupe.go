@@ -231,9 +231,10 @@ type claimFound struct {
 //	found                       outcome                                 on a FIFO queue
 //	no key (attr:NAME missing)  dead-lettered without running           the same
 //	completed by a run          deleted without running (a Duplicate)   the same
-//	held by a run of the same   relayed: hidden for the most its        the same: the group stays
-//	message, handed the new     receive allows, unrun; the owner        held while it is hidden;
-//	receipt (relayed)           renews and deletes it; not an attempt   its later messages go back
+//	held by a run of the same   relayed: hidden until the holder's      the same: the group stays
+//	message, handed the new     lease lapses, unrun; a live owner       held while it is hidden;
+//	receipt (relayed)           takes the receipt, renews and deletes   its later messages go back
+//	                            with it; not an attempt
 //	held by another run         retry: released, visible again after    waits in place, leased,
 //	                            dedupeWait(tries), at least 1 s, at     as long; not an attempt
 //	                            most until the holder's lease lapses
@@ -248,7 +249,11 @@ func claimDecision(f claimFound, source dedupe.KeySource, random func() float64)
 	case f.err != nil:
 		return false, outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: " + f.err.Error()}
 	case f.relayed:
-		return false, outcome{Action: actRelay, Reason: "relayed to " + f.claim.Owner + ", which runs its job"}
+		// Hidden no longer than the holder's lease: a live owner takes the receipt at its next
+		// extension, well before then, and renews it; a dead one (a crashed watchbot, whose
+		// message came back at its visibility timeout) lets the message come back and run.
+		wait := max(f.claim.LeaseUntil.Sub(f.now), minDedupeWait)
+		return false, outcome{Action: actRelay, Delay: wait, Reason: "relayed to " + f.claim.Owner + ", which runs its job"}
 	case f.claim.Result == dedupe.Completed:
 		return false, outcome{Action: actDelete, Duplicate: true, Reason: "duplicate: its dedupe key was completed by " + f.claim.Owner}
 	case f.claim.Result == dedupe.Held:

@@ -195,6 +195,14 @@ func TestClaimDecision(t *testing.T) {
 		return outcome{Action: actRetry, Delay: wait, Reason: "its dedupe key is held by b"}
 	}
 	failed := outcome{Action: actRetry, DelayFromBackoff: true, Reason: "duplicate check failed: throttled"}
+	relayedFor := func(d time.Duration) claimFound {
+		f := heldFor(d, 1)
+		f.relayed = true
+		return f
+	}
+	relayed := func(wait time.Duration) outcome {
+		return outcome{Action: actRelay, Delay: wait, Reason: "relayed to b, which runs its job"}
+	}
 	tests := []struct {
 		name    string
 		found   claimFound
@@ -217,6 +225,8 @@ func TestClaimDecision(t *testing.T) {
 		{"held, the lease lapsing in 2.5 s: 2.5 s", heldFor(2500*time.Millisecond, 6), false, held(2500 * time.Millisecond)},
 		{"held, the lease lapsing in 0.3 s: 1 s", heldFor(300*time.Millisecond, 6), false, held(time.Second)},
 		{"held, the lease lapsing now: 1 s", heldFor(0, 6), false, held(time.Second)},
+		{"relayed: hidden until the holder's lease lapses", relayedFor(90 * time.Second), false, relayed(90 * time.Second)},
+		{"relayed, the lease lapsing now: 1 s", relayedFor(0), false, relayed(time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,7 +71,7 @@ const (
 	actAbandon                    // the lease is lost: released if watchbot holds it still, else left alone
 	actRetryInPlace               // FIFO: keep it, leased, and run it again after Delay
 	actHold                       // FIFO: keep it behind a message of its group retried in place
-	actRelay                      // hidden for the most its receive allows, its receipt handed to the run that holds its job
+	actRelay                      // hidden for Delay (until the holder's lease lapses), its receipt handed to the run that holds its job
 )
 
 func (a action) String() string {
@@ -85,8 +85,8 @@ func (a action) leavesGroup() bool { return a == actDelete || a == actDeadLetter
 // outcome is the decision for one message.
 type outcome struct {
 	Action action
-	// Delay applies to actRetry and actRetryInPlace; DelayFromBackoff says to use the backoff
-	// policy instead.
+	// Delay applies to actRetry, actRetryInPlace and actRelay; DelayFromBackoff says to use the
+	// backoff policy instead.
 	Delay            time.Duration
 	DelayFromBackoff bool
 	Reason           string

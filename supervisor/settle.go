@@ -141,9 +141,10 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 		r.setVisibility(dl, log, 0, "message released", o.Reason)
 		return returned
 	case actRelay:
-		// Hidden as long as this receive allows: the run that holds the job renews it with
-		// the receipt, so its own renewals keep it from then on.
-		r.setVisibility(dl, log, r.cfg.inFlight(), "message hidden for the run that holds its job", o.Reason)
+		// Hidden until the holder's lease lapses, at most as long as this receive allows: the
+		// run that holds the job renews it with the receipt, so its own renewals keep it from
+		// then on.
+		r.setVisibility(dl, log, o.Delay, "message hidden for the run that holds its job", o.Reason)
 		return returned
 	case actRedrive:
 		spanEvent(ctx, "dead-letter", semconv.MessagingMessageID(j.msg.ID), attrReason.String(o.Reason), attribute.String("watchbot.dead_letter.by", "redrive policy"))
