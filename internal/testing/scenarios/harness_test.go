@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ type world struct {
 	trace    string
 	locks    string
 	logs     *logSink
+	// env is more variables for the binary (a DynamoDB emulator's endpoint).
+	env []string
 }
 
 // newWorld creates a queue (and DLQ) for the test. With rules, the supervisor's requests
@@ -116,7 +119,7 @@ func (w *world) binary(args ...string) *testenv.Process {
 	w.t.Helper()
 	full := append([]string{"listen", "--queue-url", w.q.URL, "--endpoint-url", w.endpoint, "--log-format", "json"}, args...)
 	cmd := w.emu.Watchbot(w.t, append(append(full, "--"), w.command()...)...)
-	cmd.Env = append(cmd.Env, "TMPDIR="+w.dir)
+	cmd.Env = append(append(cmd.Env, "TMPDIR="+w.dir), w.env...)
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs
 	return testenv.Spawn(w.t, cmd)
 }
@@ -167,6 +170,7 @@ func (w *world) eventually(what string, limit time.Duration, cond func() bool) {
 type run struct {
 	key, id  string
 	attempt  int
+	receives int // ApproximateReceiveCount
 	pid      int
 	start    int64
 	end      int64 // 0: no end record (killed)
@@ -208,6 +212,7 @@ func (w *world) readTrace() traceData {
 		switch kind {
 		case "start":
 			r := &run{key: key, id: id, attempt: attempt, pid: pid, start: at}
+			r.receives, _ = strconv.Atoi(rest)
 			td.runs[key] = append(td.runs[key], r)
 			open[slot] = r
 		case "end":
@@ -231,6 +236,31 @@ func (w *world) readTrace() traceData {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].start < rs[j].start })
 	}
 	return td
+}
+
+// emptyThenStop waits up to limit for the queue to empty under the supervisor p, restarted
+// after a kill, then stops it with SIGTERM: it must exit 0.
+func (w *world) emptyThenStop(p *testenv.Process, limit time.Duration) {
+	w.t.Helper()
+	w.eventually("the queue to empty after the restart", limit, func() bool { return w.depth(w.q.URL) == 0 })
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.Wait(w.t, 30*time.Second, w.logs.tail); code != 0 {
+		w.t.Errorf("restarted supervisor exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// unfinished returns the pids of the runs in the trace without an end record: under way, or
+// killed.
+func (w *world) unfinished() []int {
+	var pids []int
+	for _, rs := range w.readTrace().runs {
+		for _, r := range rs {
+			if r.end == 0 {
+				pids = append(pids, r.pid)
+			}
+		}
+	}
+	return pids
 }
 
 // tally is what a scenario found, for its table and its assertions.

@@ -105,14 +105,7 @@ func TestScenario3SupervisorKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-first.Done()
-			var orphans []int
-			for _, rs := range w.readTrace().runs {
-				for _, run := range rs {
-					if run.end == 0 {
-						orphans = append(orphans, run.pid)
-					}
-				}
-			}
+			orphans := w.unfinished()
 			if tc.container {
 				for _, pid := range orphans {
 					_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -120,12 +113,7 @@ func TestScenario3SupervisorKilled(t *testing.T) {
 			}
 			t.Logf("killed the supervisor with %d runs under way", len(orphans))
 
-			second := w.binary(args...)
-			w.eventually("the queue to empty after the restart", 90*time.Second, func() bool { return w.depth(w.q.URL) == 0 })
-			_ = second.Cmd.Process.Signal(syscall.SIGTERM)
-			if code := second.Wait(t, 30*time.Second, w.logs.tail); code != 0 {
-				t.Errorf("restarted supervisor exited %d after SIGTERM, want 0", code)
-			}
+			w.emptyThenStop(w.binary(args...), 90*time.Second)
 			// A run that had not ended a moment before the kill may not have been deleted.
 			const ackWindow = int64(time.Second)
 			got := w.verify(keys, verifyOpts{excuse: func(r *run) string {

@@ -24,13 +24,14 @@
 // Each line of the trace is written with one write(2) on a file opened with O_APPEND, so
 // concurrent workers never interleave:
 //
-//	start KEY ID ATTEMPT PID MONO_NS
+//	start KEY ID ATTEMPT PID MONO_NS RECEIVES
 //	end KEY ID ATTEMPT PID MONO_NS RESULT
 //	overlap KEY ID ATTEMPT PID MONO_NS
 //	child KEY ID ATTEMPT CHILD_PID MONO_NS
 //	seen KEY ID ATTEMPT PID MONO_NS JSON
 //
-// MONO_NS is CLOCK_MONOTONIC, comparable between processes. A worker also holds an
+// MONO_NS is CLOCK_MONOTONIC, comparable between processes; RECEIVES is the message's
+// ApproximateReceiveCount. A worker also holds an
 // exclusive flock(2) on a file named after its key while it runs; if another process (a
 // concurrent run of the same message, or a child of an earlier run that outlived it) holds
 // it, the worker writes an overlap line. The kernel drops the lock when its holders die,
@@ -124,7 +125,7 @@ func run(tracePath, locks string) int {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		w.record("overlap", pid)
 	}
-	w.record("start", pid)
+	w.record("start", pid, os.Getenv("ApproximateReceiveCount"))
 	if p.Plan == nil {
 		w.record("seen", pid, seen(body))
 		w.record("end", pid, "ok")
