@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -23,15 +26,14 @@ import (
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
-// dedupeWorld is a world whose binary has a dedupe table on the DynamoDB emulator, and the
-// table's store, scoped to the world's queue as listen scopes it.
-func dedupeWorld(t *testing.T, qo testenv.QueueOptions) (w *world, table string, store *dedupe.Store) {
+// dedupeWorld is a world whose binary has a dedupe table on the DynamoDB emulator.
+func dedupeWorld(t *testing.T, qo testenv.QueueOptions) (w *world, dyn *testenv.Dynamo, table string) {
 	t.Helper()
 	w = newWorld(t, qo, 0, nil)
-	dyn := testenv.DynamoDB(t)
+	dyn = testenv.DynamoDB(t)
 	table = dyn.NewTable(t, dedupe.TableDefinition)
 	w.env = dyn.Env()
-	return w, table, dedupe.NewStore(dyn.Client(), table, queueattr.NameFromURL(w.q.URL))
+	return w, dyn, table
 }
 
 // TestDedupeAttemptsAreRuns: with --dedupe-table an attempt is a run, not a receive. A
@@ -41,34 +43,19 @@ func dedupeWorld(t *testing.T, qo testenv.QueueOptions) (w *world, table string,
 // dead-letters it after the third with the reason and its attempts.
 func TestDedupeAttemptsAreRuns(t *testing.T) {
 	t.Parallel()
-	w, table, store := dedupeWorld(t, testenv.QueueOptions{MaxReceiveCount: 10})
+	w, dyn, table := dedupeWorld(t, testenv.QueueOptions{MaxReceiveCount: 10})
 	const key = "runs-fail"
 	_, err := w.direct.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(w.q.URL), MessageBody: aws.String(body(key, "fail")),
 		MessageAttributes: map[string]types.MessageAttributeValue{"job": {DataType: aws.String("String"), StringValue: aws.String(key)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The duplicate's runs take the key whenever it is free, hold it 2 s and are stopped:
-	// they give their runs back, and leave the key free for 4 s.
+	// After each failed run the duplicate's run takes the key, holds it 2 s and is stopped,
+	// giving its run back: the message's retry finds the key held meanwhile.
 	ctx, cancel := context.WithCancel(t.Context())
 	var holding sync.WaitGroup
 	var holds atomic.Int32
-	holding.Go(func() {
-		for n := 0; ctx.Err() == nil; n++ {
-			owner := fmt.Sprint("duplicate/", n)
-			c, err := store.Claim(ctx, key, owner, "a-duplicate", time.Now().Add(3*time.Second))
-			if err != nil || c.Result != dedupe.Claimed {
-				sleep(ctx, 100*time.Millisecond)
-				continue
-			}
-			holds.Add(1)
-			sleep(ctx, 2*time.Second)
-			if err := store.Release(context.WithoutCancel(ctx), key, owner, false, time.Now().Add(time.Hour)); err != nil {
-				t.Errorf("release the duplicate's claim: %v", err)
-			}
-			sleep(ctx, 4*time.Second)
-		}
-	})
+	holding.Go(func() { holdAfterEachRun(ctx, t, dyn, table, queueattr.NameFromURL(w.q.URL), key, &holds) })
 	p := w.binary("--dedupe-table", table, "--dedupe-key", "attr:job", "--max-attempts", "3", "--retry-delay", "1s",
 		"--visibility-timeout", "10s", "--wait-time", "1s", "--kill-grace", "1s")
 	w.eventually("the message dead-lettered", 50*time.Second, func() bool { return w.depth(w.q.DLQURL) == 1 })
@@ -88,7 +75,7 @@ func TestDedupeAttemptsAreRuns(t *testing.T) {
 		t.Fatalf("ran as attempts %v, want [1 2 3]: each run one attempt, up to --max-attempts", attempts)
 	}
 	if last := runs[len(runs)-1]; last.receives <= 3 || holds.Load() < 2 {
-		t.Errorf("the last run was receive %d, the duplicate held the key %d times; want more receives than runs: the test made no receive that ran nothing",
+		t.Errorf("the last run was receive %d, the duplicate held the key %d times; want more receives than runs, a hold after each failed run",
 			last.receives, holds.Load())
 	}
 	out, err := w.direct.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.q.DLQURL), MessageAttributeNames: []string{"All"},
@@ -116,7 +103,7 @@ func TestDedupeAttemptsAreRuns(t *testing.T) {
 func TestDedupeSupervisorKilled40Times(t *testing.T) {
 	t.Parallel()
 	const messages, kills = 300, 40
-	w, table, _ := dedupeWorld(t, testenv.QueueOptions{MaxReceiveCount: 20})
+	w, _, table := dedupeWorld(t, testenv.QueueOptions{MaxReceiveCount: 20})
 	var keys, bodies []string
 	for i := range messages {
 		k := fmt.Sprintf("kill40-%d", i)
@@ -156,6 +143,41 @@ func TestDedupeSupervisorKilled40Times(t *testing.T) {
 	}
 	if got.Deleted != messages {
 		t.Errorf("%d of %d messages deleted, want all", got.Deleted, messages)
+	}
+}
+
+// holdAfterEachRun watches key's record in table and, each time a run of the key has been
+// released, claims the key for another message of the key, holds it 2 s and releases it
+// uncounted (a duplicate's run that watchbot stopped), counting its holds, until ctx ends.
+func holdAfterEachRun(ctx context.Context, t *testing.T, dyn *testenv.Dynamo, table, scope, key string, holds *atomic.Int32) {
+	store := dedupe.NewStore(dyn.Client(), table, scope)
+	held := 0 // the runs the record counted when the key was last held
+	for n := 0; ctx.Err() == nil; sleep(ctx, 50*time.Millisecond) {
+		out, err := dyn.Client().GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]ddbtypes.AttributeValue{dedupe.KeyAttribute: &ddbtypes.AttributeValueMemberS{Value: scope + "/" + key}}})
+		if err != nil || out.Item == nil {
+			continue
+		}
+		state, _ := out.Item["state"].(*ddbtypes.AttributeValueMemberS)
+		var runs int
+		if n, ok := out.Item["runs"].(*ddbtypes.AttributeValueMemberN); ok {
+			runs, _ = strconv.Atoi(n.Value)
+		}
+		if state == nil || state.Value != "released" || runs <= held {
+			continue
+		}
+		n++
+		owner := fmt.Sprint("duplicate/", n)
+		c, err := store.Claim(ctx, key, owner, "a-duplicate", time.Now().Add(3*time.Second))
+		if err != nil || c.Result != dedupe.Claimed {
+			continue
+		}
+		held = c.Run - 1
+		holds.Add(1)
+		sleep(ctx, 2*time.Second)
+		if err := store.Release(context.WithoutCancel(ctx), key, owner, false, time.Now().Add(time.Hour)); err != nil {
+			t.Errorf("release the duplicate's claim: %v", err)
+		}
 	}
 }
 
