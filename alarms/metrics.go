@@ -92,7 +92,7 @@ var Metrics = []MetricDefinition{
 	{Name: WorkerSlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots (--concurrency), once a minute: their Sum over a minute is the service's slots, their SampleCount its tasks"},
 	{Name: BusySlots, Unit: Count, Kind: Gauge, Meaning: "the task's worker slots running a job, averaged over the minute: their Sum over a minute is the service's busy slots"},
 	{Name: ScaleInProtectionErrors, Unit: Count, Kind: Counter, Meaning: "calls to the ECS agent's task scale-in protection endpoint that failed (unreachable, refused, or a failure answer); work goes on regardless"},
-	{Name: ConcurrencyLimit, Unit: Count, Kind: Gauge, Meaning: "the runs the task allows at once, once a minute: --concurrency, 1 while the brake is on, rising while it ramps back up"},
+	{Name: ConcurrencyLimit, Unit: Count, Kind: Gauge, Meaning: "the runs the task allows at once, once a minute: --concurrency, or the lower one watchbot fleet set applied live; 1 while the brake is on, rising while it ramps back up"},
 	{Name: BrakingSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent braking in the last minute, once a minute (60 throughout an outage)"},
 	{Name: DuplicatesSkipped, Unit: Count, Kind: Counter, Meaning: "messages deleted without running because a run had completed their dedupe key (--dedupe-table)"},
 	{Name: DedupeErrors, Unit: Count, Kind: Counter, Meaning: "calls to the dedupe table that failed; a message whose key could not be claimed is retried after its backoff, never run unchecked"},

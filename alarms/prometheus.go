@@ -42,7 +42,7 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: RetriedReceiveDuration, Name: "watchbot_receive_retried_duration_seconds", Type: "histogram", Help: "Time taken by the receives that the SDK retried or that failed, which the receive loop waits out."},
 	{Metric: LeaseExtensionDuration, Name: "watchbot_lease_extension_duration_seconds", Type: "histogram", Help: "Time each extension of a short receive lease took, which the receive loop also waits for."},
 	{Metric: WorkerSlots, Name: "watchbot_worker_slots", Type: "gauge", Help: "Worker slots (--concurrency)."},
-	{Metric: ConcurrencyLimit, Name: "watchbot_concurrency_limit", Type: "gauge", Help: "Runs allowed at once now: the slots, less while the brake is on."},
+	{Metric: ConcurrencyLimit, Name: "watchbot_concurrency_limit", Type: "gauge", Help: "Runs allowed at once now: the slots, or the --concurrency watchbot fleet set applied live, less while the brake is on."},
 	{Name: "watchbot_running_jobs", Type: "gauge", Help: "Worker runs under way."},
 	{Name: "watchbot_oldest_job_age_seconds", Type: "gauge", Help: "Seconds the longest job under way has run (0: none); past SQS's 12 h in-flight limit only with --dedupe-table, which relays its message."},
 	{Name: "watchbot_held_messages", Type: "gauge", Help: "Messages held: running, or waiting for a slot, a batch or their group."},

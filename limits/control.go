@@ -211,7 +211,8 @@ type TaskRecord struct {
 	// the most it may run at once, and whether it runs batches.
 	Concurrency int `json:"concurrency"`
 	BatchSize   int `json:"batchSize"`
-	// Applied is what it runs by now: its flags with the fleet's settings over them.
+	// Applied is what it runs by now: its flags with the fleet's settings over them, a
+	// --concurrency held to its own.
 	Applied Settings `json:"applied"`
 	// LastSeen is when it wrote the record; it counts as live until LiveUntil, one lease
 	// later.

@@ -152,6 +152,9 @@ func TestFleetControlReachesEveryTask(t *testing.T) {
 		if v := ts[0].Snapshot().ControlVersion; v != set.Version {
 			t.Fatalf("version %d applied, want %d", v, set.Version)
 		}
+		if n := ts[0].MaxRunning(); n != 1 {
+			t.Errorf("MaxRunning %d after the set, want 1", n)
+		}
 		if _, ok := ts[0].TryStart("", 1); ok || !ts[0].Capped() {
 			t.Errorf("a start beyond --concurrency 1 with 3 running, or not capped (%v)", ts[0].Capped())
 		}
@@ -189,5 +192,26 @@ func TestAKilledTaskDropsOutWithinALease(t *testing.T) {
 			t.Errorf("live a lease after b died: %+v, %v; want a alone", got.Live, err)
 		}
 		ts[1].store.stalled.Store(false)
+	})
+}
+
+// A --concurrency set above a task's own (the task started after the set, with less) holds
+// it to its own, and that is what it runs by and records.
+func TestAConcurrencySetAboveATasksOwnKeepsItsOwn(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		set := steer(t, store, func(c Control) Control { c.Settings.Concurrency = 3; return c })
+		cfg := DefaultConfig()
+		cfg.Member = Member{Host: "h", Queues: []string{"jobs"}, Concurrency: 2, BatchSize: 1}
+		ts := fleetOnTable(t, store, "limits", cfg, "small")
+		time.Sleep(PollInterval + 10*time.Millisecond)
+		if n := ts[0].MaxRunning(); n != 2 {
+			t.Errorf("MaxRunning %d under a set of 3, want its own 2", n)
+		}
+		r, ok, err := store.Task(t.Context(), "small")
+		if err != nil || !ok || r.Version != set.Version || r.Applied.Concurrency != 2 {
+			t.Errorf("record %+v (%v, %v), want version %d applied with --concurrency 2", r, ok, err, set.Version)
+		}
 	})
 }

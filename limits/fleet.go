@@ -21,6 +21,14 @@ func (l *Limiter) BatchSize() int {
 	return l.fleet.batchSize
 }
 
+// MaxRunning is the most jobs the fleet's control lets the task run at once: a --concurrency
+// set live, held to the task's own; 0 when none is set and the task runs by its own.
+func (l *Limiter) MaxRunning() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fleet.maxRunning
+}
+
 // Capped reports whether the fleet's --concurrency holds the task at its most running jobs
 // now: no start of any key may go ahead until a run ends.
 func (l *Limiter) Capped() bool {
@@ -53,6 +61,8 @@ func (l *Limiter) applyControl(c Control) {
 	f.maxRunning = 0
 	if own := l.cfg.Member.Concurrency; f.applied.Concurrency > 0 && own > 0 {
 		f.maxRunning = min(f.applied.Concurrency, own)
+		// What the task runs by, which its log line and its record say, is the cap it keeps.
+		f.applied.Concurrency = f.maxRunning
 	}
 	f.batchSize = 0
 	if l.cfg.Member.BatchSize > 1 {

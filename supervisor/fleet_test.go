@@ -104,3 +104,47 @@ func TestFleetPauseStopsTheQueue(t *testing.T) {
 		}
 	})
 }
+
+// A --concurrency set live below the task's own stops no run under way, then holds the task
+// to it: the runs at once, the ConcurrencyLimit gauge and what the scheduler receives for.
+func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) {
+			c.Fleet.Table, c.Fleet.Task = "limits", "task"
+			c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: 4, BatchSize: 1}
+		})
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
+		table, load := &controlTable{}, NewLoad()
+		lim := limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
+		r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+			return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn,
+				Limiter: lim, PerQueue: map[string]QueueDeps{"jobs": {Load: load}}})
+		}, r.trail)
+		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
+		r.waitFor("four runs", time.Minute, func() bool { return load.Running() == 4 })
+		if got := load.Limit(); got != 4 {
+			t.Fatalf("ConcurrencyLimit %d before the set, want 4", got)
+		}
+		table.steer(func(c limits.Control) limits.Control { c.Settings.Concurrency = 1; return c })
+		time.Sleep(limits.PollInterval + 10*time.Millisecond)
+		if got, running := load.Limit(), load.Running(); got != 1 || running != 4 {
+			t.Errorf("ConcurrencyLimit %d with %d running after the set, want 1 with the 4 under way", got, running)
+		}
+		r.mu.Lock()
+		r.maxBusy = 0
+		r.mu.Unlock()
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if r.maxBusy > 1 {
+			t.Errorf("%d runs at once after the set's runs ended, want 1", r.maxBusy)
+		}
+		for body, n := range r.runsOf() {
+			if n != 1 {
+				t.Errorf("%s ran %d times, want once: a run under way at the set was stopped", body, n)
+			}
+		}
+	})
+}

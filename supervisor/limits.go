@@ -115,6 +115,17 @@ func limitKey(key string, m message) string {
 	return ""
 }
 
+// runGate is what the brake allows now, with the runs at once held to the --concurrency that
+// the fleet's control sets live: the scheduler receives and holds for that many only, and
+// the gauges say it.
+func (s *Supervisor) runGate() brakeGate {
+	g := s.brake.gate()
+	if n := s.limiter.MaxRunning(); n > 0 && n < g.limit {
+		g.limit = n
+	}
+	return g
+}
+
 // verdict is the gate's answer for one run.
 type verdict int
 

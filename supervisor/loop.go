@@ -86,7 +86,7 @@ func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, an
 // at a stop; then it sets the timer for the next decision that no event brings. It reports
 // whether the drain is over.
 func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
-	gate := l.s.brake.gate()
+	gate := l.s.runGate()
 	l.sched.limit(gate.limit)
 	l.rs.gate = gate
 	// A stop runs a standard queue's read-ahead in its drain when it fits the shutdown

@@ -286,7 +286,7 @@ func writeFleet(w io.Writer, ts limits.Tasks, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tHOST\tQUEUES\tPAUSED\tVERSION\tRUNNING\tLAST SEEN")
+	fmt.Fprintln(tw, "TASK\tHOST\tQUEUES\tPAUSED\tVERSION\tCONCURRENCY\tRUNNING\tLAST SEEN")
 	for _, r := range ts.Live {
 		paused := "no"
 		switch {
@@ -295,8 +295,8 @@ func writeFleet(w io.Writer, ts limits.Tasks, now time.Time) error {
 		case len(r.Paused) > 0:
 			paused = strings.Join(r.Paused, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v ago\n", r.Task, r.Host, strings.Join(r.Queues, ","), paused, r.Version, r.Running,
-			now.Sub(r.LastSeen).Round(100*time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%v ago\n", r.Task, r.Host, strings.Join(r.Queues, ","), paused, r.Version,
+			r.Applied.Concurrency, r.Running, now.Sub(r.LastSeen).Round(100*time.Millisecond))
 	}
 	return tw.Flush()
 }

@@ -140,6 +140,9 @@ func writeLimitsUse(w io.Writer, table string, l limitsStatus, now time.Time) er
 	}
 	if c := u.Control; c != nil {
 		fmt.Fprintf(&b, "fleet paused: %s (watchbot fleet, version %d)\n", pausesLine(*c, now), c.Version)
+		if set := c.Settings.Flags(); set != "" {
+			fmt.Fprintf(&b, "fleet set:    %s (watchbot fleet, over each task's flags)\n", set)
+		}
 	}
 	fmt.Fprintf(&b, "slots held:   %d (--fleet-concurrency, running or about to go back)\n", u.SlotsHeld)
 	tasks := slices.Sorted(maps.Keys(u.Slots))
