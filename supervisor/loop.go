@@ -331,7 +331,7 @@ func (s *Supervisor) hold(sched *scheduler, msgs []types.Message) {
 		noteTrace(msg, s.log, s.metrics)
 		lease, renew := s.leaser.received()
 		if j := s.leaser.get(msg.ID); j != nil {
-			relay := j.waitsRelay()
+			relay := s.leaser.dedupe.holds(j) && j.reachedLimit(now, s.cfg.inFlight())
 			if j.takeOver(msg, now, lease, renew) {
 				if relay {
 					s.metrics.Add(alarms.Relays, 1)

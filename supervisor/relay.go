@@ -87,6 +87,18 @@ func (j *job) waitRelay() {
 	j.mu.Unlock()
 }
 
+// reachedLimit reports whether the job's delivery is at SQS's in-flight limit (limit) at now,
+// and marks it so: a new delivery of its message to this loop then is a relay. The loop may
+// receive the message the moment it comes back, before the heartbeat has found it there.
+func (j *job) reachedLimit(now time.Time, limit time.Duration) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.settled && now.Sub(j.receivedAt) >= limit-relayMargin {
+		j.atLimit = true
+	}
+	return j.atLimit
+}
+
 // waitsRelay reports whether the job's delivery is at SQS's in-flight limit.
 func (j *job) waitsRelay() bool {
 	j.mu.Lock()

@@ -32,17 +32,18 @@ func (r *dedupeRig) startAnother(metrics *countingRecorder) {
 // once on a fleet of two; each time its message comes back at the limit, whichever task
 // receives it relays it to the owner, which deletes it with the newest receipt at the end.
 // Nothing is dead-lettered, and the relays are counted. On a FIFO queue the message behind it
-// in its group waits until it is done.
+// in its group waits until it is done; in batch mode the batch's worker runs on the same way.
 func TestRelayKeepsALongJob(t *testing.T) {
 	t.Parallel()
-	for _, fifo := range []bool{false, true} {
-		name := "standard"
-		if fifo {
-			name = "FIFO"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		fifo      bool
+		batchSize int
+	}{{"standard", false, 1}, {"FIFO", true, 1}, {"batch", false, 2}} {
+		fifo := tt.fifo
+		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newDedupeRig(t, fifo, rigOptions{concurrency: 1, maxReceiveCount: 10, inFlight: relayLimit})
+				r := newDedupeRig(t, fifo, rigOptions{concurrency: 1, batchSize: tt.batchSize, maxReceiveCount: 10, inFlight: relayLimit})
 				r.behave = func(c workerCall) workerAct {
 					if c.Body == "a1" {
 						return workerAct{Took: 5 * relayLimit}
@@ -71,7 +72,7 @@ func TestRelayKeepsALongJob(t *testing.T) {
 					t.Errorf("dead-letter queue holds %d messages, want none", len(dlq))
 				}
 				if relays := r.metrics.get(alarms.Relays) + other.get(alarms.Relays); relays < 3 {
-					t.Errorf("Relays = %v, want one for each limit the job passed (about 4)", relays)
+					t.Errorf("Relays = %v, want one for each limit the job passed (about 4)%s", relays, r.trail())
 				}
 				if rec := r.db.record("k1"); rec == nil || rec.state != "completed" {
 					t.Errorf("k1's record %+v, want completed", rec)
@@ -160,4 +161,37 @@ func TestCheckRelays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRelayDrainHandsBackTheNewestReceipt: the owner stopped after its job's message was
+// relayed hands the message back with the newest receipt, so it is visible at once and runs
+// again on the other task, rather than staying hidden for what the relay's receive allowed.
+func TestRelayDrainHandsBackTheNewestReceipt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 10, inFlight: relayLimit})
+		r.cfg.ShutdownTimeout = 5 * time.Second
+		r.behave = func(c workerCall) workerAct {
+			if c.Run == 1 {
+				return workerAct{Took: 10 * relayLimit}
+			}
+			return workerAct{Took: time.Second}
+		}
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("a1 to start", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 })
+		other := &countingRecorder{}
+		r.startAnother(other)
+		time.Sleep(2*relayLimit + relayLimit/2)
+		if other.get(alarms.Relays) == 0 {
+			t.Fatalf("no relay by the other task in %v:\n%s", 2*relayLimit, r.trail())
+		}
+		stopped := time.Now()
+		_ = r.stop()
+		r.waitFor("a1 to run again", 2*relayLimit, func() bool { return len(r.callsOf("a1")) == 2 })
+		if again := r.callsOf("a1")[1].At.Sub(stopped); again > 10*time.Second {
+			t.Errorf("a1 ran again %v after its owner stopped, want within seconds: handed back with a stale receipt, it stayed hidden", again)
+		}
+		r.waitFor("an empty queue", 2*relayLimit, r.empty)
+	})
 }
