@@ -41,6 +41,8 @@ type fakeDedupe struct {
 	hang, hangExtend bool
 	hangIf           func(op string) bool
 	hung             int
+	// relaySkew is added to each relay's receive time: a relaying host whose clock is ahead.
+	relaySkew time.Duration
 }
 
 type fakeRecord struct {
@@ -230,7 +232,7 @@ func (f *fakeDedupe) Relay(ctx context.Context, key, owner, messageID, receipt s
 	if r == nil || r.owner != owner || r.state != "in_progress" || r.lease.Before(time.Now()) || r.message != messageID {
 		return 0, dedupe.ErrLost
 	}
-	r.relayed = dedupe.Relayed{Count: r.relayed.Count + 1, Receipt: receipt, ReceivedAt: receivedAt}
+	r.relayed = dedupe.Relayed{Count: r.relayed.Count + 1, Receipt: receipt, ReceivedAt: receivedAt.Add(f.relaySkew)}
 	return r.relayed.Count, nil
 }
 

@@ -304,13 +304,11 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 				"in_flight", inFlight.Round(time.Second).String())
 			l.stop(j, errCeiling)
 			continue
-		case !renewable && relayable:
-			if !d.leaseUntil.After(now) && !j.waitsRelay() {
+		case relayable && (!renewable || j.waitsRelay()):
+			if !j.waitsRelay() && !d.leaseUntil.After(now) {
+				j.waitRelay()
 				j.log.Info("message at SQS's in-flight limit: visible again, the job goes on and takes the receipt of whoever receives it next",
 					"in_flight", inFlight.Round(time.Second).String())
-			}
-			if !d.leaseUntil.After(now) {
-				j.waitRelay()
 			}
 			j.renewBy(now.Add(min(l.interval, renewRetry)))
 			waiting = append(waiting, j)
@@ -401,6 +399,11 @@ func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 	case err == nil:
 		r.round.renewed = append(r.round.renewed, j)
 	case r.stopped: // stopped when the answer was overdue
+	case beyondLimit(err) && l.dedupe.holds(j):
+		// SQS counts the time in flight from its receive, by its clock (and a relay's receive
+		// by the relaying host's): the limit came sooner than this clock said.
+		j.waitRelay()
+		j.log.Info("message at SQS's in-flight limit: the job goes on and takes the receipt of whoever receives it next", "error", err)
 	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))

@@ -14,7 +14,10 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/dedupe"
@@ -104,6 +107,15 @@ func (j *job) waitsRelay() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.atLimit
+}
+
+// beyondLimit reports SQS's refusal of a visibility change past the in-flight limit: an
+// InvalidParameterValue, which SQS also answers for a stale receipt, told apart by its message
+// ("Total VisibilityTimeout for the message is beyond the limit"), as SQS has no code of its
+// own for it.
+func beyondLimit(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "InvalidParameterValue" && strings.Contains(api.ErrorMessage(), "beyond the limit")
 }
 
 // relayMargin is how far short of SQS's in-flight limit the last renewal stops: SQS counts

@@ -8,9 +8,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/listenspec"
 	"github.com/watchbot/watchbot/internal/setting"
+	"github.com/watchbot/watchbot/internal/sqsspec"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 )
 
@@ -194,4 +197,47 @@ func TestRelayDrainHandsBackTheNewestReceipt(t *testing.T) {
 		}
 		r.waitFor("an empty queue", 2*relayLimit, r.empty)
 	})
+}
+
+// TestRelayFromASkewedClock: a relay written by a host whose clock runs 10 s ahead makes the
+// owner count the message's time in flight short, so a renewal near the limit asks past it;
+// SQS refuses that ("beyond the limit"), and the owner waits for the next relay rather than
+// taking its lease for lost: the job still runs once.
+func TestRelayFromASkewedClock(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20, inFlight: relayLimit})
+		r.db.relaySkew = 10 * time.Second
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 5 * relayLimit} }
+		r.start()
+		r.startAnother(&countingRecorder{})
+		r.sendKeyed("a1=k1")
+		r.waitFor("an empty queue", 10*relayLimit, r.empty)
+		if calls := r.callsOf("a1"); len(calls) != 1 {
+			t.Fatalf("a1 ran %d times, want once%s", len(calls), r.trail())
+		}
+		if !testenv.Logged(r.logs.String(), "level", "INFO", "error", "*") {
+			t.Errorf("no renewal was refused past the limit: the test did not reach what it is about%s", r.trail())
+		}
+	})
+}
+
+func TestBeyondLimit(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"past the limit", &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value 40 for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"}, true},
+		{"a batch entry past the limit", &sqsspec.EntryError{Code: "InvalidParameterValue", Message: "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"}, true},
+		{"a stale receipt", &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Message does not exist or is not available for visibility timeout change."}, false},
+		{"another error", errors.New("connection reset"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := beyondLimit(tt.err); got != tt.want {
+				t.Errorf("beyondLimit(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
 }
