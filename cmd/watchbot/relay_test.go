@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,9 +37,11 @@ type relayRig struct {
 	dyn   *testenv.Dynamo
 	table string
 	dir   string
-	// worker sleeps relayJob for a body starting with "long", else a moment.
-	worker string
-	outs   []*testenv.Buffer
+	// worker sleeps relayJob for a body starting with "long", else a moment: the command
+	// after --, or with httpWorker the application at that URL.
+	worker     string
+	httpWorker string
+	outs       []*testenv.Buffer
 }
 
 func newRelayRig(t *testing.T, o testenv.QueueOptions) *relayRig {
@@ -67,7 +72,11 @@ func (r *relayRig) listen(t *testing.T, noTable bool, args ...string) *testenv.P
 	if !noTable {
 		base = append(base, "--dedupe-table", r.table)
 	}
-	cmd := r.emu.Watchbot(t, append(append(base, args...), "--", r.worker)...)
+	worker := []string{"--", r.worker}
+	if r.httpWorker != "" {
+		worker = []string{"--http-worker", r.httpWorker, "--http-timeout", "1m"}
+	}
+	cmd := r.emu.Watchbot(t, append(append(base, args...), worker...)...)
 	cmd.Env = append(cmd.Env, r.dyn.Env()...)
 	cmd.Env = append(cmd.Env, "WATCHBOT_SQS_MAX_IN_FLIGHT="+relayLimit.String())
 	out := &testenv.Buffer{}
@@ -113,6 +122,30 @@ func (r *relayRig) send(t *testing.T, bodies ...string) {
 	}
 }
 
+// serveWorker serves the worker as an HTTP application, which listen's --http-worker posts
+// each message to, instead of the command.
+func (r *relayRig) serveWorker(t *testing.T) {
+	t.Helper()
+	record := func(line string) {
+		f, err := os.OpenFile(filepath.Join(r.dir, "runs"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, _ = f.WriteString(line + "\n")
+			_ = f.Close()
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		body := string(b)
+		record("start " + body)
+		if strings.HasPrefix(body, "long") {
+			time.Sleep(relayJob)
+		}
+		record("end " + body)
+	}))
+	t.Cleanup(srv.Close)
+	r.httpWorker = srv.URL
+}
+
 // done reports that the queue is empty.
 func (r *relayRig) done() bool { return len(r.fake.Messages(r.queue.URL)) == 0 }
 
@@ -124,17 +157,21 @@ func (r *relayRig) relayed() bool {
 // Two watchbots on one queue, a job five times SQS's in-flight limit: it runs once, to the
 // end; every time its message comes back, whichever watchbot receives it relays it to the
 // owner; the message is deleted at the end and nothing is dead-lettered. On a FIFO queue the
-// message behind it in its group starts only after it ended.
+// message behind it in its group starts only after it ended. An HTTP worker's request goes on
+// the same way.
 func TestListenRelaysALongJob(t *testing.T) {
 	t.Parallel()
-	for _, fifo := range []bool{false, true} {
-		name := "standard"
-		if fifo {
-			name = "FIFO"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		fifo, http bool
+	}{{"standard", false, false}, {"FIFO", true, false}, {"HTTP worker", false, true}} {
+		fifo := tt.fifo
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRelayRig(t, testenv.QueueOptions{MaxReceiveCount: 20, FIFO: fifo})
+			if tt.http {
+				r.serveWorker(t)
+			}
 			procs := []*testenv.Process{r.listen(t, false, "--concurrency", "1", "--max-attempts", "3", "--max-job-duration", "12s")}
 			procs = append(procs, r.listen(t, false, "--concurrency", "1", "--max-attempts", "3", "--max-job-duration", "12s"))
 			r.send(t, "long-1")
