@@ -50,26 +50,41 @@ func (*controlTable) Task(context.Context, string) (limits.TaskRecord, bool, err
 	return limits.TaskRecord{}, false, nil
 }
 
+// steeredRig starts a supervisor of --concurrency n and --limit-wait wait on the queue "jobs",
+// its jobs 3 s long, steered through a table in memory; load receives its gauges.
+func steeredRig(t *testing.T, n int, wait time.Duration, load *Load) (*dedupeRig, *controlTable) {
+	t.Helper()
+	r := newLimitsRig(t, rigOptions{concurrency: n}, func(c *LimitsConfig) {
+		c.Wait = wait
+		c.Fleet.Table, c.Fleet.Task = "limits", "task"
+		c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: n, BatchSize: 1}
+	})
+	r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
+	table := &controlTable{}
+	lim := limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
+	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
+		return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn,
+			Limiter: lim, PerQueue: map[string]QueueDeps{"jobs": {Load: load}}})
+	}, r.trail)
+	return r, table
+}
+
+// holdReadAhead sends ten messages and returns once four have run: the first runs have
+// ended, and a read-ahead is held beside the runs under way.
+func holdReadAhead(r *dedupeRig) {
+	r.t.Helper()
+	r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
+	r.waitFor("four runs", time.Minute, func() bool { return len(r.bodies()) == 4 })
+}
+
 // An operator's pause of the queue: within a poll no run starts and nothing is received,
 // the runs under way finish and are deleted, and the held messages go back to the queue
 // once the pause has lasted --limit-wait; a resume lets the rest run, once each.
 func TestFleetPauseStopsTheQueue(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r := newLimitsRig(t, rigOptions{concurrency: 2}, func(c *LimitsConfig) {
-			c.Wait = 5 * time.Second
-			c.Fleet.Table, c.Fleet.Task = "limits", "task"
-			c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: 2, BatchSize: 1}
-		})
-		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
-		table := &controlTable{}
-		lim := limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
-		r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
-			return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn, Limiter: lim})
-		}, r.trail)
-		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
-		// Once runs have ended, a read-ahead is held beside the runs.
-		r.waitFor("four runs", time.Minute, func() bool { return len(r.bodies()) == 4 })
+		r, table := steeredRig(t, 2, 5*time.Second, NewLoad())
+		holdReadAhead(r)
 		table.steer(func(c limits.Control) limits.Control { return c.Pause("jobs", time.Time{}) })
 		time.Sleep(limits.PollInterval + 10*time.Millisecond)
 		receives, runs := r.metrics.get(alarms.MessageReceives), len(r.bodies())
@@ -110,17 +125,8 @@ func TestFleetPauseStopsTheQueue(t *testing.T) {
 func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r := newLimitsRig(t, rigOptions{concurrency: 4}, func(c *LimitsConfig) {
-			c.Fleet.Table, c.Fleet.Task = "limits", "task"
-			c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: 4, BatchSize: 1}
-		})
-		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
-		table, load := &controlTable{}, NewLoad()
-		lim := limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
-		r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
-			return Run(ctx, r.cfg, Deps{SQS: r.sqs, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Metrics: r.metrics, spawn: r.spawn,
-				Limiter: lim, PerQueue: map[string]QueueDeps{"jobs": {Load: load}}})
-		}, r.trail)
+		load := NewLoad()
+		r, table := steeredRig(t, 4, 30*time.Second, load)
 		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
 		r.waitFor("four runs", time.Minute, func() bool { return load.Running() == 4 })
 		if got := load.Limit(); got != 4 {
@@ -144,6 +150,32 @@ func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
 		for body, n := range r.runsOf() {
 			if n != 1 {
 				t.Errorf("%s ran %d times, want once: a run under way at the set was stopped", body, n)
+			}
+		}
+	})
+}
+
+// A pause that ends within --limit-wait costs the held messages nothing: none goes back to
+// the queue, each is received once and runs once after it.
+func TestAShortFleetPauseKeepsTheHeldMessages(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r, table := steeredRig(t, 2, 5*time.Second, NewLoad())
+		holdReadAhead(r)
+		table.steer(func(c limits.Control) limits.Control { return c.Pause("", time.Now().Add(3*time.Second)) })
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.metrics.get(alarms.LimitReleases); n != 0 {
+			t.Errorf("%v held messages released in a pause shorter than --limit-wait, want none", n)
+		}
+		if got := r.metrics.get(alarms.MessageReceives); got != 10 {
+			t.Errorf("MessageReceives = %v, want 10: each message received once", got)
+		}
+		for body, n := range r.runsOf() {
+			if n != 1 {
+				t.Errorf("%s ran %d times, want once", body, n)
 			}
 		}
 	})

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/watchbot/watchbot/internal/queueattr"
 	"github.com/watchbot/watchbot/internal/testing/faultproxy"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
 	"github.com/watchbot/watchbot/limits"
@@ -48,6 +51,57 @@ func startedAfter(runs []limitsRun, at time.Time) int {
 	return n
 }
 
+// bootTime is when the machine booted, to the 10 ms of /proc/uptime: a run's process was made
+// at bootTime plus its forked.
+func bootTime(t *testing.T) time.Time {
+	t.Helper()
+	data, err := os.ReadFile("/proc/uptime")
+	now := time.Now()
+	var up float64
+	if err == nil {
+		_, err = fmt.Sscan(string(data), &up)
+	}
+	if err != nil {
+		t.Fatalf("read /proc/uptime: %v", err)
+	}
+	return now.Add(-time.Duration(up * float64(time.Second)))
+}
+
+// forkSlack is how far bootTime and the clock ticks of a process's making may put it off.
+const forkSlack = 50 * time.Millisecond
+
+// crowdedStarts names the runs whose process a watchbot made after from while most runs of
+// its own were under way: a run is under way from its start until its end, which it logs
+// before it exits, and so before its watchbot's slot is free again.
+func crowdedStarts(runs []limitsRun, boot, from time.Time, most int) []string {
+	var out []string
+	for _, r := range runs {
+		made := boot.Add(r.forked)
+		if !made.After(from) {
+			continue
+		}
+		under := 0
+		for _, o := range runs {
+			if o.watchbot == r.watchbot && o != r && o.start.Before(r.start) && (o.end.IsZero() || o.end.After(made.Add(forkSlack))) {
+				under++
+			}
+		}
+		if under >= most {
+			out = append(out, fmt.Sprintf("%s (watchbot %d, %d under way)", r.name, r.watchbot, under))
+		}
+	}
+	return out
+}
+
+// mostOfOne is the most runs one watchbot had under way at once among those started after at.
+func mostOfOne(runs []limitsRun, at time.Time) int {
+	most := 0
+	for _, r := range runs {
+		most = max(most, mostAtOnce(runs, func(o limitsRun) bool { return o.watchbot == r.watchbot && o.start.After(at) }))
+	}
+	return most
+}
+
 // newSteeredFleet starts three watchbots of --concurrency 4 on one queue, their receives
 // counted by a proxy, with a 3 s lease and a 2 s --limit-wait, and n jobs of a second; it
 // returns once some run.
@@ -60,25 +114,28 @@ func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int) 
 	return f, func() int { return counter.Stats().Operations["ReceiveMessage"].Requests }
 }
 
-// A pause stops every receive and start within 2 s while the running jobs finish and are
-// deleted; status lists three paused tasks; a resume lets work go on; a task killed drops
-// out of status within its lease.
+// A pause stops every receive and start within 2 s of the command, while the running jobs
+// finish and are deleted and the held messages go back past --limit-wait; every task logs
+// the change with its reason; status lists three paused tasks; a resume lets work go on; a
+// task killed drops out of status within its lease.
 func TestFleetPauseResume(t *testing.T) {
 	t.Parallel()
 	f, receives := newSteeredFleet(t, 60)
+	boot := bootTime(t)
 	code, out := f.fleetCLI("pause", "--reason", "downstream broken")
-	if code != 0 || !strings.Contains(out, "3 of 3 live task(s) acknowledged") {
+	if code != 0 {
 		t.Fatalf("pause: exit %d\n%s\n%s", code, out, f.logs())
 	}
-	paused := time.Now()
-	time.Sleep(2 * time.Second)
-	before, startsBefore := receives(), len(f.runs())
+	pause := f.fleetStatus().Control
+	obeyed := pause.Change.At.Add(2 * time.Second)
+	time.Sleep(time.Until(obeyed))
+	before := receives()
 	time.Sleep(2 * time.Second)
 	if n := receives() - before; n > 0 {
-		t.Errorf("%d receives 2 s after the pause was acknowledged, want none", n)
+		t.Errorf("%d receives from 2 s after the pause on, want none", n)
 	}
-	if n := len(f.runs()) - startsBefore; n > 0 || startedAfter(f.runs(), paused.Add(time.Second)) > 0 {
-		t.Errorf("jobs started in the pause: %d", n)
+	if late := crowdedStarts(f.runs(), boot, obeyed, 0); len(late) > 0 {
+		t.Errorf("jobs started 2 s or more into the pause: %v", late)
 	}
 	c := f.emu.Client()
 	testenv.Eventually(t, "the running jobs deleted and the held messages back", 10*time.Second, func() bool {
@@ -88,8 +145,13 @@ func TestFleetPauseResume(t *testing.T) {
 		t.Error("a job running at the pause did not finish")
 	}
 	ts := f.fleetStatus()
-	if len(ts.Live) != 3 || slices.ContainsFunc(ts.Live, func(r limits.TaskRecord) bool { return !r.AllPaused() }) {
-		t.Errorf("fleet status in the pause: %+v, want 3 tasks, all paused", ts.Live)
+	if len(ts.Live) != 3 || slices.ContainsFunc(ts.Live, func(r limits.TaskRecord) bool { return !r.AllPaused() || r.Version != pause.Version }) {
+		t.Errorf("fleet status in the pause: %+v, want 3 tasks, all paused, applying version %d", ts.Live, pause.Version)
+	}
+	for i, o := range f.outs {
+		if !testenv.Logged(o.String(), "level", "INFO", "version", fmt.Sprint(pause.Version), "change", limits.ChangePause, "reason", "downstream broken") {
+			t.Errorf("watchbot %d logged no INFO line of the pause with its version and reason", i)
+		}
 	}
 
 	if code, out := f.fleetCLI("resume"); code != 0 {
@@ -110,24 +172,37 @@ func TestFleetPauseResume(t *testing.T) {
 	f.stop()
 }
 
-// A set of --concurrency 1 on tasks running 4 stops no job and then holds each task to one;
-// a --concurrency above the tasks' own is refused, naming it; a pause --for ends by itself.
+// A set of --concurrency 1 on tasks running 4 stops no job, and within 2 s holds each task to
+// one job at once, which status shows; a set of 4 raises it again without a restart; a
+// --concurrency above the tasks' own is refused, naming it; a pause --for ends by itself.
 func TestFleetSetAndPauseFor(t *testing.T) {
 	t.Parallel()
-	f, _ := newSteeredFleet(t, 100)
+	f, _ := newSteeredFleet(t, 150)
+	boot := bootTime(t)
 	code, out := f.fleetCLI("set", "--concurrency", "1", "--reason", "shed load")
 	if code != 0 {
 		t.Fatalf("set: exit %d\n%s", code, out)
 	}
-	set := time.Now()
+	ts := f.fleetStatus()
+	if len(ts.Live) != 3 || slices.ContainsFunc(ts.Live, func(r limits.TaskRecord) bool { return r.Applied.Concurrency != 1 }) {
+		t.Errorf("fleet status after the set: %+v, want 3 tasks running by --concurrency 1", ts.Live)
+	}
+	set := ts.Control.Change.At
 	testenv.Eventually(t, "every run of before the set ended", 10*time.Second, func() bool {
 		return !slices.ContainsFunc(f.runs(), func(r limitsRun) bool { return r.end.IsZero() && r.start.Before(set) })
 	}, f.logs)
-	settled := time.Now()
 	time.Sleep(3 * time.Second)
-	if most := mostAtOnce(f.runs(), func(r limitsRun) bool { return r.start.After(settled) }); most > 3 {
-		t.Errorf("%d runs at once under --concurrency 1 on 3 tasks, want at most 3", most)
+	if crowded := crowdedStarts(f.runs(), boot, set.Add(2*time.Second), 1); len(crowded) > 0 {
+		t.Errorf("jobs started 2 s or more after --concurrency 1 while another of their task ran: %v", crowded)
 	}
+
+	if code, out := f.fleetCLI("set", "--concurrency", "4"); code != 0 {
+		t.Fatalf("set back to 4: exit %d\n%s", code, out)
+	}
+	raised := time.Now()
+	testenv.Eventually(t, "a task running more than one job once set back to 4", 10*time.Second, func() bool {
+		return mostOfOne(f.runs(), raised) > 1
+	}, f.logs)
 	if code, out := f.fleetCLI("set", "--concurrency", "8"); code != 2 || !strings.Contains(out, "--concurrency 8") {
 		t.Errorf("a --concurrency above the tasks' own: exit %d, want 2 naming it\n%s", code, out)
 	}
@@ -146,7 +221,8 @@ func TestFleetSetAndPauseFor(t *testing.T) {
 	f.stop()
 }
 
-// A task that cannot reach the table keeps the pause it last read, and says so in /readyz.
+// A task that cannot reach the table keeps the pause it last read, and says so in its log
+// (the version it keeps, and its queues paused) and in /readyz.
 func TestFleetPauseOutlivesAnUnreachableTable(t *testing.T) {
 	t.Parallel()
 	f := newLimitsFleet(t, 0)
@@ -158,6 +234,7 @@ func TestFleetPauseOutlivesAnUnreachableTable(t *testing.T) {
 	if code, out := f.fleetCLI("pause"); code != 0 {
 		t.Fatalf("pause: exit %d\n%s", code, out)
 	}
+	version := f.fleetStatus().Control.Version
 	if err := proxy.SetRules([]faultproxy.Rule{{Operations: []string{faultproxy.AnyOperation}, Fault: faultproxy.ServerError, Rate: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +245,9 @@ func TestFleetPauseOutlivesAnUnreachableTable(t *testing.T) {
 	}, f.logs)
 	if n := len(f.runs()); n != 4 {
 		t.Errorf("%d runs, want the 4 of before the pause: the pause did not hold without the table", n)
+	}
+	if !testenv.Logged(f.outs[0].String(), "level", "WARN", "control_version", fmt.Sprint(version), "paused_queues", fmt.Sprint([]string{queueattr.NameFromURL(f.q.URL)})) {
+		t.Errorf("no WARN line saying the task keeps version %d and its queue paused\n%s", version, f.logs())
 	}
 	f.stop()
 }

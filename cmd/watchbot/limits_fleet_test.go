@@ -40,7 +40,8 @@ type limitsFleet struct {
 }
 
 // limitsWorker runs a message whose body is "NAME SECONDS [pause]": it logs its start (with
-// the tenant attribute, the receive count and when its process was made), asks for a 5 s
+// the tenant attribute, the receive count, when its process was made and the process id of
+// the watchbot that runs it), asks for a 5 s
 // pause on its first run when the body says pause, sleeps SECONDS and logs its end (none when
 // SECONDS is 0). The time is bash's own clock, read first thing; the process's making is the
 // kernel's start time of it (field 22 of /proc/PID/stat, in clock ticks since boot), which
@@ -52,7 +53,7 @@ t=${EPOCHREALTIME/./}
 read -r -a stat < /proc/$$/stat
 d=%s
 set -- $Message
-echo "start ${t}000 $1 ${WATCHBOT_ATTR_TENANT:--} $ApproximateReceiveCount ${stat[21]}" >> "$d/log"
+echo "start ${t}000 $1 ${WATCHBOT_ATTR_TENANT:--} $ApproximateReceiveCount ${stat[21]} $PPID" >> "$d/log"
 if [ "$3" = pause ] && mkdir "$d/paused-$1" 2>/dev/null; then
   echo '{"pause":"5s"}' > "$WATCHBOT_RESULT_FILE"
 fi
@@ -164,13 +165,15 @@ func (f *limitsFleet) stop() {
 }
 
 // limitsRun is one run the worker logged: its start, its end (zero when it logged none), its
-// message's name, tenant and receive count, and when its process was made (since boot).
+// message's name, tenant and receive count, when its process was made (since boot) and the
+// process id of the watchbot that ran it.
 type limitsRun struct {
 	start, end time.Time
 	name       string
 	tenant     string
 	receives   int
 	forked     time.Duration
+	watchbot   int
 }
 
 // clockTick is the unit of a process's start time in /proc/PID/stat: USER_HZ, 100 a second
@@ -189,10 +192,11 @@ func (f *limitsFleet) runs() []limitsRun {
 		ns, _ := strconv.ParseInt(fields[1], 10, 64)
 		at := time.Unix(0, ns)
 		switch {
-		case fields[0] == "start" && len(fields) == 6:
+		case fields[0] == "start" && len(fields) == 7:
 			rc, _ := strconv.Atoi(fields[4])
 			ticks, _ := strconv.ParseInt(fields[5], 10, 64)
-			out = append(out, limitsRun{start: at, name: fields[2], tenant: fields[3], receives: rc, forked: time.Duration(ticks) * clockTick})
+			pid, _ := strconv.Atoi(fields[6])
+			out = append(out, limitsRun{start: at, name: fields[2], tenant: fields[3], receives: rc, forked: time.Duration(ticks) * clockTick, watchbot: pid})
 		case fields[0] == "end":
 			for i := len(out) - 1; i >= 0; i-- {
 				if out[i].name == fields[2] && out[i].end.IsZero() {
