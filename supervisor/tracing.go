@@ -106,7 +106,8 @@ func (r *runner) endSpan(span trace.Span, jobs []*job, results []result, outs []
 				attrOutcome.String(o.Action.String()), attrReason.String(o.Reason)))
 			continue
 		}
-		span.SetAttributes(attrOutcome.String(o.Action.String()), attrReason.String(o.Reason))
+		// The attempt again: with a dedupe table the claim, after the span began, counted it.
+		span.SetAttributes(attrAttempt.Int(j.attempt), attrOutcome.String(o.Action.String()), attrReason.String(o.Reason))
 	}
 	for _, res := range results {
 		if res.End == endTimedOut {
