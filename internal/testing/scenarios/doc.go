@@ -20,6 +20,9 @@
 //     envelopes, attributes with odd names.
 //  7. The soak: a steady rate with a mix of outcomes and 1% faults, RSS, goroutines and
 //     file descriptors sampled each minute.
+//  8. With --dedupe-table, attempts are runs: the supervisor SIGKILLed 40 times dead-letters
+//     no message that never failed, and a message failing every run is dead-lettered after
+//     exactly --max-attempts runs though it is received more often.
 //
 // The fast forms run in `go test`. The long forms (scenario 1 with 1,000 messages, the
 // soak) run when WATCHBOT_SOAK is set to the soak's duration, e.g. WATCHBOT_SOAK=20m, as
