@@ -96,8 +96,8 @@ func WriteLimitSettings(ctx context.Context, api LimitSettingsAPI, table string,
 }
 
 // ReadLimitSettings reads the settings the latest listen to start on the limits table wrote;
-// nil when none has.
-func ReadLimitSettings(ctx context.Context, api LimitSettingsAPI, table string) (*LimitSettings, error) {
+// nil when none has. An operator's read, it needs no more than limits.OperatorAPI.
+func ReadLimitSettings(ctx context.Context, api limits.OperatorAPI, table string) (*LimitSettings, error) {
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{limits.KeyAttribute: ddbattr.S(limitSettingsItem)}})
 	if err != nil {

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -212,6 +213,35 @@ func TestAConcurrencySetAboveATasksOwnKeepsItsOwn(t *testing.T) {
 		r, ok, err := store.Task(t.Context(), "small")
 		if err != nil || !ok || r.Version != set.Version || r.Applied.Concurrency != 2 {
 			t.Errorf("record %+v (%v, %v), want version %d applied with --concurrency 2", r, ok, err, set.Version)
+		}
+	})
+}
+
+// A command's wait reads through a blip of the table: it sees the tasks once the table
+// answers again, and fails only when no read succeeded by the end.
+func TestAwaitReadsThroughFailures(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store, _ := controlFleet(t, "a", "b")
+		pause := steer(t, store, func(c Control) Control { return c.Pause("", time.Time{}) })
+		reader := &flaky{Store: store}
+		reader.down.Store(true)
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			reader.down.Store(false)
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		got, err := Await(ctx, reader, pause.Version, time.Now)
+		cancel()
+		if err != nil || len(got.Live) != 2 || len(got.Lagging(pause.Version)) > 0 {
+			t.Errorf("after a blip: %+v, %v; want a and b applying version %d", got.Live, err, pause.Version)
+		}
+
+		reader.down.Store(true)
+		ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := Await(ctx, reader, pause.Version, time.Now); !errors.Is(err, errDown) {
+			t.Errorf("a table down for the whole wait: %v, want its failure", err)
 		}
 	})
 }

@@ -93,23 +93,31 @@ const ackPoll = 250 * time.Millisecond
 
 // Await waits until every live task applies version, or until ctx ends, reading the records
 // every ackPoll; it returns the tasks as it last read them. A task that dies meanwhile drops
-// out of the live ones, and is waited for no more.
+// out of the live ones, and is waited for no more. A read that fails is tried again at the
+// next tick, since the change is written and a blip of the table should not end the wait;
+// when no read succeeded by the end, Await returns the last failure.
 func Await(ctx context.Context, store Store, version int64, clock func() time.Time) (Tasks, error) {
 	t := time.NewTicker(ackPoll)
 	defer t.Stop()
 	var last Tasks
+	var failed error
+	read := false
 	for {
 		ts, err := ReadTasks(ctx, store, clock())
-		if err == nil {
-			last = ts
+		switch {
+		case err == nil:
+			last, read, failed = ts, true, nil
 			if len(ts.Lagging(version)) == 0 {
 				return ts, nil
 			}
-		} else if ctx.Err() == nil {
-			return last, fmt.Errorf("read the tasks' records: %w", err)
+		case ctx.Err() == nil:
+			failed = err
 		}
 		select {
 		case <-ctx.Done():
+			if !read && failed != nil {
+				return last, fmt.Errorf("read the tasks' records: %w", failed)
+			}
 			return last, nil
 		case <-t.C:
 		}

@@ -184,7 +184,7 @@ func runFleetChange(c *cli.Context, ch app.FleetChange) error {
 		wait = 0
 	}
 	r, err := app.SteerFleet(c.Context, store, ch, wait, time.Now)
-	if err != nil {
+	if err != nil && r.Control.Version == 0 { // nothing written
 		return fleetTableError(err)
 	}
 	if c.Context.Err() != nil {
@@ -192,6 +192,9 @@ func runFleetChange(c *cli.Context, ch app.FleetChange) error {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: version %d%s\n", describeChange(ch, r.Control), r.Control.Version, byLine(ch))
+	if err != nil {
+		return fleetTableError(fmt.Errorf("the change stands (version %d), but no task's record could be read within --wait-timeout: %w", r.Control.Version, err))
+	}
 	if wait == 0 {
 		return nil
 	}

@@ -21,8 +21,14 @@ import (
 // exit code and output.
 func (f *limitsFleet) fleetCLI(args ...string) (int, string) {
 	f.t.Helper()
+	return f.fleetCLIEnv(nil, args...)
+}
+
+// fleetCLIEnv is fleetCLI with env added to the command's environment.
+func (f *limitsFleet) fleetCLIEnv(env []string, args ...string) (int, string) {
+	f.t.Helper()
 	cmd := f.emu.Watchbot(f.t, append(append([]string{"fleet"}, args...), "--limits-table", f.table)...)
-	cmd.Env = append(cmd.Env, "AWS_ENDPOINT_URL_DYNAMODB="+f.dynEndpoint())
+	cmd.Env = append(append(cmd.Env, "AWS_ENDPOINT_URL_DYNAMODB="+f.dynEndpoint()), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	_ = cmd.Run()
@@ -116,17 +122,21 @@ func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int) 
 
 // A pause stops every receive and start within 2 s of the command, while the running jobs
 // finish and are deleted and the held messages go back past --limit-wait; every task logs
-// the change with its reason; status lists three paused tasks; a resume lets work go on; a
+// the change with its reason and who asked, as STS names the caller; status lists three paused tasks; a resume lets work go on; a
 // task killed drops out of status within its lease.
 func TestFleetPauseResume(t *testing.T) {
 	t.Parallel()
 	f, receives := newSteeredFleet(t, 60)
 	boot := bootTime(t)
-	code, out := f.fleetCLI("pause", "--reason", "downstream broken")
+	// The emulator answers STS's GetCallerIdentity too, for the caller's identity.
+	code, out := f.fleetCLIEnv([]string{"AWS_ENDPOINT_URL_STS=" + f.emu.Endpoint}, "pause", "--reason", "downstream broken")
 	if code != 0 {
 		t.Fatalf("pause: exit %d\n%s\n%s", code, out, f.logs())
 	}
 	pause := f.fleetStatus().Control
+	if pause.Change.By == "" {
+		t.Errorf("the pause names no caller, with STS at hand: %+v", pause.Change)
+	}
 	obeyed := pause.Change.At.Add(2 * time.Second)
 	time.Sleep(time.Until(obeyed))
 	before := receives()
@@ -149,8 +159,9 @@ func TestFleetPauseResume(t *testing.T) {
 		t.Errorf("fleet status in the pause: %+v, want 3 tasks, all paused, applying version %d", ts.Live, pause.Version)
 	}
 	for i, o := range f.outs {
-		if !testenv.Logged(o.String(), "level", "INFO", "version", fmt.Sprint(pause.Version), "change", limits.ChangePause, "reason", "downstream broken") {
-			t.Errorf("watchbot %d logged no INFO line of the pause with its version and reason", i)
+		if !testenv.Logged(o.String(), "level", "INFO", "version", fmt.Sprint(pause.Version), "change", limits.ChangePause,
+			"reason", "downstream broken", "by", pause.Change.By) {
+			t.Errorf("watchbot %d logged no INFO line of the pause with its version, reason and caller", i)
 		}
 	}
 

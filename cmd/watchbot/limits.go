@@ -110,7 +110,8 @@ func readLimitsUse(c *cli.Context, queueURL string) (*limitsStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	api := awsenv.DynamoDB(cfg, opts)
+	// Every call status makes on the table is an operator's (the template's fleet operator policy).
+	var api limits.OperatorAPI = awsenv.DynamoDB(cfg, opts)
 	use, err := limits.ReadUse(c.Context, limits.NewOperatorStore(api, table.Name), time.Now())
 	if err != nil {
 		return nil, setting.Error{Setting: listenspec.SettingLimitsTable, Reason: "cannot read the table", Err: err}
