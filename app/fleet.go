@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,44 +55,32 @@ type FleetChange struct {
 }
 
 // FleetResult is what a change did: the control written, and the live tasks as the wait
-// last read them, with those that did not apply it yet.
+// last read them, with those that did not apply it yet. Unserved says that the queue the
+// change names is served by none of the live tasks when it was written (a pause of it holds
+// for any task that serves it later, so it is no error, but a mistyped name looks the same).
 type FleetResult struct {
-	Control limits.Control
-	Tasks   limits.Tasks
-	Lagging []string
-	Took    time.Duration
+	Control  limits.Control
+	Tasks    limits.Tasks
+	Lagging  []string
+	Took     time.Duration
+	Unserved bool
 }
 
 // SteerFleet writes ch to the fleet's control, one version up, and, unless wait is 0, waits
-// up to wait until every live task applies it. A set that a live task cannot take live is
-// refused (a setting.Error naming the settings and the tasks) and nothing is written.
+// up to wait until every live task applies it. A change that cannot do what it says is
+// refused (a setting.Error naming why, and for a set the settings and the tasks) and nothing
+// is written.
 func SteerFleet(ctx context.Context, store limits.Store, ch FleetChange, wait time.Duration, clock func() time.Time) (FleetResult, error) {
 	start := clock()
+	var r FleetResult
 	c, err := limits.Steer(ctx, store, start, func(c limits.Control, live []limits.TaskRecord) (limits.Control, error) {
-		switch ch.What {
-		case limits.ChangePause:
-			var until time.Time
-			if ch.For > 0 {
-				until = start.Add(ch.For)
-			}
-			c = c.Pause(ch.Queue, until)
-		case limits.ChangeResume:
-			c = c.Resume(ch.Queue)
-		case limits.ChangeSet:
-			if refused := limits.Refusals(ch.Settings, live); len(refused) > 0 {
-				return c, setting.Error{Reason: "refused, nothing changed: " + strings.Join(refused, "; ")}
-			}
-			c.Settings = c.Settings.Over(ch.Settings)
-		default:
-			return c, fmt.Errorf("unknown change %q", ch.What)
-		}
-		c.Change = limits.Change{What: ch.What, Queue: ch.Queue, Reason: ch.Reason, By: ch.By, At: start.UTC()}
-		return c, nil
+		r.Unserved = ch.Queue != "" && !slices.ContainsFunc(live, func(t limits.TaskRecord) bool { return slices.Contains(t.Queues, ch.Queue) })
+		return ch.apply(c, live, start)
 	})
 	if err != nil {
 		return FleetResult{}, err
 	}
-	r := FleetResult{Control: c}
+	r.Control = c
 	if wait <= 0 {
 		return r, nil
 	}
@@ -100,4 +89,31 @@ func SteerFleet(ctx context.Context, store limits.Store, ch FleetChange, wait ti
 	r.Tasks, err = limits.Await(wctx, store, c.Version, clock)
 	r.Lagging, r.Took = r.Tasks.Lagging(c.Version), clock().Sub(start)
 	return r, err
+}
+
+// apply returns c changed as ch asks at now, the live tasks as they are, or refuses.
+func (ch FleetChange) apply(c limits.Control, live []limits.TaskRecord, now time.Time) (limits.Control, error) {
+	switch ch.What {
+	case limits.ChangePause:
+		var until time.Time
+		if ch.For > 0 {
+			until = now.Add(ch.For)
+		}
+		c = c.Pause(ch.Queue, until)
+	case limits.ChangeResume:
+		if end, all := c.Pauses[""]; all && ch.Queue != "" && (end.IsZero() || now.Before(end)) {
+			return c, setting.Error{Reason: fmt.Sprintf("--queue %s: every queue is paused, and a resume of one queue would leave it paused: "+
+				"resume every queue (no --queue), then pause the others by name", ch.Queue)}
+		}
+		c = c.Resume(ch.Queue)
+	case limits.ChangeSet:
+		if refused := limits.Refusals(ch.Settings, live); len(refused) > 0 {
+			return c, setting.Error{Reason: "refused, nothing changed: " + strings.Join(refused, "; ")}
+		}
+		c.Settings = c.Settings.Over(ch.Settings)
+	default:
+		return c, fmt.Errorf("unknown change %q", ch.What)
+	}
+	c.Change = limits.Change{What: ch.What, Queue: ch.Queue, Reason: ch.Reason, By: ch.By, At: now.UTC()}
+	return c, nil
 }

@@ -79,31 +79,45 @@ func TestSteerFleet(t *testing.T) {
 	t.Parallel()
 	live := time.Now().Add(time.Hour)
 	table := &fleetTable{tasks: map[string]limits.TaskRecord{
-		"a": {Task: "a", Concurrency: 4, BatchSize: 1, LiveUntil: live},
+		"a": {Task: "a", Queues: []string{"jobs"}, Concurrency: 4, BatchSize: 1, LiveUntil: live},
 		"b": {Task: "b", Concurrency: 2, BatchSize: 1, LiveUntil: live},
 	}}
 	ctx := t.Context()
 
 	r, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangePause, Queue: "jobs", For: time.Minute, Reason: "broken", By: "ana"}, 0, time.Now)
-	if err != nil || r.Control.Version != 1 || table.control.Change.By != "ana" {
-		t.Fatalf("pause: %+v, %v; want version 1 written by ana", r.Control, err)
+	if err != nil || r.Control.Version != 1 || table.control.Change.By != "ana" || r.Unserved {
+		t.Fatalf("pause: %+v (unserved %v), %v; want version 1 written by ana, of a queue a serves", r.Control, r.Unserved, err)
 	}
 	if _, paused := table.control.PauseOf("jobs", time.Now()); !paused {
 		t.Error("the pause is not in the control written")
 	}
 
-	_, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 3}}, 0, time.Now)
 	var refused setting.Error
+	if r, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangePause, Queue: "jbos"}, 0, time.Now); err != nil || !r.Unserved {
+		t.Fatalf("a pause of a queue no task serves: unserved %v, %v; want it said", r.Unserved, err)
+	}
+	if _, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangePause}, 0, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	_, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeResume, Queue: "jobs"}, 0, time.Now)
+	if !errors.As(err, &refused) || table.control.Version != 3 {
+		t.Errorf("a resume of one queue while every queue is paused: %v, version %d; want a refusal, nothing written", err, table.control.Version)
+	}
+	if _, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangeResume}, 0, time.Now); err != nil || len(table.control.Pauses) != 0 {
+		t.Fatalf("resume: %v, pauses %v; want none left", err, table.control.Pauses)
+	}
+
+	_, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 3}}, 0, time.Now)
 	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "--concurrency 3") || !strings.Contains(err.Error(), "b (--concurrency 2)") {
 		t.Errorf("a --concurrency above b's own: %v, want a refusal naming it and b", err)
 	}
-	if table.control.Version != 1 {
+	if table.control.Version != 4 {
 		t.Errorf("a refused set wrote version %d", table.control.Version)
 	}
 
-	// Nobody applies version 2: the wait ends with both named.
+	// Nobody applies version 5: the wait ends with both named.
 	r, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 2}}, 300*time.Millisecond, time.Now)
-	if err != nil || r.Control.Version != 2 || strings.Join(r.Lagging, ",") != "a,b" {
-		t.Errorf("set: %+v lagging %v, %v; want version 2, a and b lagging", r.Control, r.Lagging, err)
+	if err != nil || r.Control.Version != 5 || strings.Join(r.Lagging, ",") != "a,b" {
+		t.Errorf("set: %+v lagging %v, %v; want version 5, a and b lagging", r.Control, r.Lagging, err)
 	}
 }

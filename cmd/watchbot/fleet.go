@@ -192,6 +192,9 @@ func runFleetChange(c *cli.Context, ch app.FleetChange) error {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: version %d%s\n", describeChange(ch, r.Control), r.Control.Version, byLine(ch))
+	if r.Unserved {
+		fmt.Fprintf(c.App.ErrWriter, "note: no live task serves a queue named %s (the last part of its URL); the change holds for any that does\n", ch.Queue)
+	}
 	if err != nil {
 		return fleetTableError(fmt.Errorf("the change stands (version %d), but no task's record could be read within --wait-timeout: %w", r.Control.Version, err))
 	}
