@@ -156,13 +156,20 @@ func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
 }
 
 // A pause that ends within --limit-wait costs the held messages nothing: none goes back to
-// the queue, each is received once and runs once after it.
+// the queue, and the heartbeat keeps their leases past the visibility timeout (30 s), so
+// each is received once and runs once after it.
 func TestAShortFleetPauseKeepsTheHeldMessages(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r, table := steeredRig(t, 2, 5*time.Second, NewLoad())
+		r, table := steeredRig(t, 2, time.Minute, NewLoad())
 		holdReadAhead(r)
-		table.steer(func(c limits.Control) limits.Control { return c.Pause("", time.Now().Add(3*time.Second)) })
+		table.steer(func(c limits.Control) limits.Control { return c.Pause("", time.Now().Add(40*time.Second)) })
+		time.Sleep(35 * time.Second)
+		for _, m := range r.sqs.Messages(r.queue) {
+			if !m.InFlight {
+				t.Errorf("message %s visible again 35 s into the pause: its lease lapsed", m.Body)
+			}
+		}
 		r.waitFor("an empty queue", 5*time.Minute, r.empty)
 		if err := r.stop(); err != nil {
 			t.Fatal(err)
