@@ -4,8 +4,9 @@ package supervisor
 // SQS hides a received message for at most its in-flight limit (12 h) from that receive, so
 // the owner's last renewal takes the message to the limit, and the message then comes back.
 // Whoever receives it (the owner's own loop included) finds the key held by a live run of
-// the same message: it hides the message again for the most its receive allows and hands the
-// new receipt to the owner through the claim (dedupe.Store.Relay), running nothing. The
+// the same message: it hands the new receipt to the owner through the claim
+// (dedupe.Store.Relay) and hides the message until the owner's lease would lapse, running
+// nothing; a live owner renews it long before, a dead one lets it come back. The
 // owner takes the newest receipt with its next extension of the claim, renews it, and
 // finally deletes the message, or hands it back at a drain, with it. When nobody receives the
 // message in time, the owner completes the key and a later receive deletes the message
