@@ -183,6 +183,9 @@ func (c Config) Validate() error {
 		if err := c.HTTP.Check(); err != nil {
 			return err
 		}
+		if err := listenspec.WithinFlight(listenspec.SettingHTTPTimeout, c.HTTP.Timeout, c.inFlight(), c.Dedupe.Table != ""); err != nil {
+			return err
+		}
 	case len(c.Command) == 0 || c.Command[0] == "":
 		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+setting.Ref(listenspec.SettingHTTPWorker)+" URL")
 	}

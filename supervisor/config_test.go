@@ -28,7 +28,12 @@ func TestConfigValidate(t *testing.T) {
 		{"no command", func(c *Config) { c.Command = nil }, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or HTTP.URL URL"},
 		{"command and HTTP worker", func(c *Config) { c.HTTP.URL = "http://127.0.0.1:8080/" }, "HTTP.URL: cannot be combined with a worker command after --: give one or the other"},
 		{"HTTP worker not a URL", func(c *Config) { c.Command, c.HTTP.URL = nil, "localhost:8080" }, `HTTP.URL ("localhost:8080") must be an http:// or https:// URL with a host`},
-		{"HTTP timeout", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.Timeout = nil, "http://127.0.0.1:8080/", 0 }, "HTTP.Timeout (0s) must be between 1ns and 12h"},
+		{"HTTP timeout", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.Timeout = nil, "http://127.0.0.1:8080/", 0 }, "HTTP.Timeout (0s) must be positive"},
+		{"HTTP timeout past 12h", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.Timeout = nil, "http://127.0.0.1:8080/", 13*time.Hour },
+			"HTTP.Timeout (13h0m0s) must not exceed 12h0m0s, SQS's longest time in flight, without Dedupe.Table: a longer job keeps its message only when whoever receives it again relays it to the job through the dedupe table"},
+		{"HTTP timeout past 12h, relayed", func(c *Config) {
+			c.Command, c.HTTP.URL, c.HTTP.Timeout, c.Dedupe.Table = nil, "http://127.0.0.1:8080/", 13*time.Hour, "jobs"
+		}, ""},
 		{"HTTP health path", func(c *Config) { c.Command, c.HTTP.URL, c.HTTP.HealthPath = nil, "http://127.0.0.1:8080/", "health" }, `HTTP.HealthPath ("health") must start with /`},
 		{"health grace", func(c *Config) { c.HealthGrace = 0 }, "HealthGrace (0s) must be between 1s and 1h"},
 		{"concurrency 0", func(c *Config) { c.Concurrency = 0 }, "Concurrency (0) must be between 1 and 1000"},

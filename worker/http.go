@@ -58,8 +58,10 @@ func (h HTTPWorker) Check() error {
 		return setting.Refuse(listenspec.SettingHTTPWorker, h.URL, "must be an http:// or https:// URL with a host")
 	case strings.TrimSpace(h.ContentType) == "":
 		return setting.Refuse(listenspec.SettingHTTPContentType, nil, "must not be empty")
-	case h.Timeout <= 0 || h.Timeout > 12*time.Hour:
-		return setting.Refuse(listenspec.SettingHTTPTimeout, h.Timeout, "must be between 1ns and 12h")
+	case h.Timeout <= 0:
+		// Its upper bound, SQS's in-flight limit unless a dedupe table relays the message, is
+		// the listen's rule (listenspec.WithinFlight).
+		return setting.Refuse(listenspec.SettingHTTPTimeout, h.Timeout, "must be positive")
 	case h.ConnectTimeout <= 0 || h.ConnectTimeout > time.Minute:
 		return setting.Refuse(listenspec.SettingHTTPConnect, h.ConnectTimeout, "must be positive and at most 1m")
 	case h.StartupTimeout <= 0 || h.StartupTimeout > time.Hour:

@@ -75,8 +75,9 @@ type LambdaConfig struct {
 	Log     *slog.Logger
 }
 
-// maxInvocation is the deadline of an invocation without --max-job-duration: no message
-// stays in flight longer.
+// maxInvocation is the deadline of an invocation without --max-job-duration, which a
+// handler reads as its remaining time and so needs: SQS's in-flight limit, past which only a
+// --max-job-duration with --dedupe-table (which relays the message) lets a job run.
 const maxInvocation = 12 * time.Hour
 
 // Lambda runs each job as one invocation (or more, to keep within 6 MB) of a runtime of its

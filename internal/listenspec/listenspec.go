@@ -78,11 +78,18 @@ func Lease(visibility, heartbeat time.Duration) error {
 // through relays, which need a dedupe table (relayed). How many relays the queue's redrive
 // policy allows is checked at start, against the queue.
 func JobDuration(d, inFlight time.Duration, relayed bool) error {
-	switch {
-	case d < 0:
+	if d < 0 {
 		return setting.Refuse(SettingMaxJobDuration, d, "must not be negative")
-	case d > inFlight && !relayed:
-		return setting.Refuse(SettingMaxJobDuration, d, fmt.Sprintf("must not exceed %v, SQS's longest time in flight, without %s: a longer job keeps its message only when whoever receives it again relays it to the job through the dedupe table",
+	}
+	return WithinFlight(SettingMaxJobDuration, d, inFlight, relayed)
+}
+
+// WithinFlight checks a setting s that lets one job run for d (--max-job-duration,
+// --http-timeout) against SQS's in-flight limit: past it only with a dedupe table (relayed),
+// which relays the job's message.
+func WithinFlight(s setting.Name, d, inFlight time.Duration, relayed bool) error {
+	if d > inFlight && !relayed {
+		return setting.Refuse(s, d, fmt.Sprintf("must not exceed %v, SQS's longest time in flight, without %s: a longer job keeps its message only when whoever receives it again relays it to the job through the dedupe table",
 			inFlight, setting.Ref(SettingDedupeTable)))
 	}
 	return nil
