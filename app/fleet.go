@@ -48,8 +48,10 @@ type FleetChange struct {
 	// lasts (0: until a resume).
 	Queue string
 	For   time.Duration
-	// Settings are what a set changes.
-	Settings limits.Settings
+	// Settings are what a set changes; OwnConcurrency and OwnBatchSize give each task its own
+	// --concurrency or --batch-size back.
+	Settings                     limits.Settings
+	OwnConcurrency, OwnBatchSize bool
 	// Reason and By say why and who, for the tasks' logs.
 	Reason, By string
 }
@@ -111,6 +113,12 @@ func (ch FleetChange) apply(c limits.Control, live []limits.TaskRecord, now time
 			return c, setting.Error{Reason: "refused, nothing changed: " + strings.Join(refused, "; ")}
 		}
 		c.Settings = c.Settings.Over(ch.Settings)
+		if ch.OwnConcurrency {
+			c.Settings.Concurrency = 0
+		}
+		if ch.OwnBatchSize {
+			c.Settings.BatchSize = 0
+		}
 	default:
 		return c, fmt.Errorf("unknown change %q", ch.What)
 	}

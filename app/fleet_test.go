@@ -115,9 +115,21 @@ func TestSteerFleet(t *testing.T) {
 		t.Errorf("a refused set wrote version %d", table.control.Version)
 	}
 
-	// Nobody applies version 5: the wait ends with both named.
+	// --concurrency 0 gives each task its own back, the rest as set.
+	rate := 5.0
+	if _, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 2, RateLimit: &rate}}, 0, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, OwnConcurrency: true}, 0, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if got := table.control.Settings; got.Concurrency != 0 || got.RateLimit == nil || *got.RateLimit != 5 {
+		t.Errorf("settings after --concurrency 0: %+v, want no --concurrency, the rest kept", got)
+	}
+
+	// Nobody applies version 7: the wait ends with both named.
 	r, err = SteerFleet(ctx, table, FleetChange{What: limits.ChangeSet, Settings: limits.Settings{Concurrency: 2}}, 300*time.Millisecond, time.Now)
-	if err != nil || r.Control.Version != 5 || strings.Join(r.Lagging, ",") != "a,b" {
-		t.Errorf("set: %+v lagging %v, %v; want version 5, a and b lagging", r.Control, r.Lagging, err)
+	if err != nil || r.Control.Version != 7 || strings.Join(r.Lagging, ",") != "a,b" {
+		t.Errorf("set: %+v lagging %v, %v; want version 7, a and b lagging", r.Control, r.Lagging, err)
 	}
 }

@@ -197,12 +197,13 @@ func TestAKilledTaskDropsOutWithinALease(t *testing.T) {
 }
 
 // A --concurrency set above a task's own (the task started after the set, with less) holds
-// it to its own, and that is what it runs by and records.
-func TestAConcurrencySetAboveATasksOwnKeepsItsOwn(t *testing.T) {
+// it to its own, a --batch-size leaves a task of one message a run as it is, and that is
+// what it runs by and records.
+func TestASetATaskCannotTakeKeepsItsOwn(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemStore()
-		set := steer(t, store, func(c Control) Control { c.Settings.Concurrency = 3; return c })
+		set := steer(t, store, func(c Control) Control { c.Settings.Concurrency, c.Settings.BatchSize = 3, 10; return c })
 		cfg := DefaultConfig()
 		cfg.Member = Member{Host: "h", Queues: []string{"jobs"}, Concurrency: 2, BatchSize: 1}
 		ts := fleetOnTable(t, store, "limits", cfg, "small")
@@ -211,8 +212,9 @@ func TestAConcurrencySetAboveATasksOwnKeepsItsOwn(t *testing.T) {
 			t.Errorf("MaxRunning %d under a set of 3, want its own 2", n)
 		}
 		r, ok, err := store.Task(t.Context(), "small")
-		if err != nil || !ok || r.Version != set.Version || r.Applied.Concurrency != 2 {
-			t.Errorf("record %+v (%v, %v), want version %d applied with --concurrency 2", r, ok, err, set.Version)
+		if err != nil || !ok || r.Version != set.Version || r.Applied.Concurrency != 2 || r.Applied.BatchSize != 1 || ts[0].BatchSize() != 0 {
+			t.Errorf("record %+v (%v, %v), batch size %d; want version %d applied with --concurrency 2 and --batch-size 1",
+				r, ok, err, ts[0].BatchSize(), set.Version)
 		}
 	})
 }

@@ -67,6 +67,9 @@ func (l *Limiter) applyControl(c Control) {
 	f.batchSize = 0
 	if l.cfg.Member.BatchSize > 1 {
 		f.batchSize = f.applied.BatchSize
+	} else {
+		// A task of one message a run ignores a batch size, and says so.
+		f.applied.BatchSize = l.cfg.Member.BatchSize
 	}
 	l.setRate(*f.applied.RateLimit)
 	l.setConcurrency(*f.applied.FleetConcurrency)

@@ -88,34 +88,38 @@ func fleetSetCommand() *cli.Command {
 		Usage: "apply settings to every task live, without a restart",
 		Description: "A running job is never stopped: a lower --concurrency starts fewer. A setting a live task cannot\n" +
 			"take live (a --concurrency above its own, a --batch-size into or out of batch mode) is refused,\n" +
-			"named, and nothing changes. A setting stays until set again.",
+			"named, and nothing changes. A setting stays until set again; --concurrency 0 and --batch-size 0\n" +
+			"give each task its own flag back.",
 		Flags: append(fleetFlags(),
-			&cli.IntFlag{Name: "concurrency", Usage: "jobs each task runs at once, `N`, at most the --concurrency it started with", DefaultText: "unchanged"},
+			&cli.IntFlag{Name: "concurrency", Usage: "jobs each task runs at once, `N`, up to the --concurrency it started with (0: that again)", DefaultText: "unchanged"},
 			&cli.StringFlag{Name: "rate-limit", Usage: "job starts across the fleet, `N/s` or N/m (0: none)", DefaultText: "unchanged"},
 			&cli.IntFlag{Name: "fleet-concurrency", Usage: "jobs running at once across the fleet, `N` (0: none)", DefaultText: "unchanged"},
-			&cli.IntFlag{Name: "batch-size", Usage: "messages a run of a task in batch mode takes, `N`", DefaultText: "unchanged"}),
+			&cli.IntFlag{Name: "batch-size", Usage: "messages a run of a task in batch mode takes, `N` (0: its own again)", DefaultText: "unchanged"}),
 		Action: explained(func(c *cli.Context) error {
-			s, err := fleetSettings(c)
+			ch, err := fleetSettings(c)
 			if err != nil {
 				return err
 			}
-			return runFleetChange(c, app.FleetChange{What: limits.ChangeSet, Settings: s})
+			return runFleetChange(c, ch)
 		}),
 	}
 }
 
-// fleetSettings reads set's settings: at least one, each in range.
-func fleetSettings(c *cli.Context) (limits.Settings, error) {
-	var s limits.Settings
+// fleetSettings reads set's settings: at least one, each in range; a --concurrency or
+// --batch-size of 0 gives each task its own back.
+func fleetSettings(c *cli.Context) (app.FleetChange, error) {
+	ch := app.FleetChange{What: limits.ChangeSet}
+	s := &ch.Settings
 	if c.IsSet("concurrency") {
-		if s.Concurrency = c.Int("concurrency"); s.Concurrency < 1 {
-			return s, usagef("--concurrency (%d) must be 1 or more", s.Concurrency)
+		if s.Concurrency = c.Int("concurrency"); s.Concurrency < 0 {
+			return ch, usagef("--concurrency (%d) must be 1 or more, or 0 for each task's own", s.Concurrency)
 		}
+		ch.OwnConcurrency = s.Concurrency == 0
 	}
 	if c.IsSet("rate-limit") {
 		r, err := limits.ParseRate(c.String("rate-limit"))
 		if err != nil {
-			return s, usagef("--rate-limit: %v", err)
+			return ch, usagef("--rate-limit: %v", err)
 		}
 		s.RateLimit = &r
 	}
@@ -124,17 +128,18 @@ func fleetSettings(c *cli.Context) (limits.Settings, error) {
 		s.FleetConcurrency = &n
 	}
 	if c.IsSet("batch-size") {
-		if s.BatchSize = c.Int("batch-size"); s.BatchSize < 1 {
-			return s, usagef("--batch-size (%d) must be between 1 and %d", s.BatchSize, limits.MaxBatchSize)
+		if s.BatchSize = c.Int("batch-size"); s.BatchSize < 0 || s.BatchSize > limits.MaxBatchSize {
+			return ch, usagef("--batch-size (%d) must be between 1 and %d, or 0 for each task's own", s.BatchSize, limits.MaxBatchSize)
 		}
+		ch.OwnBatchSize = s.BatchSize == 0
 	}
-	if s.Empty() {
-		return s, usagef("watchbot fleet set needs a setting: --concurrency, --rate-limit, --fleet-concurrency or --batch-size")
+	if s.Empty() && !ch.OwnConcurrency && !ch.OwnBatchSize {
+		return ch, usagef("watchbot fleet set needs a setting: --concurrency, --rate-limit, --fleet-concurrency or --batch-size")
 	}
 	if err := s.Check(); err != nil {
-		return s, usageError{err}
+		return ch, usageError{err}
 	}
-	return s, nil
+	return ch, nil
 }
 
 func fleetStatusCommand() *cli.Command {
@@ -224,7 +229,10 @@ func describeChange(ch app.FleetChange, c limits.Control) string {
 	case limits.ChangeResume:
 		return "resumed " + queue
 	}
-	return "settings now " + c.Settings.Flags()
+	if set := c.Settings.Flags(); set != "" {
+		return "settings now " + set
+	}
+	return "settings now each task's flags"
 }
 
 func byLine(ch app.FleetChange) string {

@@ -184,8 +184,9 @@ func TestFleetPauseResume(t *testing.T) {
 }
 
 // A set of --concurrency 1 on tasks running 4 stops no job, and within 2 s holds each task to
-// one job at once, which status shows; a set of 4 raises it again without a restart; a
-// --concurrency above the tasks' own is refused, naming it; a pause --for ends by itself.
+// one job at once, which status shows; a set of 0 gives each its own 4 again without a
+// restart; a --concurrency above the tasks' own is refused, naming it; a pause --for ends by
+// itself.
 func TestFleetSetAndPauseFor(t *testing.T) {
 	t.Parallel()
 	f, _ := newSteeredFleet(t, 150)
@@ -207,11 +208,11 @@ func TestFleetSetAndPauseFor(t *testing.T) {
 		t.Errorf("jobs started 2 s or more after --concurrency 1 while another of their task ran: %v", crowded)
 	}
 
-	if code, out := f.fleetCLI("set", "--concurrency", "4"); code != 0 {
-		t.Fatalf("set back to 4: exit %d\n%s", code, out)
+	if code, out := f.fleetCLI("set", "--concurrency", "0"); code != 0 {
+		t.Fatalf("set back to each task's own: exit %d\n%s", code, out)
 	}
 	raised := time.Now()
-	testenv.Eventually(t, "a task running more than one job once set back to 4", 10*time.Second, func() bool {
+	testenv.Eventually(t, "a task running more than one job once back to its own 4", 10*time.Second, func() bool {
 		return mostOfOne(f.runs(), raised) > 1
 	}, f.logs)
 	if code, out := f.fleetCLI("set", "--concurrency", "8"); code != 2 || !strings.Contains(out, "--concurrency 8") {
