@@ -146,7 +146,7 @@ var listenSettings = []listenSetting{
 		usage: "lease renewal period (sooner when a failed renewal needs time to retry)", defaultText: "visibility timeout / 2"},
 	// try reads Watchbot's maxJobDuration from the environment as listen does; the template does not.
 	{name: "max-job-duration", try: true, setting: listenspec.SettingMaxJobDuration, field: func(a *listenArgs) any { return &a.Listen.MaxJobDuration }, template: templateOption,
-		usage: "stop a worker after this long (0 = no limit)", env: []string{"maxJobDuration"}},
+		usage: "stop a worker after this long (0 = no limit; over 12h needs --dedupe-table)", env: []string{"maxJobDuration"}},
 	{name: "batch-size", try: true, setting: listenspec.SettingBatchSize, field: func(a *listenArgs) any { return &a.Listen.BatchSize }, template: templateOption,
 		usage: "messages per worker run, as JSON Lines (1..100; 1: one message per run)", defaultText: "1; 10 with --lambda",
 		tryDefaultText: "the number of messages given"},

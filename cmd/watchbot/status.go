@@ -36,7 +36,7 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "metrics-url", Usage: "also show the per-tenant figures of the listen serving `URL` (its /metrics)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (an array of them for several queues)"},
 			&cli.StringFlag{Name: "limits-table", Usage: "also show the fleet's use of the limits in this DynamoDB `TABLE` (docs/limits.md)", EnvVars: []string{"WATCHBOT_LIMITS_TABLE"}},
-			&cli.StringFlag{Name: "dedupe-table", Usage: "also show the jobs past SQS's 12 h in-flight limit, with their owners, from listen's dedupe `TABLE` (docs/long-jobs.md)", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}},
+			&cli.StringFlag{Name: "dedupe-table", Usage: "also show the jobs past 12h and their owners, from listen's dedupe `TABLE`", EnvVars: []string{"WATCHBOT_DEDUPE_TABLE"}},
 			sampleDLQFlag(),
 			opEndpointFlag(),
 		},
