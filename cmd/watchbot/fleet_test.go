@@ -109,15 +109,31 @@ func mostOfOne(runs []limitsRun, at time.Time) int {
 }
 
 // newSteeredFleet starts three watchbots of --concurrency 4 on one queue, their receives
-// counted by a proxy, with a 3 s lease and a 2 s --limit-wait, and n jobs of a second; it
-// returns once some run.
-func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int) {
+// counted by a proxy, with a 3 s lease, a 2 s --limit-wait and each its own --http-addr, and n
+// jobs of a second; it returns once some run.
+func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int, addrs []string) {
 	f = newLimitsFleet(t, 0)
 	counter, sqsURL := faultproxy.Serve(t, f.emu.Endpoint, faultproxy.Config{}) // no rules: it only counts
-	f.start(3, []string{limitsLeaseEnv + "=3s"}, "--endpoint-url", sqsURL, "--concurrency", "4", "--limit-wait", "2s")
+	for range 3 {
+		addrs = append(addrs, freeAddr(t))
+		f.startOne([]string{limitsLeaseEnv + "=3s"}, "--endpoint-url", sqsURL, "--concurrency", "4", "--limit-wait", "2s", "--http-addr", addrs[len(addrs)-1])
+	}
 	f.send(bodiesOf(n, "m%d 1"), nil)
 	testenv.Eventually(t, "jobs running", 30*time.Second, func() bool { return len(f.runs()) >= 6 }, f.logs)
-	return f, func() int { return counter.Stats().Operations["ReceiveMessage"].Requests }
+	return f, func() int { return counter.Stats().Operations["ReceiveMessage"].Requests }, addrs
+}
+
+// gauges checks that every task's /metrics shows want, by metric name.
+func gauges(t *testing.T, addrs []string, want map[string]float64) {
+	t.Helper()
+	for i, addr := range addrs {
+		families := scrape(t, addr)
+		for name, v := range want {
+			if got := value(t, families, name); got != v {
+				t.Errorf("watchbot %d: %s = %v, want %v", i, name, got, v)
+			}
+		}
+	}
 }
 
 // A pause stops every receive and start within 2 s of the command, while the running jobs
@@ -126,7 +142,7 @@ func newSteeredFleet(t *testing.T, n int) (f *limitsFleet, receives func() int) 
 // task killed drops out of status within its lease.
 func TestFleetPauseResume(t *testing.T) {
 	t.Parallel()
-	f, receives := newSteeredFleet(t, 60)
+	f, receives, addrs := newSteeredFleet(t, 60)
 	boot := bootTime(t)
 	// The emulator answers STS's GetCallerIdentity too, for the caller's identity.
 	code, out := f.fleetCLIEnv([]string{"AWS_ENDPOINT_URL_STS=" + f.emu.Endpoint}, "pause", "--reason", "downstream broken")
@@ -158,6 +174,7 @@ func TestFleetPauseResume(t *testing.T) {
 	if len(ts.Live) != 3 || slices.ContainsFunc(ts.Live, func(r limits.TaskRecord) bool { return !r.AllPaused() || r.Version != pause.Version }) {
 		t.Errorf("fleet status in the pause: %+v, want 3 tasks, all paused, applying version %d", ts.Live, pause.Version)
 	}
+	gauges(t, addrs, map[string]float64{"watchbot_paused": 1, "watchbot_settings_version": float64(pause.Version)})
 	for i, o := range f.outs {
 		if !testenv.Logged(o.String(), "level", "INFO", "version", fmt.Sprint(pause.Version), "change", limits.ChangePause,
 			"reason", "downstream broken", "by", pause.Change.By) {
@@ -170,6 +187,7 @@ func TestFleetPauseResume(t *testing.T) {
 	}
 	resumed := time.Now()
 	testenv.Eventually(t, "work going on after the resume", 10*time.Second, func() bool { return startedAfter(f.runs(), resumed) >= 6 }, f.logs)
+	gauges(t, addrs, map[string]float64{"watchbot_paused": 0, "watchbot_settings_version": float64(pause.Version + 1)})
 
 	if err := f.procs[0].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -189,7 +207,7 @@ func TestFleetPauseResume(t *testing.T) {
 // itself.
 func TestFleetSetAndPauseFor(t *testing.T) {
 	t.Parallel()
-	f, _ := newSteeredFleet(t, 150)
+	f, _, addrs := newSteeredFleet(t, 150)
 	boot := bootTime(t)
 	code, out := f.fleetCLI("set", "--concurrency", "1", "--reason", "shed load")
 	if code != 0 {
@@ -200,6 +218,7 @@ func TestFleetSetAndPauseFor(t *testing.T) {
 		t.Errorf("fleet status after the set: %+v, want 3 tasks running by --concurrency 1", ts.Live)
 	}
 	set := ts.Control.Change.At
+	gauges(t, addrs, map[string]float64{"watchbot_concurrency_limit": 1})
 	testenv.Eventually(t, "every run of before the set ended", 10*time.Second, func() bool {
 		return !slices.ContainsFunc(f.runs(), func(r limitsRun) bool { return r.end.IsZero() && r.start.Before(set) })
 	}, f.logs)
@@ -215,6 +234,7 @@ func TestFleetSetAndPauseFor(t *testing.T) {
 	testenv.Eventually(t, "a task running more than one job once back to its own 4", 10*time.Second, func() bool {
 		return mostOfOne(f.runs(), raised) > 1
 	}, f.logs)
+	gauges(t, addrs, map[string]float64{"watchbot_concurrency_limit": 4})
 	if code, out := f.fleetCLI("set", "--concurrency", "8"); code != 2 || !strings.Contains(out, "--concurrency 8") {
 		t.Errorf("a --concurrency above the tasks' own: exit %d, want 2 naming it\n%s", code, out)
 	}
