@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/watchbot/watchbot/backoff"
 	"github.com/watchbot/watchbot/internal/testing/fakesqs"
 	"github.com/watchbot/watchbot/internal/testing/testenv"
+	"github.com/watchbot/watchbot/limits"
 	"github.com/watchbot/watchbot/worker"
 )
 
@@ -44,8 +46,10 @@ type modelRig struct {
 	// its run numbered run (from 1) writes to its result file ("" for none).
 	behave func(queue, body string) (time.Duration, int)
 	result func(body string, run int) string
-	// protection, when set, is the ECS agent's task protection.
+	// protection, when set, is the ECS agent's task protection; limiter, when set, the
+	// limiter that cfg.Limits.Fleet's table needs.
 	protection ProtectionAPI
+	limiter    *limits.Limiter
 	stop       func() error
 
 	mu      sync.Mutex
@@ -140,7 +144,8 @@ func (r *modelRig) start() {
 		per[name] = QueueDeps{Load: l}
 	}
 	r.stop = testenv.Run(r.t, "supervisor", 10*time.Minute, func(ctx context.Context) error {
-		return Run(ctx, r.cfg, Deps{SQS: r.srv, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), spawn: r.spawn, PerQueue: per, Protection: r.protection})
+		return Run(ctx, r.cfg, Deps{SQS: r.srv, Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), spawn: r.spawn, PerQueue: per, Protection: r.protection,
+			Limiter: r.limiter})
 	}, r.logs.String)
 }
 
@@ -423,6 +428,49 @@ func TestQueuesPauseHoldsEveryQueue(t *testing.T) {
 		}
 		if len(r.runs) != 13 {
 			t.Errorf("%d runs, want 13", len(r.runs))
+		}
+	})
+}
+
+// An operator's pause of one queue of a listen holds that queue alone: within a poll none of
+// its runs starts, while the other queue's go on; a resume lets it run, each message once.
+func TestQueuesFleetPauseOfOneQueue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newModelRig(t, "first", "second")
+		r.cfg.Limits.Fleet.Table, r.cfg.Limits.Fleet.Task = "limits", "task"
+		r.cfg.Limits.Fleet.Member = limits.Member{Queues: []string{"first", "second"}, Concurrency: 4, BatchSize: 1}
+		table := &controlTable{}
+		r.limiter = limits.New(r.cfg.Limits.Fleet, table, time.Now, nil)
+		r.flood(0, 20)
+		r.flood(1, 20)
+		r.start()
+		time.Sleep(2 * time.Second)
+		table.steer(func(c limits.Control) limits.Control { return c.Pause("first", time.Time{}) })
+		held := time.Now().Add(limits.PollInterval + 10*time.Millisecond)
+		time.Sleep(5 * time.Second)
+		started := map[string]int{}
+		r.mu.Lock()
+		for _, run := range r.runs {
+			if run.at.After(held) {
+				started[run.queue]++
+			}
+		}
+		r.mu.Unlock()
+		if started["first"] > 0 || started["second"] == 0 {
+			t.Errorf("runs started in the pause of first: %v, want none of first and some of second", started)
+		}
+		table.steer(func(c limits.Control) limits.Control { return c.Resume("first") })
+		testenv.Eventually(t, "both queues empty", 5*time.Minute, func() bool { return r.empty(0) && r.empty(1) }, r.trail)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		runs := map[string]int{}
+		for _, run := range r.runs {
+			runs[run.body]++
+		}
+		if len(runs) != 40 || slices.ContainsFunc(slices.Collect(maps.Values(runs)), func(n int) bool { return n != 1 }) {
+			t.Errorf("runs by body %v, want each of the 40 once", runs)
 		}
 	})
 }
