@@ -3,6 +3,8 @@ package supervisor
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -50,14 +52,15 @@ func (*controlTable) Task(context.Context, string) (limits.TaskRecord, bool, err
 	return limits.TaskRecord{}, false, nil
 }
 
-// steeredRig starts a supervisor of --concurrency n and --limit-wait wait on the queue "jobs",
-// its jobs 3 s long, steered through a table in memory; load receives its gauges.
-func steeredRig(t *testing.T, n int, wait time.Duration, load *Load) (*dedupeRig, *controlTable) {
+// steeredRig starts a supervisor of o (its --concurrency, --batch-size) and --limit-wait wait
+// on the queue "jobs", its jobs 3 s long, steered through a table in memory; load receives
+// its gauges.
+func steeredRig(t *testing.T, o rigOptions, wait time.Duration, load *Load) (*dedupeRig, *controlTable) {
 	t.Helper()
-	r := newLimitsRig(t, rigOptions{concurrency: n}, func(c *LimitsConfig) {
+	r := newLimitsRig(t, o, func(c *LimitsConfig) {
 		c.Wait = wait
 		c.Fleet.Table, c.Fleet.Task = "limits", "task"
-		c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: n, BatchSize: 1}
+		c.Fleet.Member = limits.Member{Queues: []string{"jobs"}, Concurrency: o.concurrency, BatchSize: max(1, o.batchSize)}
 	})
 	r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * time.Second} }
 	table := &controlTable{}
@@ -83,7 +86,7 @@ func holdReadAhead(r *dedupeRig) {
 func TestFleetPauseStopsTheQueue(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r, table := steeredRig(t, 2, 5*time.Second, NewLoad())
+		r, table := steeredRig(t, rigOptions{concurrency: 2}, 5*time.Second, NewLoad())
 		holdReadAhead(r)
 		table.steer(func(c limits.Control) limits.Control { return c.Pause("jobs", time.Time{}) })
 		time.Sleep(limits.PollInterval + 10*time.Millisecond)
@@ -126,7 +129,7 @@ func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		load := NewLoad()
-		r, table := steeredRig(t, 4, 30*time.Second, load)
+		r, table := steeredRig(t, rigOptions{concurrency: 4}, 30*time.Second, load)
 		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=", "j=")
 		r.waitFor("four runs", time.Minute, func() bool { return load.Running() == 4 })
 		if got := load.Limit(); got != 4 {
@@ -161,7 +164,7 @@ func TestFleetSetConcurrencyHoldsTheRunsAndTheGauge(t *testing.T) {
 func TestAShortFleetPauseKeepsTheHeldMessages(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		r, table := steeredRig(t, 2, time.Minute, NewLoad())
+		r, table := steeredRig(t, rigOptions{concurrency: 2}, time.Minute, NewLoad())
 		holdReadAhead(r)
 		table.steer(func(c limits.Control) limits.Control { return c.Pause("", time.Now().Add(40*time.Second)) })
 		time.Sleep(35 * time.Second)
@@ -184,6 +187,30 @@ func TestAShortFleetPauseKeepsTheHeldMessages(t *testing.T) {
 			if n != 1 {
 				t.Errorf("%s ran %d times, want once", body, n)
 			}
+		}
+	})
+}
+
+// A --batch-size set live on a task in batch mode makes its next runs that size.
+func TestFleetSetBatchSize(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r, table := steeredRig(t, rigOptions{concurrency: 1, batchSize: 10}, 30*time.Second, NewLoad())
+		table.steer(func(c limits.Control) limits.Control { c.Settings.BatchSize = 3; return c })
+		time.Sleep(limits.PollInterval + 10*time.Millisecond)
+		r.sendKeyed("a=", "b=", "c=", "d=", "e=", "f=", "g=", "h=", "i=")
+		r.waitFor("an empty queue", 5*time.Minute, r.empty)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		sizes := map[time.Time]int{} // a run's messages start at one instant
+		r.mu.Lock()
+		for _, c := range r.runs {
+			sizes[c.At]++
+		}
+		r.mu.Unlock()
+		if len(sizes) != 3 || slices.ContainsFunc(slices.Collect(maps.Values(sizes)), func(n int) bool { return n != 3 }) {
+			t.Errorf("runs of %v messages, want three of 3", slices.Collect(maps.Values(sizes)))
 		}
 	})
 }
