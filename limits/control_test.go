@@ -247,3 +247,33 @@ func TestAwaitReadsThroughFailures(t *testing.T) {
 		}
 	})
 }
+
+// A --rate-limit and a --fleet-concurrency set live hold the fleet as listen's flags would,
+// and a set of 0 lifts them.
+func TestLiveLimitsHoldTheFleet(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store, ts := controlFleet(t, "a", "b", "c")
+		rate, slots := 10.0, 2
+		steer(t, store, func(c Control) Control { c.Settings.RateLimit, c.Settings.FleetConcurrency = &rate, &slots; return c })
+		time.Sleep(PollInterval + 10*time.Millisecond)
+		const d = 20 * time.Second
+		g := driveAll(t, ts, d, 4, "", 1, 100*time.Millisecond)
+		if most := maxInWindow(g.starts, RateWindow(rate)); most > RateCapacity(rate) {
+			t.Errorf("%d starts in a window of %v under --rate-limit 10/s set live, want at most %d", most, RateWindow(rate), RateCapacity(rate))
+		}
+		if g.maxRun > slots {
+			t.Errorf("%d jobs at once under --fleet-concurrency 2 set live, want at most 2", g.maxRun)
+		}
+		none, unlimited := 0.0, 0
+		steer(t, store, func(c Control) Control {
+			c.Settings.RateLimit, c.Settings.FleetConcurrency = &none, &unlimited
+			return c
+		})
+		time.Sleep(PollInterval + 10*time.Millisecond)
+		g = driveAll(t, ts, d, 4, "", 1, 100*time.Millisecond)
+		if per := float64(len(g.starts)) / d.Seconds(); per < 100 || g.maxRun <= slots {
+			t.Errorf("%.0f starts a second, %d at once, once the limits were set to none: want 120 and 12", per, g.maxRun)
+		}
+	})
+}
