@@ -316,6 +316,9 @@ type recordingSQS struct {
 	bodies  map[string]string // receipt handle -> body
 	deleted []string
 	vis     map[string]int32 // body -> last visibility timeout set
+	// slowNext delays the answer of the next ChangeMessageVisibilityBatch by that much (the
+	// change itself lands first, as when the answer is slow to come back).
+	slowNext time.Duration
 }
 
 func newRecordingSQS(s *fakesqs.Server) *recordingSQS {
@@ -324,6 +327,9 @@ func newRecordingSQS(s *fakesqs.Server) *recordingSQS {
 
 func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	out, err := q.Server.ChangeMessageVisibility(ctx, in, opts...)
+	if err := q.slow(ctx); err != nil {
+		return nil, err
+	}
 	if err == nil {
 		q.mu.Lock()
 		q.vis[q.bodies[aws.ToString(in.ReceiptHandle)]] = in.VisibilityTimeout
@@ -334,6 +340,9 @@ func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.Chan
 
 func (q *recordingSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 	out, err := q.Server.ChangeMessageVisibilityBatch(ctx, in, opts...)
+	if err := q.slow(ctx); err != nil {
+		return nil, err
+	}
 	if out != nil {
 		q.mu.Lock()
 		for _, ok := range out.Successful {
@@ -346,6 +355,20 @@ func (q *recordingSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs
 		q.mu.Unlock()
 	}
 	return out, err
+}
+
+// slow waits out slowNext, once, unless ctx ends first.
+func (q *recordingSQS) slow(ctx context.Context) error {
+	q.mu.Lock()
+	d := q.slowNext
+	q.slowNext = 0
+	q.mu.Unlock()
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // visibilityChanges returns the last visibility timeout set on each body.

@@ -170,6 +170,10 @@ type renewal struct {
 	stopBy  time.Time
 	stopped bool
 	round   *renewRound
+	// last: the renewal takes a relayable job's message to SQS's in-flight limit, where its
+	// lease ends whatever happens; it has no stop deadline, and its failure only brings the
+	// relay sooner.
+	last bool
 }
 
 // renewRound is the renewals one heartbeat sent; the jobs they renewed have their dedupe
@@ -261,7 +265,7 @@ func (l *leaser) nextDue(flight map[*job]*renewal) (time.Time, bool) {
 		}
 	}
 	for _, r := range flight {
-		if !r.stopped {
+		if !r.stopped && !r.last {
 			earliest(r.stopBy)
 		}
 	}
@@ -295,8 +299,9 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 		}
 		inFlight := now.Sub(d.receivedAt)
 		left := l.inFlight - inFlight
-		vis, renewable := l.lastRenewal(left)
+		vis := min(l.visibility, left-relayMargin)
 		relayable := l.dedupe.holds(j)
+		last := relayable && vis < l.visibility
 		switch {
 		case left <= l.ceilingMargin() && !relayable:
 			j.renewBy(now.Add(l.interval))
@@ -304,15 +309,16 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 				"in_flight", inFlight.Round(time.Second).String())
 			l.stop(j, errCeiling)
 			continue
-		case relayable && (!renewable || j.waitsRelay()):
-			if !j.waitsRelay() && !d.leaseUntil.After(now) {
-				j.waitRelay()
-				j.log.Info("message at SQS's in-flight limit: visible again, the job goes on and takes the receipt of whoever receives it next",
-					"in_flight", inFlight.Round(time.Second).String())
-			}
+		case relayable && j.waitsRelay(), last && vis < time.Second:
+			j.waitRelay()
 			j.renewBy(now.Add(min(l.interval, renewRetry)))
 			waiting = append(waiting, j)
 			continue
+		case last:
+			// One renewal to the limit, then no more until a relay's receipt comes.
+			j.waitRelay()
+			j.log.Info("renewing the message to SQS's in-flight limit: the job goes on past it and takes the receipt of whoever receives the message next",
+				"in_flight", inFlight.Round(time.Second).String(), "visible_in", vis.String())
 		}
 		if now.After(d.leaseUntil) {
 			// Late for want of CPU or of an answer: SQS may have delivered the message again.
@@ -327,7 +333,7 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 			continue
 		}
 		r := &renewal{j: j, handle: d.receipt, done: done, asked: now, vis: vis,
-			stopBy: l.stopBy(d.leaseUntil), round: round}
+			stopBy: l.stopBy(d.leaseUntil), round: round, last: last}
 		if !r.stopBy.After(now) {
 			// A lease shorter than --kill-grace and the margin: no stop can come before it
 			// lapses, so an unanswered renewal stops the job when it does.
@@ -348,7 +354,7 @@ func (l *leaser) renew(flight map[*job]*renewal, js []*job) {
 // awaited.
 func (l *leaser) stopOverdue(flight map[*job]*renewal, now time.Time) {
 	for _, r := range flight {
-		if r.stopped || now.Before(r.stopBy) {
+		if r.stopped || r.last || now.Before(r.stopBy) {
 			continue
 		}
 		r.stopped = true
@@ -399,11 +405,12 @@ func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 	case err == nil:
 		r.round.renewed = append(r.round.renewed, j)
 	case r.stopped: // stopped when the answer was overdue
-	case beyondLimit(err) && l.dedupe.holds(j):
-		// SQS counts the time in flight from its receive, by its clock (and a relay's receive
-		// by the relaying host's): the limit came sooner than this clock said.
+	case r.last, beyondLimit(err) && l.dedupe.holds(j):
+		// At the limit the lease ends anyway, and SQS counts the time in flight from its
+		// receive by its own clock (a relay's receive by the relaying host's): the limit may
+		// come sooner than this clock said. The job waits for a relay's receipt.
 		j.waitRelay()
-		j.log.Info("message at SQS's in-flight limit: the job goes on and takes the receipt of whoever receives it next", "error", err)
+		j.log.Info("the renewal to SQS's in-flight limit failed: the message comes back sooner, and the job takes the receipt of whoever receives it", "error", err)
 	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))

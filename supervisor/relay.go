@@ -123,16 +123,6 @@ func beyondLimit(err error) bool {
 // from its receive, a little before watchbot's clock does.
 const relayMargin = time.Second
 
-// lastRenewal returns the visibility of a renewal of a delivery with left before the in-flight
-// limit, and false when the delivery is at the limit for a job that a relay can keep: a
-// renewal would give less than the stop margin (--kill-grace and lapseMargin) and a retry's
-// window, so its own stop deadline would stop the job. The job then waits for a relay instead.
-// Without a dedupe table the leaser stops the job before it gets there.
-func (l *leaser) lastRenewal(left time.Duration) (time.Duration, bool) {
-	vis := min(l.visibility, left-relayMargin)
-	return vis, vis >= l.killGrace+lapseMargin+minRenewWindow
-}
-
 // extendWaiting extends the claims of jobs waiting at the in-flight limit for a relay, which no
 // renewal round does, in a goroutine the heartbeat waits for at its end.
 func (l *leaser) extendWaiting(waiting []*job) {

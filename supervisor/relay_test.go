@@ -241,3 +241,27 @@ func TestBeyondLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayLastRenewalAnsweredLate: the renewal that takes a relayable job's message to the
+// in-flight limit answers late, past the stop deadline any other renewal has; the lease ends
+// at the limit whatever happens, so the job is not stopped, and runs once.
+func TestRelayLastRenewalAnsweredLate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20, inFlight: relayLimit})
+		r.behave = func(workerCall) workerAct { return workerAct{Took: 3 * relayLimit} }
+		r.start()
+		r.startAnother(&countingRecorder{})
+		r.sendKeyed("a1=k1")
+		// Renewals go out about 7 s after the receive and then every 15 s: the one at 37 s is
+		// the first capped by the limit.
+		time.Sleep(30 * time.Second)
+		r.sqs.mu.Lock()
+		r.sqs.slowNext = 14 * time.Second
+		r.sqs.mu.Unlock()
+		r.waitFor("an empty queue", 10*relayLimit, r.empty)
+		if calls := r.callsOf("a1"); len(calls) != 1 {
+			t.Fatalf("a1 ran %d times, want once%s", len(calls), r.trail())
+		}
+	})
+}
