@@ -41,8 +41,9 @@
 // across a call to SQS, DynamoDB or S3, a log line, a metric, a channel send or a wait. What
 // to log or send is collected under the lock and done after it is released.
 //
-//   - job.mu: a job's delivery (receipt, lease, whether its settle has begun, how to kill its
-//     running worker). A renewal snapshots the receipt, calls SQS without the lock, and
+//   - job.mu: a job's delivery (receipt, lease, whether its settle has begun, whether it
+//     waits at SQS's in-flight limit for a relay, how to kill its running worker). A relay's
+//     receipt replaces the delivery under it (job.relayed), as a new delivery does. A renewal snapshots the receipt, calls SQS without the lock, and
 //     applies the answer only if the job still has that receipt and has not begun to settle
 //     (job.renewed); a settle marks the job settled and waits for the renewal under way to
 //     return (job.beginSettle), so no renewal lands after the outcome's own visibility
@@ -59,7 +60,8 @@
 //     call's cancel runs after the lock.
 //   - Health.mu: the receive, acknowledgement and heartbeat times that /healthz and /readyz
 //     read.
-//   - Load.mu: the loop's state for the gauges and the scale-in protector, which read it.
+//   - Load.mu: the loop's state for the gauges and the scale-in protector, which read it, and
+//     when each run under way started.
 //   - slotPool.mu: the books of the slots the queues share (see One queue or several).
 //   - Tenants.mu: each queue's top tenants and their counts, written as runs start.
 //
