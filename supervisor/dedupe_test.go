@@ -234,7 +234,7 @@ func TestDedupeAttemptsAreRuns(t *testing.T) {
 				}
 				r.start()
 				r.sendKeyed("a1=k1")
-				r.waitFor("the message dead-lettered", 5*time.Minute, func() bool { return len(r.sqs.Messages(r.dlq)) == 1 })
+				r.waitFor("the message dead-lettered and its key forgotten", 5*time.Minute, func() bool { return len(r.sqs.Messages(r.dlq)) == 1 && r.db.record("k1") == nil })
 				calls := r.callsOf("a1")
 				var attempts []int
 				for _, c := range calls {
@@ -257,12 +257,37 @@ func TestDedupeAttemptsAreRuns(t *testing.T) {
 					t.Errorf("a1's last run was its receive %d, want more than its 3 runs: the held key's receives are no attempts", last.ReceiveCount)
 				}
 				wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 1}, r.metrics)
-				if rec := r.db.record("k1"); rec != nil {
-					t.Errorf("record of k1 = %+v, want it forgotten once the message is dead-lettered", rec)
-				}
 			})
 		})
 	}
+}
+
+// TestDedupeDeadLetterSendFailureKeepsTheRuns: on a standard queue, the last run's failure
+// whose dead-letter copy cannot be written leaves the message in the queue, and its key keeps
+// its count of runs: the next delivery runs as the run after it (not as run 1 again, which
+// would give the message every attempt anew), and its failure is dead-lettered. The key is
+// forgotten once the copy is written and the message deleted.
+func TestDedupeDeadLetterSendFailureKeepsTheRuns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{maxReceiveCount: 20})
+		r.cfg.MaxAttempts = 2
+		r.sqs.failDLQSends = 1
+		r.behave = func(workerCall) workerAct { return workerAct{Took: time.Second, Exit: 1} }
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("the message dead-lettered and its key forgotten", 5*time.Minute, func() bool { return len(r.sqs.Messages(r.dlq)) == 1 && r.db.record("k1") == nil })
+		var attempts []int
+		for _, c := range r.callsOf("a1") {
+			attempts = append(attempts, c.Attempt)
+		}
+		if !slices.Equal(attempts, []int{1, 2, 3}) {
+			t.Fatalf("a1 ran as attempts %v, want 1, 2 and, its copy not written, 3: its runs kept", attempts)
+		}
+		if n := len(r.sqs.Messages(r.queue)); n != 0 {
+			t.Errorf("the queue holds %d messages, want none", n)
+		}
+	})
 }
 
 func TestDedupeTableDownRunsNothing(t *testing.T) {

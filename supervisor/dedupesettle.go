@@ -14,31 +14,69 @@ import (
 // finish settles the claims of a run whose outcomes are decided (results[i] and outs[i] are
 // jobs[i]'s), before any message is settled, as settlementFor decides: a success completes
 // its key, remembered for the TTL, so a message whose delete fails is not run again; a retry
-// releases it, so the retry can claim it, and counts the run only when it was an attempt; a
-// message that leaves unfinished forgets it.
+// releases it, so the retry can claim it, and counts the run only when it was an attempt. A
+// claim whose message is to leave the queue unfinished stays until that message's SQS
+// action is over (finishLeft): a dead-letter copy that could not be written must not cost
+// the key its count of runs.
 func (d *deduper) finish(ctx context.Context, jobs []*job, results []result, outs []outcome) {
 	if d == nil {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	d.settleTaken(ctx, jobs, func(i int, c *keyClaim) (settlement, bool) {
+		how := settlementFor(results[i], outs[i])
+		if c.unsure {
+			return settleUncount, true
+		}
+		return how, how != settleForget
+	})
+}
+
+// finishLeft settles the claims finish left to the end of their messages' SQS actions
+// (disps[i] is how jobs[i] left its run): a message that left the queue forgets its key's
+// runs, so a replay from the dead-letter queue gets every attempt again; one that did not (a
+// dead-letter copy or a delete that failed) releases it with its runs counted, so its next
+// delivery goes on counting rather than starting again from run 1. A message kept in place
+// with its action pending keeps its claim until that action is applied.
+func (d *deduper) finishLeft(ctx context.Context, jobs []*job, results []result, disps []disposition) {
+	if d == nil {
+		return
+	}
+	d.settleTaken(ctx, jobs, func(i int, _ *keyClaim) (settlement, bool) {
+		switch {
+		case disps[i].keep:
+			return 0, false
+		case disps[i].left:
+			return settleForget, true
+		case ran(results[i]):
+			return settleRelease, true
+		}
+		return settleUncount, true
+	})
+}
+
+// settleTaken takes from the runs under way the claims of jobs that how settles now (how(i,
+// c) says how jobs[i]'s claim c is settled, false to leave it), and settles them side by
+// side, with a context no stop cancels (the cutoff bounds each call).
+func (d *deduper) settleTaken(ctx context.Context, jobs []*job, how func(i int, c *keyClaim) (settlement, bool)) {
 	var held []int
-	cs := make([]*keyClaim, len(jobs))
+	cs, hows := make([]*keyClaim, len(jobs)), make([]settlement, len(jobs))
 	d.mu.Lock()
 	for i, j := range jobs {
-		if c := d.claims[j]; c != nil {
-			cs[i] = c
+		c := d.claims[j]
+		if c == nil {
+			continue
+		}
+		if h, now := how(i, c); now {
+			cs[i], hows[i] = c, h
 			held = append(held, i)
 			delete(d.claims, j)
 		}
 	}
 	d.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
 	inParallel(len(held), func(n int) {
 		i := held[n]
-		how := settlementFor(results[i], outs[i])
-		if cs[i].unsure {
-			how = settleUncount
-		}
-		d.settle(ctx, jobs[i], cs[i], how)
+		d.settle(ctx, jobs[i], cs[i], hows[i])
 	})
 }
 
@@ -60,8 +98,8 @@ const (
 //
 //	outcome                                         claim
 //	success (exit 0, ack)                           completed
-//	leaves the queue otherwise (dead letter,        forgotten
-//	  delete)
+//	leaves the queue otherwise (dead letter,        forgotten, once it has left (finishLeft);
+//	  delete)                                         released, its runs kept, if it did not
 //	a retry after a run that counts                 released, the run counted
 //	anything else                                   released, the run taken back
 func settlementFor(res result, o outcome) settlement {
@@ -73,11 +111,20 @@ func settlementFor(res result, o outcome) settlement {
 	case o.Probe, o.Paused, o.Unrun, o.Action == actHold && !o.Attempted:
 		return settleUncount
 	}
-	switch res.End {
-	case endExited, endSignaled, endTimedOut, endSpawnError, endHTTPStatus, endFunctionFailed:
+	if ran(res) {
 		return settleRelease
 	}
 	return settleUncount
+}
+
+// ran reports a run whose end counts as an attempt: the worker ran, or could not start,
+// and was not stopped by watchbot.
+func ran(res result) bool {
+	switch res.End {
+	case endExited, endSignaled, endTimedOut, endSpawnError, endHTTPStatus, endFunctionFailed:
+		return true
+	}
+	return false
 }
 
 // settle completes, releases or forgets one claim.

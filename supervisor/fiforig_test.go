@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -319,6 +320,40 @@ type recordingSQS struct {
 	// slowNext delays the answer of the next ChangeMessageVisibilityBatch by that much (the
 	// change itself lands first, as when the answer is slow to come back).
 	slowNext time.Duration
+	// failDLQSends makes that many sends to a dead-letter queue (a queue whose name has
+	// "dlq") fail, as when SQS cannot be reached; visibilityDown makes every visibility
+	// change fail so.
+	failDLQSends   int
+	visibilityDown bool
+}
+
+// errUnreachable is what a call to an SQS that cannot be reached fails with.
+var errUnreachable = errors.New("dial tcp 127.0.0.1:9324: connect: connection refused")
+
+// down reports whether a visibility change fails as SQS could not be reached.
+func (q *recordingSQS) down() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.visibilityDown
+}
+
+func (q *recordingSQS) setVisibilityDown(down bool) {
+	q.mu.Lock()
+	q.visibilityDown = down
+	q.mu.Unlock()
+}
+
+func (q *recordingSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q.mu.Lock()
+	fail := q.failDLQSends > 0 && strings.Contains(aws.ToString(in.QueueUrl), "dlq")
+	if fail {
+		q.failDLQSends--
+	}
+	q.mu.Unlock()
+	if fail {
+		return nil, errUnreachable
+	}
+	return q.Server.SendMessage(ctx, in, opts...)
 }
 
 func newRecordingSQS(s *fakesqs.Server) *recordingSQS {
@@ -326,6 +361,9 @@ func newRecordingSQS(s *fakesqs.Server) *recordingSQS {
 }
 
 func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	if q.down() {
+		return nil, errUnreachable
+	}
 	out, err := q.Server.ChangeMessageVisibility(ctx, in, opts...)
 	if err := q.slow(ctx); err != nil {
 		return nil, err
@@ -339,6 +377,9 @@ func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.Chan
 }
 
 func (q *recordingSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	if q.down() {
+		return nil, errUnreachable
+	}
 	out, err := q.Server.ChangeMessageVisibilityBatch(ctx, in, opts...)
 	if err := q.slow(ctx); err != nil {
 		return nil, err

@@ -109,6 +109,7 @@ func (r *runner) run(ctx context.Context, jobs []*job, ended func(took time.Dura
 	}
 	r.dedupe.finish(ctx, jobs, results, outs)
 	disps := r.settleRun(ctx, jobs, outs, decided, attrs)
+	r.dedupe.finishLeft(ctx, jobs, results, disps)
 	r.endSpan(span, jobs, results, outs)
 	return disps
 }

@@ -140,6 +140,9 @@ type disposition struct {
 	// returned: the job went back to SQS, or is no longer watchbot's; the group's held
 	// messages behind it must go back too.
 	returned bool
+	// left: the message left the queue (deleted; a dead letter's copy written first), so its
+	// dedupe claim may forget the key's runs.
+	left bool
 	// With keep: when it may start again, and whether the run counted as an attempt.
 	at      time.Time
 	attempt bool

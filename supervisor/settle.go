@@ -132,6 +132,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 		} else {
 			log.Warn("message deleted", "reason", o.Reason)
 		}
+		return disposition{left: true}
 	case actRetry:
 		delay := r.delay(o, j.attempt)
 		recordRetryDelay(ctx, j, delay)
@@ -158,7 +159,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 			}
 			log.Error("message deleted: it would be dead-lettered, but there is no dead-letter queue (--allow-no-dlq), so this line is its only record",
 				"reason", o.Reason, "body", j.msg.Raw, "attributes", j.msg.Attributes)
-			return disposition{}
+			return disposition{left: true}
 		}
 		if err := r.sendToDLQ(ctx, j, o.Reason); err != nil {
 			if r.fifo {
@@ -173,6 +174,7 @@ func (r *runner) act(ctx context.Context, j *job, dl delivery, o outcome, log *s
 			return r.failed(j, log, sent, err, "dead-lettered but the delete failed")
 		}
 		log.Error("message dead-lettered", "reason", o.Reason, "dead_letter_queue", r.dlqURL)
+		return disposition{left: true}
 	case actAbandon:
 		// Taken for lost, the lease may be watchbot's still: a renewal that SQS took
 		// late, or a new delivery taken over. Released, the message comes back at once
