@@ -84,8 +84,9 @@ type job struct {
 	// leaseUntil is when the message's visibility ends as far as watchbot knows: after the
 	// receive, or after the last successful renewal.
 	leaseUntil time.Time
-	// atLimit: the delivery has reached SQS's in-flight limit, which no renewal passes; the
-	// job waits for a relay's receipt (relay.go).
+	// atLimit: the delivery has reached SQS's in-flight limit, which no renewal passes, or
+	// its lease was lost while the job holds its dedupe claim; the job waits for a relay's
+	// receipt (relay.go).
 	atLimit bool
 	// renewAt is when the heartbeat renews the lease next, in Unix nanoseconds: written by the
 	// heartbeat, and by the loop when a new delivery replaces the receipt (takeOver); atomic,

@@ -24,7 +24,8 @@ import (
 // relay the message, the lease is lost, or renewals keep failing until the lease is about to
 // lapse), and reports a held job in no run to release, for the loop to hand it back. With a
 // dedupe table, the last renewal takes the message to the ceiling and the job waits for a
-// relay's receipt (relay.go).
+// relay's receipt (relay.go); a running job whose lease is lost before then waits for one
+// too, for its claim of the key keeps it safe from a second run.
 //
 // The heartbeat never waits for SQS: renewals go out through the acknowledger, and their
 // answers come back through a mailbox; held jobs it stops go to the loop through another
@@ -361,6 +362,10 @@ func (l *leaser) stopOverdue(flight map[*job]*renewal, now time.Time) {
 		if r.j.handle() != r.handle {
 			continue // a new delivery has given the job a new receipt and lease (takeOver)
 		}
+		if l.dedupe.holds(r.j) {
+			l.waitForRelay(r.j, errors.New("SQS has not answered the renewal of its lease"))
+			continue
+		}
 		r.j.log.Error("stopping job: SQS has not answered the renewal of its lease, which lapses before the worker could otherwise be stopped; the message will be delivered again",
 			"waited", now.Sub(r.asked).Round(time.Millisecond).String())
 		l.stop(r.j, errLeaseLost)
@@ -411,6 +416,8 @@ func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 		// come sooner than this clock said. The job waits for a relay's receipt.
 		j.waitRelay()
 		j.log.Info("the renewal to SQS's in-flight limit failed: the message comes back sooner, and the job takes the receipt of whoever receives it", "error", err)
+	case (leaseGone(err) || retry < minRetryGap) && l.dedupe.holds(j):
+		l.waitForRelay(j, err)
 	case leaseGone(err):
 		j.log.Error("stopping job: its lease could not be renewed and the message may already be with another worker", "error", err)
 		j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))
@@ -431,6 +438,17 @@ func (l *leaser) applyAnswer(flight map[*job]*renewal, a renewAnswer) {
 		renewed := r.round.renewed
 		l.extending.Go(func() { l.extended(l.dedupe.extend(renewed)) })
 	}
+}
+
+// waitForRelay lets a job whose SQS lease is lost, or will lapse before SQS answers, go on
+// when it holds its dedupe key's claim: the claim is its lease. The message comes back when
+// its visibility ends, and whoever receives it relays it to the job, as at the in-flight
+// limit; the job is stopped only when its claim cannot be kept (deduper.extend).
+func (l *leaser) waitForRelay(j *job, err error) {
+	j.waitRelay()
+	j.log.Warn("the message's lease could not be kept, but the job holds its dedupe key's claim: it goes on, and takes the receipt of whoever receives the message next",
+		"error", err)
+	j.spanEvent("lease renewal failed", attribute.String("error", err.Error()))
 }
 
 // leaseGone reports errors meaning the receipt handle no longer holds the message: the SDK's

@@ -135,6 +135,68 @@ func TestCeilingWithoutDedupe(t *testing.T) {
 	})
 }
 
+// TestRelayAfterALostLease: SQS cannot be reached for the renewals of a running job's lease
+// for twice its visibility timeout, well before the in-flight limit. Its claim of the key
+// holds, so the job goes on rather than being stopped: the message comes back when its lease
+// ends, whichever task receives it relays it, and the owner deletes it with the newest
+// receipt. The job runs once. When the claim cannot be extended either, the job is stopped
+// before its claim lapses, so no second run can overlap it.
+func TestRelayAfterALostLease(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		tableDown bool
+	}{{"the claim holds", false}, {"the claim cannot be extended", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20})
+				r.behave = func(c workerCall) workerAct {
+					if c.Run == 1 {
+						return workerAct{Took: 3 * time.Minute}
+					}
+					return workerAct{Took: time.Second}
+				}
+				r.start()
+				other := &countingRecorder{}
+				r.startAnother(other)
+				r.sendKeyed("a1=k1")
+				r.waitFor("a1 to start", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 })
+				r.sqs.setVisibilityDown(true)
+				lease := r.db.record("k1").lease
+				if tt.tableDown {
+					r.db.mu.Lock()
+					r.db.failExtend = errors.New("RequestError: send request failed")
+					r.db.mu.Unlock()
+					r.waitFor("the job to be stopped, its run ended", 5*time.Minute, func() bool {
+						r.mu.Lock()
+						defer r.mu.Unlock()
+						return r.busy == 0
+					})
+					if now := time.Now(); !now.Before(lease.Add(r.cfg.VisibilityTimeout)) {
+						t.Errorf("the job ended %v after its claim's lease at the outage, want before it could lapse", now.Sub(lease))
+					}
+					return
+				}
+				time.Sleep(2 * r.cfg.VisibilityTimeout)
+				r.sqs.setVisibilityDown(false)
+				r.waitFor("an empty queue", 10*time.Minute, r.empty)
+				if calls := r.callsOf("a1"); len(calls) != 1 {
+					t.Fatalf("a1 ran %d times, want once: its claim holds while its lease is lost%s", len(calls), r.trail())
+				}
+				if dlq := r.sqs.Messages(r.dlq); len(dlq) != 0 {
+					t.Errorf("dead-letter queue holds %d messages, want none", len(dlq))
+				}
+				if relays := r.metrics.get(alarms.Relays) + other.get(alarms.Relays); relays == 0 {
+					t.Errorf("Relays = 0, want the message relayed to the owner once it came back%s", r.trail())
+				}
+				if rec := r.db.record("k1"); rec == nil || rec.state != "completed" {
+					t.Errorf("k1's record %+v, want completed", rec)
+				}
+			})
+		})
+	}
+}
+
 // TestCheckRelays: a --max-job-duration past the in-flight limit is refused at start when the
 // queue's maxReceiveCount, less the attempts, leaves too few receives to relay it.
 func TestCheckRelays(t *testing.T) {
