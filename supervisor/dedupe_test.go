@@ -262,6 +262,41 @@ func TestDedupeAttemptsAreRuns(t *testing.T) {
 	}
 }
 
+// TestDedupeDuplicatesShareTheRuns: with --dedupe-key attr:NAME the runs are the key's, as
+// docs/dedupe.md words it: a1 fails run 1, its duplicate b1 runs on as run 2, and the next
+// run, 3, is the last; the message that made it is dead-lettered and the key forgotten, so
+// the other starts again from run 1 and is dead-lettered after its own three.
+func TestDedupeDuplicatesShareTheRuns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := newDedupeRig(t, false, rigOptions{maxReceiveCount: 20})
+		r.cfg.MaxAttempts = 3
+		r.behave = func(workerCall) workerAct { return workerAct{Took: time.Second, Exit: 1} }
+		r.start()
+		r.sendKeyed("a1=k1")
+		r.waitFor("a1's first run to end", time.Minute, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.runs) == 1 && r.busy == 0
+		})
+		r.sendKeyed("b1=k1")
+		r.waitFor("both dead-lettered and the key forgotten", 10*time.Minute, func() bool {
+			return len(r.sqs.Messages(r.dlq)) == 2 && r.db.record("k1") == nil
+		})
+		var runs []string
+		var attempts []int
+		r.mu.Lock()
+		for _, c := range r.runs {
+			runs, attempts = append(runs, fmt.Sprintf("%s@%d", c.Body, c.Attempt)), append(attempts, c.Attempt)
+		}
+		r.mu.Unlock()
+		if !slices.Equal(attempts, []int{1, 2, 3, 1, 2, 3}) || runs[1] != "b1@2" {
+			t.Fatalf("runs %v, want a1@1, b1@2, one of them @3 and dead-lettered, then the other @1, @2, @3", runs)
+		}
+		wantCounts(t, map[alarms.Metric]float64{alarms.DeadLetter: 2}, r.metrics)
+	})
+}
+
 // TestDedupeDeadLetterSendFailureKeepsTheRuns: on a standard queue, the last run's failure
 // whose dead-letter copy cannot be written leaves the message in the queue, and its key keeps
 // its count of runs: the next delivery runs as the run after it (not as run 1 again, which
