@@ -196,8 +196,10 @@ func TestListenRelaysALongJob(t *testing.T) {
 					t.Errorf("exit code %d after SIGTERM, want 0", code)
 				}
 			}
-			if !strings.Contains(r.logs(), `"Relays"`) {
-				t.Errorf("no Relays metric published:\n%s", r.logs())
+			// The job passes the limit at least four times, and a relay's receipt at most once a
+			// second: the scaled limit leaves a relayed receipt a second before the next (relayMargin).
+			if n := emfSum(t, r.logs(), "Relays"); n < float64(relayJob/relayLimit-1) || n > relayJob.Seconds() {
+				t.Errorf("Relays published %v in all, want one for each return of the message, %d to %v:\n%s", n, relayJob/relayLimit-1, relayJob.Seconds(), r.logs())
 			}
 		})
 	}
@@ -216,8 +218,8 @@ func TestListenRelayOwnerKilled(t *testing.T) {
 	_ = owner.Cmd.Process.Signal(syscall.SIGKILL)
 	testenv.Eventually(t, "the queue empty", 2*relayJob+20*time.Second, r.done, r.logs)
 	time.Sleep(2 * relayLimit) // a third run would start by now
-	if n := r.count("start long-1"); n != 2 {
-		t.Errorf("the job started %d times, want twice: once on the owner, once after it died: %v", n, r.runs())
+	if n := r.count("start long-1"); n != 2 || r.count("end long-1") != 1 {
+		t.Errorf("the job started %d times, want twice: once on the owner, once after it died, to its end: %v", n, r.runs())
 	}
 	if dlq := r.fake.Messages(r.queue.DLQURL); len(dlq) != 0 {
 		t.Errorf("the dead-letter queue holds %d messages, want none", len(dlq))
@@ -225,9 +227,10 @@ func TestListenRelayOwnerKilled(t *testing.T) {
 	testenv.Stop(t, 20*time.Second, r.logs, other)
 }
 
-// One watchbot, its one slot busy with the job as it passes the limit: whether it relays the
-// message to itself or nobody receives it in time, the job runs once and its message is
-// deleted once it completes. Meanwhile watchbot status shows it past the limit, with its
+// One watchbot, its one slot busy with the job as it passes the limit: it receives nothing
+// while the slot is busy (no read-ahead before a run has ended), so the message waits in the
+// queue, visible, until the job ends; received as the slot frees (taken by the job as it
+// settles, or found completed), it is deleted without a second run. Meanwhile watchbot status shows it past the limit, with its
 // owner, from the dedupe table.
 func TestListenRelayEverySlotBusy(t *testing.T) {
 	t.Parallel()
@@ -248,6 +251,25 @@ func TestListenRelayEverySlotBusy(t *testing.T) {
 		t.Errorf("status shows %+v once the job ended, want none", jobs)
 	}
 	testenv.Stop(t, 20*time.Second, r.logs, p)
+}
+
+// emfSum sums metric name over the EMF documents in logs.
+func emfSum(t *testing.T, logs, name string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"_aws"`) {
+			continue
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("EMF line is not JSON: %v\n%s", err, line)
+		}
+		if v, ok := doc[name].(float64); ok {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // longJobs runs watchbot status --dedupe-table --json and returns the jobs it shows past the
