@@ -144,6 +144,17 @@ func TestDedupeSupervisorKilled40Times(t *testing.T) {
 	if got.Deleted != messages {
 		t.Errorf("%d of %d messages deleted, want all", got.Deleted, messages)
 	}
+	// The kills must have made receives that run nothing: counted as attempts, a message
+	// received more than --max-attempts times would have been dead-lettered.
+	most := 0
+	for _, runs := range w.readTrace().runs {
+		for _, r := range runs {
+			most = max(most, r.receives)
+		}
+	}
+	if most <= 3 {
+		t.Errorf("no run came after more than 3 receives (at most %d): the kills did not test what this is about", most)
+	}
 }
 
 // holdAfterEachRun watches key's record in table and, each time a run of the key has been
