@@ -31,6 +31,7 @@ const (
 // relayRig is a fakesqs queue served over HTTP with the limit scaled down, a dedupe table on
 // the DynamoDB emulator, and a worker that records each run's start and end in a file.
 type relayRig struct {
+	t     *testing.T
 	fake  *fakesqs.Server
 	emu   *testenv.Emulator
 	queue testenv.Queue
@@ -41,7 +42,10 @@ type relayRig struct {
 	// after --, or with httpWorker the application at that URL.
 	worker     string
 	httpWorker string
-	outs       []*testenv.Buffer
+	// lambda, when set, is a Lambda runtime (testdata/lambdahandler) that listen --lambda
+	// runs instead: it sleeps for a body "sleep D" and records each invocation in dir.
+	lambda string
+	outs   []*testenv.Buffer
 }
 
 func newRelayRig(t *testing.T, o testenv.QueueOptions) *relayRig {
@@ -52,7 +56,7 @@ func newRelayRig(t *testing.T, o testenv.QueueOptions) *relayRig {
 		t.Fatalf("fakesqs: %v", err)
 	}
 	t.Cleanup(func() { _ = closeFn() })
-	r := &relayRig{fake: fake, emu: &testenv.Emulator{Endpoint: endpoint}, dyn: testenv.DynamoDB(t), dir: t.TempDir()}
+	r := &relayRig{t: t, fake: fake, emu: &testenv.Emulator{Endpoint: endpoint}, dyn: testenv.DynamoDB(t), dir: t.TempDir()}
 	r.queue = r.emu.NewQueue(t, o)
 	r.table = r.dyn.NewTable(t, dedupe.TableDefinition)
 	r.worker = filepath.Join(r.dir, "w.sh")
@@ -73,11 +77,15 @@ func (r *relayRig) listen(t *testing.T, noTable bool, args ...string) *testenv.P
 		base = append(base, "--dedupe-table", r.table)
 	}
 	worker := []string{"--", r.worker}
-	if r.httpWorker != "" {
+	switch {
+	case r.httpWorker != "":
 		worker = []string{"--http-worker", r.httpWorker, "--http-timeout", "1m"}
+	case r.lambda != "":
+		worker = []string{"--lambda", "--", r.lambda}
 	}
 	cmd := r.emu.Watchbot(t, append(append(base, args...), worker...)...)
 	cmd.Env = append(cmd.Env, r.dyn.Env()...)
+	cmd.Env = append(cmd.Env, "HANDLER_DIR="+r.dir)
 	cmd.Env = append(cmd.Env, "WATCHBOT_SQS_MAX_IN_FLIGHT="+relayLimit.String())
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -100,10 +108,26 @@ func (r *relayRig) runs() []string {
 }
 
 func (r *relayRig) count(line string) int {
+	if body, ok := strings.CutPrefix(line, "start "); ok && r.lambda != "" {
+		return r.invoked(body)
+	}
 	n := 0
 	for _, l := range r.runs() {
 		if l == line {
 			n++
+		}
+	}
+	return n
+}
+
+// invoked counts the Lambda runtime's invocations of a record with body.
+func (r *relayRig) invoked(body string) int {
+	n := 0
+	for _, inv := range jsonLines[invocation](r.t, filepath.Join(r.dir, "invocations-*.jsonl")) {
+		for _, rec := range inv.Event.Records {
+			if rec.Body == body {
+				n++
+			}
 		}
 	}
 	return n
@@ -157,29 +181,35 @@ func (r *relayRig) relayed() bool {
 // Two watchbots on one queue, a job five times SQS's in-flight limit: it runs once, to the
 // end; every time its message comes back, whichever watchbot receives it relays it to the
 // owner; the message is deleted at the end and nothing is dead-lettered. On a FIFO queue the
-// message behind it in its group starts only after it ended. An HTTP worker's request goes on
-// the same way.
+// message behind it in its group starts only after it ended. An HTTP worker's request and a
+// Lambda runtime's invocation go on the same way.
 func TestListenRelaysALongJob(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name       string
 		fifo, http bool
-	}{{"standard", false, false}, {"FIFO", true, false}, {"HTTP worker", false, true}} {
+		lambda     bool
+	}{{"standard", false, false, false}, {"FIFO", true, false, false}, {"HTTP worker", false, true, false}, {"Lambda runtime", false, false, true}} {
 		fifo := tt.fifo
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRelayRig(t, testenv.QueueOptions{MaxReceiveCount: 20, FIFO: fifo})
-			if tt.http {
+			long := "long-1"
+			switch {
+			case tt.http:
 				r.serveWorker(t)
+			case tt.lambda:
+				r.lambda, long = testenv.Build(t, "./cmd/watchbot/testdata/lambdahandler"), "sleep "+relayJob.String()
 			}
 			procs := []*testenv.Process{r.listen(t, false, "--concurrency", "1", "--max-attempts", "3", "--max-job-duration", "12s")}
 			procs = append(procs, r.listen(t, false, "--concurrency", "1", "--max-attempts", "3", "--max-job-duration", "12s"))
-			r.send(t, "long-1")
+			r.send(t, long)
 			if fifo {
 				r.send(t, "short-2")
 			}
 			testenv.Eventually(t, "the queue empty", relayJob+20*time.Second, r.done, r.logs)
-			if n := r.count("start long-1"); n != 1 || r.count("end long-1") != 1 {
+			// A Lambda runtime records its invocations only: the message deleted is its end.
+			if n := r.count("start " + long); n != 1 || !tt.lambda && r.count("end "+long) != 1 {
 				t.Errorf("the long job started %d times, want once, to its end: %v", n, r.runs())
 			}
 			if fifo && strings.Join(r.runs(), ",") != "start long-1,end long-1,start short-2,end short-2" {
