@@ -260,16 +260,21 @@ func TestListenRelayOwnerKilled(t *testing.T) {
 // One watchbot, its one slot busy with the job as it passes the limit: it receives nothing
 // while the slot is busy (no read-ahead before a run has ended), so the message waits in the
 // queue, visible, until the job ends; received as the slot frees (taken by the job as it
-// settles, or found completed), it is deleted without a second run. Meanwhile watchbot status shows it past the limit, with its
-// owner, from the dedupe table.
+// settles, or found completed), it is deleted without a second run. Meanwhile /metrics gives
+// the job's age, and watchbot status shows it past the limit, with its owner, from the dedupe
+// table.
 func TestListenRelayEverySlotBusy(t *testing.T) {
 	t.Parallel()
 	r := newRelayRig(t, testenv.QueueOptions{MaxReceiveCount: 20})
-	p := r.listen(t, false, "--concurrency", "1")
+	addr := freeAddr(t)
+	p := r.listen(t, false, "--concurrency", "1", "--http-addr", addr)
 	r.send(t, "long-1")
 	testenv.Eventually(t, "the job to run past the limit", 4*relayLimit+20*time.Second, func() bool {
 		return r.count("start long-1") == 1 && len(r.longJobs(t)) == 1
 	}, r.logs)
+	if age := value(t, scrape(t, addr), "watchbot_oldest_job_age_seconds"); age < relayLimit.Seconds() {
+		t.Errorf("watchbot_oldest_job_age_seconds = %v while the job runs past the %v limit, want its age", age, relayLimit)
+	}
 	if j := r.longJobs(t)[0]; !strings.Contains(j.Owner, "/"+j.MessageID+"/") || j.Key != j.MessageID {
 		t.Errorf("status shows %+v, want the job's message id as its key and in its owner", j)
 	}
@@ -279,6 +284,9 @@ func TestListenRelayEverySlotBusy(t *testing.T) {
 	}
 	if jobs := r.longJobs(t); len(jobs) != 0 {
 		t.Errorf("status shows %+v once the job ended, want none", jobs)
+	}
+	if age := value(t, scrape(t, addr), "watchbot_oldest_job_age_seconds"); age != 0 {
+		t.Errorf("watchbot_oldest_job_age_seconds = %v once the job ended, want 0", age)
 	}
 	testenv.Stop(t, 20*time.Second, r.logs, p)
 }
