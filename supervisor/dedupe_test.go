@@ -297,32 +297,44 @@ func TestDedupeDuplicatesShareTheRuns(t *testing.T) {
 	})
 }
 
-// TestDedupeDeadLetterSendFailureKeepsTheRuns: on a standard queue, the last run's failure
-// whose dead-letter copy cannot be written leaves the message in the queue, and its key keeps
-// its count of runs: the next delivery runs as the run after it (not as run 1 again, which
-// would give the message every attempt anew), and its failure is dead-lettered. The key is
-// forgotten once the copy is written and the message deleted.
+// TestDedupeDeadLetterSendFailureKeepsTheRuns: the last run's failure whose dead-letter copy
+// cannot be written leaves the message in the queue, and its key keeps its count of runs.
+// On a standard queue each next delivery runs as the run after it (not as run 1 again, which
+// would give the message every attempt anew), and its failure is dead-lettered: two sends
+// fail here, so runs 3 and 4 follow. On a FIFO queue the send is tried again in place, the
+// worker not run again, the claim kept meanwhile. The key is forgotten once the copy is
+// written and the message deleted.
 func TestDedupeDeadLetterSendFailureKeepsTheRuns(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		r := newDedupeRig(t, false, rigOptions{maxReceiveCount: 20})
-		r.cfg.MaxAttempts = 2
-		r.sqs.failDLQSends = 1
-		r.behave = func(workerCall) workerAct { return workerAct{Took: time.Second, Exit: 1} }
-		r.start()
-		r.sendKeyed("a1=k1")
-		r.waitFor("the message dead-lettered and its key forgotten", 5*time.Minute, func() bool { return len(r.sqs.Messages(r.dlq)) == 1 && r.db.record("k1") == nil })
-		var attempts []int
-		for _, c := range r.callsOf("a1") {
-			attempts = append(attempts, c.Attempt)
-		}
-		if !slices.Equal(attempts, []int{1, 2, 3}) {
-			t.Fatalf("a1 ran as attempts %v, want 1, 2 and, its copy not written, 3: its runs kept", attempts)
-		}
-		if n := len(r.sqs.Messages(r.queue)); n != 0 {
-			t.Errorf("the queue holds %d messages, want none", n)
-		}
-	})
+	for _, tt := range []struct {
+		name string
+		fifo bool
+		want []int
+	}{{"standard", false, []int{1, 2, 3, 4}}, {"FIFO", true, []int{1, 2}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, tt.fifo, rigOptions{maxReceiveCount: 20})
+				r.cfg.MaxAttempts = 2
+				r.sqs.failDLQSends = 2
+				r.behave = func(workerCall) workerAct { return workerAct{Took: time.Second, Exit: 1} }
+				r.start()
+				r.sendKeyed("a1=k1")
+				r.waitFor("the message dead-lettered and its key forgotten", 5*time.Minute, func() bool {
+					return len(r.sqs.Messages(r.dlq)) == 1 && r.db.record("k1") == nil
+				})
+				var attempts []int
+				for _, c := range r.callsOf("a1") {
+					attempts = append(attempts, c.Attempt)
+				}
+				if !slices.Equal(attempts, tt.want) {
+					t.Fatalf("a1 ran as attempts %v, want %v: its runs kept while its copy could not be written", attempts, tt.want)
+				}
+				if n := len(r.sqs.Messages(r.queue)); n != 0 {
+					t.Errorf("the queue holds %d messages, want none", n)
+				}
+			})
+		})
+	}
 }
 
 func TestDedupeTableDownRunsNothing(t *testing.T) {

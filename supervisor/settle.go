@@ -67,8 +67,14 @@ func (r *runner) settle(ctx context.Context, j *job, o outcome, attrs ...any) di
 }
 
 // settleHandBack settles a message that leaves watchbot whatever the outcome: a hand-back.
+// A dedupe claim kept for a pending action (a FIFO dead-letter send that failed) ends with
+// it: forgotten when the message left, else released with its runs.
 func (r *runner) settleHandBack(ctx context.Context, j *job, o outcome) disposition {
-	return r.settleAs(ctx, j, o, true)
+	d := r.settleAs(ctx, j, o, true)
+	gone := d
+	gone.keep = false
+	r.dedupe.finishLeft(ctx, []*job{j}, []result{{}}, []disposition{gone})
+	return d
 }
 
 func (r *runner) settleAs(ctx context.Context, j *job, o outcome, leaving bool, attrs ...any) disposition {
