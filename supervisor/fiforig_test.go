@@ -321,25 +321,26 @@ type recordingSQS struct {
 	// change itself lands first, as when the answer is slow to come back).
 	slowNext time.Duration
 	// failDLQSends makes that many sends to a dead-letter queue (a queue whose name has
-	// "dlq") fail, as when SQS cannot be reached; visibilityDown makes every visibility
-	// change fail so.
-	failDLQSends   int
-	visibilityDown bool
+	// "dlq") fail, as when SQS cannot be reached; visibilityErr, when set, is what every
+	// visibility change fails with.
+	failDLQSends  int
+	visibilityErr error
 }
 
 // errUnreachable is what a call to an SQS that cannot be reached fails with.
 var errUnreachable = errors.New("dial tcp 127.0.0.1:9324: connect: connection refused")
 
-// down reports whether a visibility change fails as SQS could not be reached.
-func (q *recordingSQS) down() bool {
+// visibilityFails returns what a visibility change fails with now, nil when it does not.
+func (q *recordingSQS) visibilityFails() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.visibilityDown
+	return q.visibilityErr
 }
 
-func (q *recordingSQS) setVisibilityDown(down bool) {
+// failVisibility makes every visibility change fail with err from now on; nil: none.
+func (q *recordingSQS) failVisibility(err error) {
 	q.mu.Lock()
-	q.visibilityDown = down
+	q.visibilityErr = err
 	q.mu.Unlock()
 }
 
@@ -361,8 +362,8 @@ func newRecordingSQS(s *fakesqs.Server) *recordingSQS {
 }
 
 func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	if q.down() {
-		return nil, errUnreachable
+	if err := q.visibilityFails(); err != nil {
+		return nil, err
 	}
 	out, err := q.Server.ChangeMessageVisibility(ctx, in, opts...)
 	if err := q.slow(ctx); err != nil {
@@ -377,8 +378,8 @@ func (q *recordingSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.Chan
 }
 
 func (q *recordingSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	if q.down() {
-		return nil, errUnreachable
+	if err := q.visibilityFails(); err != nil {
+		return nil, err
 	}
 	out, err := q.Server.ChangeMessageVisibilityBatch(ctx, in, opts...)
 	if err := q.slow(ctx); err != nil {

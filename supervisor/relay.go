@@ -10,7 +10,9 @@ package supervisor
 // owner takes the newest receipt with its next extension of the claim, renews it, and
 // finally deletes the message, or hands it back at a drain, with it. When nobody receives the
 // message in time, the owner completes the key and a later receive deletes the message
-// unrun; when the owner dies, its claim lapses and the next receive runs the job again.
+// unrun; when the owner dies, its claim lapses and the next receive runs the job again. A
+// running job whose lease is lost before the limit waits for a relay the same way
+// (leaser.waitForRelay): its claim, not its lease, keeps other runs off the key.
 
 import (
 	"context"

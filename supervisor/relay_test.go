@@ -135,18 +135,21 @@ func TestCeilingWithoutDedupe(t *testing.T) {
 	})
 }
 
-// TestRelayAfterALostLease: SQS cannot be reached for the renewals of a running job's lease
-// for twice its visibility timeout, well before the in-flight limit. Its claim of the key
-// holds, so the job goes on rather than being stopped: the message comes back when its lease
-// ends, whichever task receives it relays it, and the owner deletes it with the newest
-// receipt. The job runs once. When the claim cannot be extended either, the job is stopped
-// before its claim lapses, so no second run can overlap it.
+// TestRelayAfterALostLease: the renewals of a running job's lease fail for twice its
+// visibility timeout, well before the in-flight limit: SQS cannot be reached, or refuses the
+// receipt. Its claim of the key holds, so the job goes on rather than being stopped: the
+// message comes back when its lease ends, whichever task receives it relays it, and the
+// owner deletes it with the newest receipt. The job runs once. When the claim cannot be
+// extended either, the job is stopped before its claim lapses, so no second run can overlap
+// it.
 func TestRelayAfterALostLease(t *testing.T) {
 	t.Parallel()
+	stale := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value AQEB for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."}
 	for _, tt := range []struct {
 		name      string
+		err       error
 		tableDown bool
-	}{{"the claim holds", false}, {"the claim cannot be extended", true}} {
+	}{{"SQS unreachable", errUnreachable, false}, {"the receipt refused", stale, false}, {"the claim cannot be extended", errUnreachable, true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20})
@@ -161,7 +164,7 @@ func TestRelayAfterALostLease(t *testing.T) {
 				r.startAnother(other)
 				r.sendKeyed("a1=k1")
 				r.waitFor("a1 to start", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 })
-				r.sqs.setVisibilityDown(true)
+				r.sqs.failVisibility(tt.err)
 				lease := r.db.record("k1").lease
 				if tt.tableDown {
 					r.db.mu.Lock()
@@ -178,7 +181,7 @@ func TestRelayAfterALostLease(t *testing.T) {
 					return
 				}
 				time.Sleep(2 * r.cfg.VisibilityTimeout)
-				r.sqs.setVisibilityDown(false)
+				r.sqs.failVisibility(nil)
 				r.waitFor("an empty queue", 10*time.Minute, r.empty)
 				if calls := r.callsOf("a1"); len(calls) != 1 {
 					t.Fatalf("a1 ran %d times, want once: its claim holds while its lease is lost%s", len(calls), r.trail())
