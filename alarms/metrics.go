@@ -25,8 +25,9 @@ const (
 	ConcurrencyLimit        Metric = "ConcurrencyLimit"
 	BrakingSeconds          Metric = "BrakingSeconds"
 	// DuplicatesSkipped and DedupeErrors are duplicate suppression's (--dedupe-table);
-	// Relays counts the new deliveries of messages whose jobs run past SQS's in-flight limit,
-	// handed to the job's owner through the table.
+	// Relays counts the new deliveries of messages whose jobs run on without their lease
+	// (past SQS's in-flight limit, or after losing it), handed to the job's owner through the
+	// table.
 	DuplicatesSkipped Metric = "DuplicatesSkipped"
 	DedupeErrors      Metric = "DedupeErrors"
 	Relays            Metric = "Relays"
@@ -96,7 +97,7 @@ var Metrics = []MetricDefinition{
 	{Name: BrakingSeconds, Unit: Seconds, Kind: Gauge, Meaning: "seconds the task spent braking in the last minute, once a minute (60 throughout an outage)"},
 	{Name: DuplicatesSkipped, Unit: Count, Kind: Counter, Meaning: "messages deleted without running because a run had completed their dedupe key (--dedupe-table)"},
 	{Name: DedupeErrors, Unit: Count, Kind: Counter, Meaning: "calls to the dedupe table that failed; a message whose key could not be claimed is retried after its backoff, never run unchecked"},
-	{Name: Relays, Unit: Count, Kind: Counter, Meaning: "new deliveries of a message whose job runs past SQS's 12 h in-flight limit, hidden again and handed to the job's owner without running (--dedupe-table); each costs a receive toward the redrive policy"},
+	{Name: Relays, Unit: Count, Kind: Counter, Meaning: "new deliveries of a message whose job runs on without its lease (past SQS's 12 h in-flight limit, or after losing it), hidden again and handed to the job's owner without running (--dedupe-table); each costs a receive toward the redrive policy"},
 	{Name: StopReleases, Unit: Count, Kind: Counter, Meaning: "messages a stop released unrun, visible at once: held ones the drain could not run within --shutdown-timeout, and what the last long poll brought when the drain runs no read-ahead; each costs a receive toward the redrive policy"},
 	{Name: LimitWaitSeconds, Unit: Seconds, Kind: Counter, Meaning: "seconds that held messages waited for a limit or a pause before they started (--rate-limit, --fleet-concurrency, the per-key limits)"},
 	{Name: StartsHeldBack, Unit: Count, Kind: Counter, Meaning: "messages a limit or a pause kept from starting when a slot was free; each counts once however long it waits"},

@@ -28,7 +28,7 @@ var PrometheusMetrics = []PrometheusMetric{
 	{Metric: ScaleInProtectionErrors, Name: "watchbot_scale_in_protection_errors_total", Type: "counter", Help: "Failed calls to the ECS agent's task scale-in protection endpoint."},
 	{Metric: DuplicatesSkipped, Name: "watchbot_duplicates_skipped_total", Type: "counter", Help: "Messages deleted without running: a run had completed their dedupe key."},
 	{Metric: DedupeErrors, Name: "watchbot_dedupe_errors_total", Type: "counter", Help: "Failed calls to the dedupe table."},
-	{Metric: Relays, Name: "watchbot_relays_total", Type: "counter", Help: "New deliveries of messages whose jobs run past SQS's in-flight limit, handed to their owners unrun."},
+	{Metric: Relays, Name: "watchbot_relays_total", Type: "counter", Help: "New deliveries of messages whose jobs run on without their lease (past SQS's in-flight limit, or after losing it), handed to their owners unrun."},
 	{Metric: StopReleases, Name: "watchbot_stop_releases_total", Type: "counter", Help: "Messages a stop released unrun, each a receive toward the redrive policy."},
 	{Metric: LimitWaitSeconds, Name: "watchbot_limit_wait_seconds_total", Type: "counter", Help: "Seconds held messages waited for a limit or a pause before they started."},
 	{Metric: StartsHeldBack, Name: "watchbot_starts_held_back_total", Type: "counter", Help: "Messages a limit or a pause kept from starting when a slot was free."},
