@@ -12,7 +12,8 @@ import (
 )
 
 // finish settles the claims of a run whose outcomes are decided (results[i] and outs[i] are
-// jobs[i]'s), before any message is settled, as settlementFor decides: a success completes
+// jobs[i]'s), before any message is settled, as settlementFor decides, once each job waiting
+// for a relay has the newest receipt (takeNewest): a success completes
 // its key, remembered for the TTL, so a message whose delete fails is not run again; a retry
 // releases it, so the retry can claim it, and counts the run only when it was an attempt. A
 // claim whose message is to leave the queue unfinished stays until that message's SQS
@@ -22,12 +23,42 @@ func (d *deduper) finish(ctx context.Context, jobs []*job, results []result, out
 	if d == nil {
 		return
 	}
+	d.takeNewest(ctx, jobs)
 	d.settleTaken(ctx, jobs, func(i int, c *keyClaim) (settlement, bool) {
 		how := settlementFor(results[i], outs[i])
 		if c.unsure {
 			return settleUncount, true
 		}
 		return how, how != settleForget
+	})
+}
+
+// takeNewest gives each job that holds a claim and whose delivery waits for a relay the
+// newest relay's receipt, read with an extension of its claim, before its message is
+// settled: a delete with an older receipt succeeds without deleting the message, and a
+// visibility change with one fails. A job whose lease holds has had no relay: its message
+// was hidden.
+func (d *deduper) takeNewest(ctx context.Context, jobs []*job) {
+	var js []*job
+	var cs []*keyClaim
+	d.mu.Lock()
+	for _, j := range jobs {
+		if c := d.claims[j]; c != nil {
+			js, cs = append(js, j), append(cs, c)
+		}
+	}
+	d.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	inParallel(len(js), func(i int) {
+		if !js[i].waitsRelay() {
+			return
+		}
+		callCtx, cancel := d.cut.bound(ctx, dedupeCallTimeout)
+		defer cancel()
+		// A failure leaves the job the receipt it holds, as when no relay came.
+		if r, err := d.api.Extend(callCtx, cs[i].key, cs[i].owner, time.Now().Add(d.lease)); err == nil {
+			d.takeRelay(js[i], r)
+		}
 	})
 }
 

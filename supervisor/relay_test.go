@@ -200,6 +200,37 @@ func TestRelayAfterALostLease(t *testing.T) {
 	}
 }
 
+// TestRelayLongJobFailsItsLastAttempt: a job three times the in-flight limit fails its last
+// attempt while another task relays its message: watchbot dead-letters it with the newest
+// receipt, read from its claim as it settles, so the delete deletes it (one with an older
+// receipt succeeds without deleting), and the key, forgotten, runs no more. It ends at each
+// moment of a relay's cycle, so one ends just after a relay its extensions have not taken.
+func TestRelayLongJobFailsItsLastAttempt(t *testing.T) {
+	t.Parallel()
+	for _, end := range []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second} {
+		t.Run(end.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20, inFlight: relayLimit})
+				r.cfg.MaxAttempts = 1
+				r.behave = func(workerCall) workerAct { return workerAct{Took: 3*relayLimit + end, Exit: 1} }
+				r.start()
+				r.startAnother(&countingRecorder{})
+				r.sendKeyed("a1=k1")
+				r.waitFor("the message dead-lettered and its key forgotten", 10*relayLimit, func() bool {
+					return len(r.sqs.Messages(r.dlq)) == 1 && r.db.record("k1") == nil
+				})
+				time.Sleep(2 * relayLimit)
+				if calls := r.callsOf("a1"); len(calls) != 1 {
+					t.Fatalf("a1 ran %d times, want once: dead-lettered on its last attempt%s", len(calls), r.trail())
+				}
+				if n := len(r.sqs.Messages(r.queue)); n != 0 {
+					t.Errorf("the queue holds %d messages after the dead letter, want none%s", n, r.trail())
+				}
+			})
+		})
+	}
+}
+
 // TestCheckRelays: a --max-job-duration past the in-flight limit is refused at start when the
 // queue's maxReceiveCount, less the attempts, leaves too few receives to relay it.
 func TestCheckRelays(t *testing.T) {
