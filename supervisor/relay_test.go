@@ -136,8 +136,8 @@ func TestCeilingWithoutDedupe(t *testing.T) {
 }
 
 // TestRelayAfterALostLease: the renewals of a running job's lease fail for twice its
-// visibility timeout, well before the in-flight limit: SQS cannot be reached, or refuses the
-// receipt. Its claim of the key holds, so the job goes on rather than being stopped: the
+// visibility timeout, well before the in-flight limit: SQS cannot be reached, refuses the
+// receipt, or answers a renewal past the job's stop deadline. Its claim of the key holds, so the job goes on rather than being stopped: the
 // message comes back when its lease ends, whichever task receives it relays it, and the
 // owner deletes it with the newest receipt. The job runs once. When the claim cannot be
 // extended either, the job is stopped before its claim lapses, so no second run can overlap
@@ -148,8 +148,14 @@ func TestRelayAfterALostLease(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		err       error
+		late      time.Duration // the next renewal's answer comes that late instead
 		tableDown bool
-	}{{"SQS unreachable", errUnreachable, false}, {"the receipt refused", stale, false}, {"the claim cannot be extended", errUnreachable, true}} {
+	}{
+		{"SQS unreachable", errUnreachable, 0, false},
+		{"the receipt refused", stale, 0, false},
+		{"a renewal answered late", nil, time.Minute, false},
+		{"the claim cannot be extended", errUnreachable, 0, true},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newDedupeRig(t, false, rigOptions{concurrency: 1, maxReceiveCount: 20})
@@ -165,6 +171,9 @@ func TestRelayAfterALostLease(t *testing.T) {
 				r.sendKeyed("a1=k1")
 				r.waitFor("a1 to start", time.Minute, func() bool { return len(r.callsOf("a1")) == 1 })
 				r.sqs.failVisibility(tt.err)
+				r.sqs.mu.Lock()
+				r.sqs.slowNext = tt.late
+				r.sqs.mu.Unlock()
 				if tt.tableDown {
 					r.db.mu.Lock()
 					r.db.failExtend = errors.New("RequestError: send request failed")
