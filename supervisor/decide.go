@@ -1,6 +1,10 @@
 package supervisor
 
-import "time"
+import (
+	"time"
+
+	"github.com/watchbot/watchbot/internal/sqsspec"
+)
 
 // The loop's decisions, as pure methods of the scheduler: its books and the loop's state in,
 // what to do out. The loop (loop.go) carries them out.
@@ -16,7 +20,19 @@ type receiveState struct {
 	gatherUntil time.Time
 	// latency is how long recent receives that brought messages took to answer, averaged.
 	latency time.Duration
+	// polls is how many receives are under way, and inbound how many messages they asked
+	// for; lastFull: the last receive brought all it asked for, so the queue has a backlog,
+	// and was not retried.
+	polls, inbound int
+	lastFull       bool
 }
+
+// maxPolls is how many receives may be under way at once. One receive answers at most
+// sqsspec.MaxReceive messages, and the next is asked for only once its answer is in: with
+// room for several receives' worth (batches, many slots) a lone receive leaves the slots
+// waiting on its round trip. A few at once keep a receive at SQS while the last answer is
+// held and started; more would only hold messages longer.
+const maxPolls = 4
 
 // receivePlan is a receive decision.
 type receivePlan struct {
@@ -35,6 +51,9 @@ type receivePlan struct {
 // idle. Braking, one message is received to probe with, when the next probe is due, and none
 // while a probe is held.
 func (s *scheduler) receive(now time.Time, st receiveState) receivePlan {
+	if st.polls > 0 {
+		return receivePlan{n: s.another(st), gatherUntil: st.gatherUntil}
+	}
 	room := s.room()
 	gate := st.gate
 	if gate.braking {
@@ -59,6 +78,21 @@ func (s *scheduler) receive(now time.Time, st receiveState) receivePlan {
 		p.wake = gate.receiveAt
 	}
 	return p
+}
+
+// another is how many messages a receive asked for while others are under way brings: a
+// full receive's worth, when the queue has a backlog (the last receive came back full) and the
+// room, less what the receives under way asked for, has that much beyond them; none
+// otherwise. A FIFO queue has one receive at a time: its groups and its retried receives'
+// attempt ids go by it. So have shared slots, whose room is the pool's to give, and a brake.
+func (s *scheduler) another(st receiveState) int {
+	if s.fifo || s.shared || st.gate.braking || !st.lastFull || st.polls >= maxPolls {
+		return 0
+	}
+	if s.roomBeyond(st.inbound) < sqsspec.MaxReceive {
+		return 0
+	}
+	return sqsspec.MaxReceive
 }
 
 // drainPlan is what a stop's drain does next. While a receive is under way it does nothing:

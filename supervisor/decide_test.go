@@ -23,6 +23,9 @@ func TestSchedulerReceive(t *testing.T) {
 		s.runs, s.runMsgs, s.open = 2, 2, 2
 		return s
 	}
+	// batches is 8 slots of batches of 10, idle: room for 80 messages, eight receives' worth.
+	batches := func() *scheduler { return newScheduler(8, 10, 0, false, nil, false) }
+	fifoBatches := func() *scheduler { return newScheduler(8, 10, 0, true, nil, false) }
 	for _, tc := range []struct {
 		name  string
 		sched func() *scheduler
@@ -30,6 +33,15 @@ func TestSchedulerReceive(t *testing.T) {
 		want  receivePlan
 	}{
 		{"room for a full receive: asked for at once", idle, receiveState{gather: gather}, receivePlan{n: 4}},
+		{"a receive under way, a backlog, room for another full one: asked for", batches, receiveState{polls: 1, inbound: 10, lastFull: true},
+			receivePlan{n: 10}},
+		{"receives under way, the last one short: none more", batches, receiveState{polls: 1, inbound: 10}, receivePlan{}},
+		{"receives under way, less than a full receive's room beyond them: none more", batches,
+			receiveState{polls: 3, inbound: 75, lastFull: true}, receivePlan{}},
+		{"the most receives under way: none more", batches, receiveState{polls: maxPolls, inbound: 40, lastFull: true}, receivePlan{}},
+		{"a receive under way on a FIFO queue: none more", fifoBatches, receiveState{polls: 1, inbound: 10, lastFull: true}, receivePlan{}},
+		{"a receive under way, braking: none more", batches, receiveState{polls: 1, inbound: 1, lastFull: true, gate: brakeGate{braking: true}},
+			receivePlan{}},
 		{"little room: gathers for more", busy, receiveState{gather: gather},
 			receivePlan{gatherUntil: now.Add(gather), wake: now.Add(gather)}},
 		{"little room, gathering: keeps waiting", busy, receiveState{gather: gather, gatherUntil: later},

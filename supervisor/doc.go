@@ -84,9 +84,10 @@
 // Reports that go up the tree never block: an SQS call's goroutine posts a renewal's answer
 // to the heartbeat's mailbox, the heartbeat posts the held jobs it stops to the loop's
 // (mailbox), and the limiter signals Changed on a channel of one that coalesces. A run's events and the receive loop's answers are the blocking sends to the
-// loop, and the loop never waits for a run. The receive loop answers each of the loop's asks
-// exactly once, and the loop asks only when no receive is under way, so neither send of an
-// ask or an answer waits on a goroutine that is waiting in turn. Every goroutine is started
+// loop, and the loop never waits for a run. The receive loop's pollers answer each of the
+// loop's asks exactly once, and the loop asks only while fewer asks than pollers are
+// unanswered, so a poller is free to take the ask and neither send of an ask or an answer
+// waits on a goroutine that is waiting in turn. Every goroutine is started
 // by one of these owners and waited for by it before Run returns; docs/design.md describes
 // the whole for contributors.
 //

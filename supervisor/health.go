@@ -30,7 +30,8 @@ type Health struct {
 	phase phase
 	// workers say whether the worker kind takes work, from the start on.
 	workers      readiness
-	receiveSince time.Time // a receive under way since; zero when none
+	receives     map[int]time.Time // the receives under way, by token, since when
+	receiveSeq   int
 	failingSince time.Time // receives failing without a break since; zero when the last succeeded
 	lastError    string
 	lastReceive  time.Time // the last receive that answered
@@ -60,7 +61,7 @@ const receiveStall = 30 * time.Second
 // cfg's long poll, --health-grace, --ack-timeout and heartbeat interval.
 func NewHealth(cfg Config) *Health {
 	return &Health{wait: cfg.WaitTime, grace: cfg.HealthGrace, ackTimeout: cfg.AckTimeout, beatEvery: cfg.heartbeat(),
-		acks: map[int]time.Time{}}
+		acks: map[int]time.Time{}, receives: map[int]time.Time{}}
 }
 
 // start records that the startup checks passed and workers started: watchbot receives now.
@@ -77,16 +78,19 @@ func (h *Health) drain() {
 	h.phase = phaseDraining
 }
 
-func (h *Health) receiveStarted(now time.Time) {
+// receiveStarted records a receive and returns its token for receiveEnded.
+func (h *Health) receiveStarted(now time.Time) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.receiveSince = now
+	h.receiveSeq++
+	h.receives[h.receiveSeq] = now
+	return h.receiveSeq
 }
 
-func (h *Health) receiveEnded(now time.Time, err error) {
+func (h *Health) receiveEnded(token int, now time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.receiveSince = time.Time{}
+	delete(h.receives, token)
 	if err != nil {
 		if h.failingSince.IsZero() {
 			h.failingSince = now
@@ -132,8 +136,8 @@ func (h *Health) Check(now time.Time) (ok bool, reason string) {
 	if h.phase == phaseStarting {
 		return true, "" // not started: alive, and not ready
 	}
-	if !h.receiveSince.IsZero() {
-		if d := now.Sub(h.receiveSince); d > h.wait+receiveStall {
+	for _, since := range h.receives {
+		if d := now.Sub(since); d > h.wait+receiveStall {
 			return false, fmt.Sprintf("a receive has been under way for %s (the long poll is %s)", d.Round(time.Second), h.wait)
 		}
 	}

@@ -29,12 +29,12 @@ func TestHealth(t *testing.T) {
 		{name: "long-polling", setup: func(h *Health) { h.receiveStarted(t0) }, now: at(45 * time.Second)},
 		{name: "a receive hung past the poll and the stall", setup: func(h *Health) { h.receiveStarted(t0) }, now: at(51 * time.Second),
 			reason: "a receive has been under way for 51s (the long poll is 20s)"},
-		{name: "receives failing within the grace", setup: func(h *Health) { h.receiveEnded(t0, errors.New("connection refused")) }, now: at(time.Minute)},
-		{name: "receives failing past the grace", setup: func(h *Health) { h.receiveEnded(t0, errors.New("connection refused")) }, now: at(61 * time.Second),
+		{name: "receives failing within the grace", setup: func(h *Health) { h.receiveEnded(0, t0, errors.New("connection refused")) }, now: at(time.Minute)},
+		{name: "receives failing past the grace", setup: func(h *Health) { h.receiveEnded(0, t0, errors.New("connection refused")) }, now: at(61 * time.Second),
 			reason: "receives have failed for 1m1s: connection refused"},
 		{name: "a success ends the failing", setup: func(h *Health) {
-			h.receiveEnded(t0, errors.New("refused"))
-			h.receiveEnded(at(50*time.Second), nil)
+			h.receiveEnded(0, t0, errors.New("refused"))
+			h.receiveEnded(0, at(50*time.Second), nil)
 		}, now: at(2 * time.Minute)},
 		{name: "an ack call within its timeout", setup: func(h *Health) { h.ackStarted(t0) }, now: at(40 * time.Second)},
 		{name: "an ack call hung", setup: func(h *Health) { h.ackStarted(t0) }, now: at(46 * time.Second),

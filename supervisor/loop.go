@@ -23,20 +23,19 @@ type loop struct {
 	sched   *scheduler
 	slots   int
 	asks    chan<- receiveAsk
-	answers <-chan []types.Message
+	answers <-chan receiveAnswer
 	timer   *time.Timer
 
-	receiving, stopping bool
+	stopping bool
 	// stopRequested is the stop request, nil once it has been seen.
 	stopRequested <-chan struct{}
 	// drainsReadAhead: a stop may run what is held but not started, rather than hand it back
 	// (a standard queue, per message, not --once); drainEnds is when its window closes.
 	drainsReadAhead bool
 	drainEnds       time.Time
-	// rs is what receive decisions go on beyond the scheduler's books; askedAt is when the
-	// receive under way was asked for.
-	rs      receiveState
-	askedAt time.Time
+	// rs is what receive decisions go on beyond the scheduler's books, the receives under
+	// way among them.
+	rs receiveState
 	// later holds hand-backs put off while a stop waits for a receive under way: a message
 	// made visible then would be taken by that very receive and released again, one more
 	// receive on its count for nothing.
@@ -50,7 +49,7 @@ type loop struct {
 
 // loop runs the loop goroutine until the drain is over, closing asks, and returns how many
 // messages were received. stop is the stop request; runs run on jobs.
-func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, answers <-chan []types.Message) int {
+func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, answers <-chan receiveAnswer) int {
 	defer close(asks)
 	l := &loop{s: s, slots: s.brake.concurrency, asks: asks, answers: answers, timer: time.NewTimer(time.Hour),
 		stopRequested: stop.Done(), drainsReadAhead: !s.fifo && !s.cfg.Once && s.cfg.BatchSize == 1,
@@ -61,8 +60,8 @@ func (s *Supervisor) loop(stop, jobs context.Context, asks chan<- receiveAsk, an
 	defer func() { s.load.set(time.Now(), loadState{slots: l.slots}) }()
 	for !l.step(jobs, time.Now()) {
 		select {
-		case msgs := <-l.answers:
-			l.onReceived(msgs)
+		case a := <-l.answers:
+			l.onReceived(a)
 		case e := <-s.events:
 			if e.finished {
 				l.onRunSettled(e)
@@ -102,7 +101,7 @@ func (l *loop) step(jobs context.Context, now time.Time) (over bool) {
 	l.sched.sharedView(l.pool.view())
 	var wake time.Time
 	if l.stopping {
-		if l.drain(now, l.sched.draining(l.receiving, runHeld)) {
+		if l.drain(now, l.sched.draining(l.rs.polls > 0, runHeld)) {
 			return true
 		}
 	} else {
@@ -186,22 +185,24 @@ func (l *loop) drain(now time.Time, plan drainPlan) bool {
 	return plan.over
 }
 
-// ask asks the receive loop for messages when the scheduler says so, and returns when the
-// next receive decision is due without another event (zero: none).
+// ask asks the receive loop for messages, as many times as the scheduler says so, and
+// returns when the next receive decision is due without another event (zero: none).
 func (l *loop) ask(now time.Time) time.Time {
 	var wake time.Time
-	if !l.receiving {
+	for {
 		p := l.sched.receive(now, l.rs)
 		l.rs.gatherUntil = p.gatherUntil
-		if p.n > 0 {
-			wait := l.s.cfg.WaitTime
-			if l.s.fifo && !l.sched.empty() {
-				wait = min(wait, fifoBusyPoll)
-			}
-			l.asks <- receiveAsk{n: p.n, wait: wait}
-			l.receiving, l.askedAt = true, now
-		}
 		wake = p.wake
+		if p.n == 0 {
+			break
+		}
+		wait := l.s.cfg.WaitTime
+		if l.s.fifo && !l.sched.empty() {
+			wait = min(wait, fifoBusyPoll)
+		}
+		l.asks <- receiveAsk{n: p.n, wait: wait, at: now}
+		l.rs.polls++
+		l.rs.inbound += p.n
 	}
 	for _, w := range []time.Time{l.sched.wake(now), l.s.gate.wake(now)} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
@@ -214,17 +215,21 @@ func (l *loop) ask(now time.Time) time.Time {
 // onReceived holds what a receive brought; stopping, they join the read-ahead (run in the
 // drain if it fits, else handed back), or are released at once when the drain runs no
 // read-ahead.
-func (l *loop) onReceived(msgs []types.Message) {
-	l.receiving = false
+func (l *loop) onReceived(a receiveAnswer) {
+	msgs := a.msgs
+	l.rs.polls--
+	l.rs.inbound -= a.ask.n
 	if l.stopping && !l.drainsReadAhead {
 		l.s.releaseAtStop(msgs)
 		return
 	}
-	l.rs.lastEmpty = len(msgs) == 0
+	// A receive that had to be retried brings no other along: a throttled service would
+	// refuse them too.
+	l.rs.lastEmpty, l.rs.lastFull = len(msgs) == 0, len(msgs) >= a.ask.n && !a.troubled
 	l.received += len(msgs)
 	if len(msgs) > 0 {
 		// A long poll that waited for messages to arrive says little: capped.
-		took := min(time.Since(l.askedAt), time.Second)
+		took := min(time.Since(a.ask.at), time.Second)
 		if l.rs.latency == 0 {
 			l.rs.latency = took
 		} else {
@@ -258,7 +263,7 @@ func (l *loop) onRunSettled(e runEvent) {
 // handBackOrPutOff hands back items, or, while a stop waits for a receive under way, puts
 // them off (later) so that the receive cannot take them only to release them again.
 func (l *loop) handBackOrPutOff(items []handBack, why string) {
-	if l.stopping && l.receiving {
+	if l.stopping && l.rs.polls > 0 {
 		l.later = append(l.later, items...)
 		return
 	}

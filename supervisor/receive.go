@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,10 +18,20 @@ import (
 	"github.com/watchbot/watchbot/internal/sqsspec"
 )
 
-// receiveAsk asks the receive loop for up to n messages, long-polling at most wait.
+// receiveAsk asks the receive loop for up to n messages, long-polling at most wait; at is
+// when the loop asked.
 type receiveAsk struct {
 	n    int
 	wait time.Duration
+	at   time.Time
+}
+
+// receiveAnswer is the receive loop's answer to an ask: what it received, and whether its
+// poller's receives were retried or failed within quickLeaseFor (troubled).
+type receiveAnswer struct {
+	ask      receiveAsk
+	msgs     []types.Message
+	troubled bool
 }
 
 // fifoBusyPoll caps the long poll on a FIFO queue while watchbot holds messages: their
@@ -51,9 +63,10 @@ const (
 // API reference); the margin keeps a late retry from counting on it.
 const attemptIDLife = 4 * time.Minute
 
-// receiveLoop receives whenever the loop asks, and hands over what it got: exactly one answer
-// per ask, nil when the stop request or the end of the drain ended it. It is the only code that
-// calls ReceiveMessage. A stop leaves the receive under way to answer, within its wait: SQS
+// receiveLoop is poller number poll of the receive loop, one of maxPolls that take the
+// loop's asks: it receives whenever asked, and hands over what it got: exactly one answer
+// per ask, nil when the stop request or the end of the drain ended it. The pollers are the
+// only code that calls ReceiveMessage. A stop leaves the receive under way to answer, within its wait: SQS
 // may hand a message to a poll after its connection closed, and that message would be out of
 // every consumer's reach for --receive-visibility, its receive count grown by one. What the
 // last poll brings joins the drain, and no receive starts after the stop request. Receives
@@ -65,48 +78,88 @@ const attemptIDLife = 4 * time.Minute
 // while SQS honours it, so a receive whose answer was lost gets the same messages back instead
 // of leaving them, and their groups, locked for the visibility timeout.
 // The calls a receive makes while stopping run on polls, which ends when the drain gives up.
-func (s *Supervisor) receiveLoop(stop, polls, receives context.Context, asks <-chan receiveAsk, answers chan<- []types.Message) {
-	st := &receiveTries{}
+func (s *Supervisor) receiveLoop(poll int, stop, polls, receives context.Context, asks <-chan receiveAsk, answers chan<- receiveAnswer) {
+	ends := &s.pollEnds[poll]
 	for ask := range asks {
-		answers <- s.receiveAsked(stop, polls, receives, ask, st)
+		msgs := s.receiveAsked(stop, polls, receives, ask, ends)
+		answers <- receiveAnswer{ask: ask, msgs: msgs, troubled: time.Now().Before(s.tries.quick())}
 	}
 }
 
-// receiveTries is what the receive loop keeps from one ask to the next.
+// receiveTries is what the pollers keep from one ask to the next, together: failing
+// receives are the queue's, whichever poller meets them. mu guards it, held only to read or
+// change it.
 type receiveTries struct {
+	mu                     sync.Mutex
 	failures               int
 	lastErrLog, quickUntil time.Time
 }
 
+// succeeded records a receive that succeeded, and returns how many failed in a row before it.
+func (st *receiveTries) succeeded() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := st.failures
+	st.failures = 0
+	return n
+}
+
+// failed records a failed receive at now, and returns how many failed in a row and whether
+// to log it: the first, then at most every 30 s.
+func (st *receiveTries) failed(now time.Time) (failures int, logIt bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.failures++
+	logIt = st.failures == 1 || now.Sub(st.lastErrLog) > 30*time.Second
+	if logIt {
+		st.lastErrLog = now
+	}
+	return st.failures, logIt
+}
+
+// quick returns when the quick leases end (see quickLease).
+func (st *receiveTries) quick() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.quickUntil
+}
+
+// troubled records a receive that was retried or failed at now: quick leases for
+// quickLeaseFor.
+func (st *receiveTries) troubled(now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.quickUntil = now.Add(quickLeaseFor)
+}
+
 // receiveAsked answers one ask: it receives, retrying with backoff until a receive succeeds
 // or the stop request comes. An ask that comes after the stop request receives nothing.
-func (s *Supervisor) receiveAsked(stop, polls, receives context.Context, ask receiveAsk, st *receiveTries) []types.Message {
+// ends is the poller's pollEnds.
+func (s *Supervisor) receiveAsked(stop, polls, receives context.Context, ask receiveAsk, ends *atomic.Int64) []types.Message {
 	attemptID, firstTry := s.newAttemptID(), time.Now()
 	for first := true; ; first = false {
 		// Recorded before the stop request is looked at: a stop that finds no poll under
 		// way knows that none starts after it.
-		s.pollEnds.Store(time.Now().Add(ask.wait + receiveSlack).UnixNano())
+		ends.Store(time.Now().Add(ask.wait + receiveSlack).UnixNano())
 		if first && stop.Err() != nil {
-			s.pollEnds.Store(0)
+			ends.Store(0)
 			return nil
 		}
-		msgs, err := s.receiveTry(stop, polls, receives, ask, attemptID, st)
-		s.pollEnds.Store(0)
+		msgs, err := s.receiveTry(stop, polls, receives, ask, attemptID)
+		ends.Store(0)
 		if err == nil {
-			if st.failures > 0 {
-				s.log.Info("receive recovered", "after_failures", st.failures)
-				st.failures = 0
+			if n := s.tries.succeeded(); n > 0 {
+				s.log.Info("receive recovered", "after_failures", n)
 			}
 			return msgs
 		}
 		if receives.Err() != nil {
 			return nil
 		}
-		st.failures++
-		delay := receiveBackoff.Delay(st.failures, s.random)
-		if st.failures == 1 || time.Since(st.lastErrLog) > 30*time.Second {
-			s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", st.failures, "retry_in", delay.Round(time.Millisecond).String())
-			st.lastErrLog = time.Now()
+		failures, logIt := s.tries.failed(time.Now())
+		delay := receiveBackoff.Delay(failures, s.random)
+		if logIt {
+			s.log.Error("receive failed; backing off", "error", err, "consecutive_failures", failures, "retry_in", delay.Round(time.Millisecond).String())
 		}
 		if !sleep(stop, delay) {
 			if attemptID == "" {
@@ -129,8 +182,8 @@ func (s *Supervisor) receiveAsked(stop, polls, receives context.Context, ask rec
 // receiveTry makes one receive (the SDK's retries included) and measures it; while receives
 // are failing it takes quick leases (see quickLease). Once the stop request comes, the call
 // has until receiveSlack past its wait to answer.
-func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask receiveAsk, attemptID string, st *receiveTries) ([]types.Message, error) {
-	quick := s.quickLease(st.quickUntil, time.Now())
+func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask receiveAsk, attemptID string) ([]types.Message, error) {
+	quick := s.quickLease(s.tries.quick(), time.Now())
 	sent := time.Now()
 	call, cancel := context.WithCancel(receives)
 	defer cancel()
@@ -139,10 +192,10 @@ func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask recei
 		context.AfterFunc(call, func() { bound.Stop() })
 	})
 	defer unhook()
-	s.health.receiveStarted(sent)
+	token := s.health.receiveStarted(sent)
 	msgs, retried, err := s.receive(call, ask, attemptID, quick)
 	took := time.Since(sent)
-	s.health.receiveEnded(time.Now(), err)
+	s.health.receiveEnded(token, time.Now(), err)
 	s.metrics.Add(alarms.ReceiveDuration, took.Seconds())
 	if retried || err != nil {
 		s.metrics.Add(alarms.RetriedReceiveDuration, took.Seconds())
@@ -153,7 +206,7 @@ func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask recei
 			"retried", retried, "failed", err != nil, "short_lease", quick > 0)
 	}
 	if (retried || err != nil) && receives.Err() == nil {
-		st.quickUntil = time.Now().Add(quickLeaseFor)
+		s.tries.troubled(time.Now())
 	}
 	if err == nil && quick > 0 && len(msgs) > 0 {
 		msgs = s.extendQuick(polls, msgs)
@@ -165,10 +218,14 @@ func (s *Supervisor) receiveTry(stop, polls, receives context.Context, ask recei
 // (the network, SQS's own delay) before it is given up.
 const receiveSlack = 2 * time.Second
 
-// pollUnderWay returns by when the receive under way must have answered; zero when none is.
+// pollUnderWay returns by when the receives under way must have answered; zero when none is.
 func (s *Supervisor) pollUnderWay() time.Time {
-	if n := s.pollEnds.Load(); n != 0 {
-		return time.Unix(0, n)
+	var last int64
+	for i := range s.pollEnds {
+		last = max(last, s.pollEnds[i].Load())
+	}
+	if last != 0 {
+		return time.Unix(0, last)
 	}
 	return time.Time{}
 }

@@ -21,11 +21,20 @@ func (s *scheduler) room() int {
 	if s.fifo && s.batchSize == 1 {
 		return s.groupRoom(s.slots - s.runMsgs - (len(s.ready) - s.heldBack)) // groups that could start at once
 	}
+	return min(sqsspec.MaxReceive, s.roomBeyond(0))
+}
+
+// roomBeyond is a standard queue's room, uncapped by a receive's most, less inbound: the
+// messages receives under way may bring.
+func (s *scheduler) roomBeyond(inbound int) int {
+	if s.gateClosed {
+		return 0
+	}
 	startable := s.readyMsgs
 	if s.batchSize == 1 {
 		startable = len(s.ready) - s.heldBack
 	}
-	return max(0, min(sqsspec.MaxReceive, s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held))
+	return max(0, min(s.slots*s.batchSize+s.spare()-s.runMsgs-startable, s.holdLimit-s.held)-inbound)
 }
 
 // groupRoom is a FIFO queue's room in per-message mode for free new groups: free times the

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/watchbot/watchbot/alarms"
 	"github.com/watchbot/watchbot/internal/queueattr"
@@ -65,9 +64,11 @@ type Supervisor struct {
 	// runs owns the run goroutines, handBacks the goroutines handing messages back to SQS.
 	runs      runPool
 	handBacks sync.WaitGroup
-	// pollEnds is by when the receive under way must answer, in Unix nanoseconds (0: none):
-	// written by the receive loop, read by a stop, which waits for that answer.
-	pollEnds atomic.Int64
+	// pollEnds is by when each poller's receive under way must answer, in Unix nanoseconds
+	// (0: none): written by the poller, read by a stop, which waits for those answers.
+	pollEnds [maxPolls]atomic.Int64
+	// tries is what the pollers keep of failing receives.
+	tries receiveTries
 }
 
 // runEvent is a run's report to the loop: its worker ended after took (its slot is free), or
@@ -176,10 +177,12 @@ func (s *Supervisor) serve(stop, jobs, polls context.Context) int {
 			stopReceiving()
 		}
 	})()
-	asks, answers := make(chan receiveAsk), make(chan []types.Message)
+	asks, answers := make(chan receiveAsk), make(chan receiveAnswer)
 	var receiving sync.WaitGroup
 	defer receiving.Wait()
-	receiving.Go(func() { s.receiveLoop(stop, polls, receives, asks, answers) })
+	for poll := range maxPolls {
+		receiving.Go(func() { s.receiveLoop(poll, stop, polls, receives, asks, answers) })
+	}
 	defer close(s.loopDone)
 	return s.loop(stop, jobs, asks, answers)
 }
