@@ -299,7 +299,9 @@ func TestLimitsFleetRate(t *testing.T) {
 }
 
 // Three watchbots of --concurrency 4 share --fleet-concurrency 4 with 2 s jobs: never more than
-// 4 run at once, and while the backlog lasts 3.5 or more do on average.
+// 4 run at once, 4 do at some point, and while the backlog lasts more than 3 do on average: a
+// fleet slot held by no run would leave at most 3. (Each start waits on the table, so on a
+// busy machine the average falls short of 4 by those waits, not by a slot.)
 func TestLimitsFleetConcurrency(t *testing.T) {
 	t.Parallel()
 	f := newLimitsFleet(t, 0)
@@ -312,8 +314,8 @@ func TestLimitsFleetConcurrency(t *testing.T) {
 	}, f.logs)
 	f.stop()
 	runs := f.runs()
-	if most := mostAtOnce(runs, func(limitsRun) bool { return true }); most > 4 {
-		t.Errorf("%d runs at once across the watchbots, want at most 4", most)
+	if most := mostAtOnce(runs, func(limitsRun) bool { return true }); most != 4 {
+		t.Errorf("at most %d runs at once across the watchbots, want 4", most)
 	}
 	// While backlogged: from the first start to the last, the runs' time inside that window
 	// over its length is the average under way.
@@ -329,8 +331,8 @@ func TestLimitsFleetConcurrency(t *testing.T) {
 		}
 		busy += max(0, end.Sub(start))
 	}
-	if avg := busy.Seconds() / to.Sub(from).Seconds(); avg < 3.5 {
-		t.Errorf("%.2f runs under way on average while backlogged, want at least 3.5", avg)
+	if avg := busy.Seconds() / to.Sub(from).Seconds(); avg <= 3 {
+		t.Errorf("%.2f runs under way on average while backlogged, want more than 3", avg)
 	}
 }
 
