@@ -300,29 +300,28 @@ func (s *Store) Forget(ctx context.Context, key, owner string) error {
 
 // update makes one conditional UpdateItem of key's record.
 func (s *Store) update(ctx context.Context, op, key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) error {
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.client.UpdateItem(ctx, s.updateInput(key, expr, cond, nm, values))
+	return s.wrap(op, err)
+}
+
+// updateInput is the conditional UpdateItem of key's record.
+func (s *Store) updateInput(key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  nm,
 		ExpressionAttributeValues: values,
-	})
-	return s.wrap(op, err)
+	}
 }
 
 // updateRelayed makes one conditional UpdateItem of key's record and returns the relay the
 // record holds after it.
 func (s *Store) updateRelayed(ctx context.Context, op, key, expr, cond string, nm map[string]string, values map[string]types.AttributeValue) (Relayed, error) {
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{KeyAttribute: ddbattr.S(s.key(key))},
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  nm,
-		ExpressionAttributeValues: values,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
+	in := s.updateInput(key, expr, cond, nm, values)
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.client.UpdateItem(ctx, in)
 	if err != nil {
 		return Relayed{}, s.wrap(op, err)
 	}
