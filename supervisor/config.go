@@ -168,26 +168,8 @@ func (c Config) Validate() error {
 	if err := queueattr.ValidateURL(c.QueueURL); err != nil {
 		return refuse(setting.QueueURL, nil, err.Error())
 	}
-	switch {
-	case c.Lambda.Enabled && c.HTTP.URL != "":
-		return refuse(listenspec.SettingLambda, nil, "cannot be combined with "+setting.Ref(listenspec.SettingHTTPWorker)+": a Lambda runtime is the command after --")
-	case c.Lambda.Enabled && (len(c.Command) == 0 || c.Command[0] == ""):
-		return refuse(listenspec.SettingLambda, nil, "needs the runtime's command after --, e.g. watchbot listen --lambda --queue-url URL -- ./bootstrap")
-	case c.Lambda.Enabled:
-		if err := c.Lambda.Check(); err != nil {
-			return err
-		}
-	case c.HTTP.URL != "" && len(c.Command) > 0:
-		return refuse(listenspec.SettingHTTPWorker, nil, "cannot be combined with a worker command after --: give one or the other")
-	case c.HTTP.URL != "":
-		if err := c.HTTP.Check(); err != nil {
-			return err
-		}
-		if err := listenspec.WithinFlight(listenspec.SettingHTTPTimeout, c.HTTP.Timeout, c.inFlight(), c.Dedupe.Table != ""); err != nil {
-			return err
-		}
-	case len(c.Command) == 0 || c.Command[0] == "":
-		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+setting.Ref(listenspec.SettingHTTPWorker)+" URL")
+	if err := c.checkWorker(); err != nil {
+		return err
 	}
 	for _, err := range []error{
 		listenspec.Concurrency(c.Concurrency),
@@ -239,6 +221,34 @@ func (c Config) Validate() error {
 	}
 	if c.ProtectionIdle < 0 || c.ProtectionIdle > MaxProtectionIdle {
 		return refuse(listenspec.SettingProtectionIdle, c.ProtectionIdle, fmt.Sprintf("must be between 0 and %v", MaxProtectionIdle))
+	}
+	return nil
+}
+
+// checkWorker checks the worker the configuration names: a command after --, an HTTP worker
+// or a Lambda runtime, exactly one, each with its own settings.
+func (c Config) checkWorker() error {
+	refuse := func(s setting.Name, v any, reason string) error { return setting.Refuse(s, v, reason) }
+	switch {
+	case c.Lambda.Enabled && c.HTTP.URL != "":
+		return refuse(listenspec.SettingLambda, nil, "cannot be combined with "+setting.Ref(listenspec.SettingHTTPWorker)+": a Lambda runtime is the command after --")
+	case c.Lambda.Enabled && (len(c.Command) == 0 || c.Command[0] == ""):
+		return refuse(listenspec.SettingLambda, nil, "needs the runtime's command after --, e.g. watchbot listen --lambda --queue-url URL -- ./bootstrap")
+	case c.Lambda.Enabled:
+		if err := c.Lambda.Check(); err != nil {
+			return err
+		}
+	case c.HTTP.URL != "" && len(c.Command) > 0:
+		return refuse(listenspec.SettingHTTPWorker, nil, "cannot be combined with a worker command after --: give one or the other")
+	case c.HTTP.URL != "":
+		if err := c.HTTP.Check(); err != nil {
+			return err
+		}
+		if err := listenspec.WithinFlight(listenspec.SettingHTTPTimeout, c.HTTP.Timeout, c.inFlight(), c.Dedupe.Table != ""); err != nil {
+			return err
+		}
+	case len(c.Command) == 0 || c.Command[0] == "":
+		return refuse("", nil, "no worker command: give it after --, e.g. watchbot listen --queue-url URL -- ./worker.sh, or "+setting.Ref(listenspec.SettingHTTPWorker)+" URL")
 	}
 	return nil
 }
